@@ -1,0 +1,20 @@
+package runtime
+
+import "errors"
+
+// Sentinel errors; test for them with errors.Is.
+var (
+	// ErrNotAcquired means the lock was held by someone else for the whole
+	// time the caller was willing to wait.
+	ErrNotAcquired = errors.New("lockgen: lock not acquired")
+	// ErrLeaseLost means a lease ended before its holder released it: a
+	// renewal did not succeed before the local deadline, or the database
+	// showed the row expired or taken. It is the cause of the lease's
+	// context and of the context passed to With's fn.
+	ErrLeaseLost = errors.New("lockgen: lease lost")
+	// ErrReleased is the cause of a lease's context after Release, and the
+	// error of a second Release.
+	ErrReleased = errors.New("lockgen: lease released")
+	// ErrInvalid reports a misuse of the API (nil fn, empty key, bad config).
+	ErrInvalid = errors.New("lockgen: invalid argument")
+)

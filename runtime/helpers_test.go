@@ -1,0 +1,147 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// node is one simulated application node: its own pool and Client.
+type node struct {
+	db     *sql.DB
+	client *runtime.Client
+}
+
+func newNode(t *testing.T, db *sql.DB, opts ...runtime.Option) *node {
+	t.Helper()
+	c, err := runtime.NewClient(sqlstore.New(db), opts...)
+	require.NoError(t, err)
+	return &node{db: db, client: c}
+}
+
+func (n *node) lock(t *testing.T, cfg runtime.LockConfig) *runtime.Lock {
+	t.Helper()
+	l, err := n.client.Lock(cfg)
+	require.NoError(t, err)
+	return l
+}
+
+// overlapChecker fails the test when two holders are inside the critical
+// section at once or when a token does not exceed every earlier token.
+type overlapChecker struct {
+	mu        sync.Mutex
+	inside    int
+	lastToken int64
+	entries   int
+	problems  []string
+}
+
+func (c *overlapChecker) enter(token int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries++
+	if c.inside > 0 {
+		c.problems = append(c.problems, fmt.Sprintf("token %d entered while %d holder(s) inside", token, c.inside))
+	}
+	if token <= c.lastToken {
+		c.problems = append(c.problems, fmt.Sprintf("token %d after token %d", token, c.lastToken))
+	}
+	c.inside++
+	c.lastToken = token
+}
+
+func (c *overlapChecker) exit() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.inside--
+}
+
+func (c *overlapChecker) check(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Empty(t, c.problems)
+}
+
+// dbRemaining reads, on a connection of its own, how long the row (name,
+// key) with token stays held by the database clock; it fails if the row no
+// longer has that token.
+func dbRemaining(t *testing.T, db *sql.DB, name, key string, token int64) time.Duration {
+	t.Helper()
+	var us int64
+	err := db.QueryRow(`SELECT TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+		FROM lockgen_locks WHERE name = ? AND lock_key = ? AND token = ?`, name, key, token).Scan(&us)
+	require.NoError(t, err)
+	return time.Duration(us) * time.Microsecond
+}
+
+// skewedClock is the system clock shifted by a constant offset, standing for
+// a client whose wall clock is wrong by hours.
+type skewedClock struct {
+	runtime.SystemClock
+	offset time.Duration
+}
+
+func (c skewedClock) Now() time.Time { return time.Now().Add(c.offset) }
+
+// frozenClock never advances and its timers never fire: with it, only
+// events (not time) can move the runtime forward.
+type frozenClock struct{ now time.Time }
+
+func (c frozenClock) Now() time.Time                                { return c.now }
+func (c frozenClock) NewTimer(time.Duration) runtime.Timer          { return frozenTimer{} }
+func (c frozenClock) AfterFunc(time.Duration, func()) runtime.Timer { return frozenTimer{} }
+
+type frozenTimer struct{}
+
+func (frozenTimer) C() <-chan time.Time      { return nil }
+func (frozenTimer) Stop() bool               { return true }
+func (frozenTimer) Reset(time.Duration) bool { return true }
+
+// lostReplies runs every statement on the real store, then, while armed,
+// throws the answer away and reports an error, as when a connection breaks
+// after the server executed the statement.
+type lostReplies struct {
+	runtime.Store
+	renew, release atomic.Bool
+}
+
+var errReplyLost = errors.New("test: reply lost after the statement ran")
+
+func (s *lostReplies) LeaseRenew(ctx context.Context, id runtime.LeaseID, ttl time.Duration) (bool, error) {
+	ok, err := s.Store.LeaseRenew(ctx, id, ttl)
+	if s.renew.Load() {
+		return false, errReplyLost
+	}
+	return ok, err
+}
+
+func (s *lostReplies) LeaseRelease(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	ok, err := s.Store.LeaseRelease(ctx, id)
+	if s.release.CompareAndSwap(true, false) {
+		return false, errReplyLost
+	}
+	return ok, err
+}
+
+func mysqlConnector(t *testing.T, cfg *mysql.Config) driver.Connector {
+	t.Helper()
+	c, err := mysql.NewConnector(cfg)
+	require.NoError(t, err)
+	return c
+}
+
+var _ = testdb.DefaultDSN

@@ -1,0 +1,74 @@
+// Package stmtcount wraps a real database/sql driver connector and counts
+// the statements sent to the server (exec, query and prepare), so tests can
+// prove how many round trips an operation costs. It is a counter around the
+// real driver, not a fake.
+package stmtcount
+
+import (
+	"context"
+	"database/sql/driver"
+	"sync/atomic"
+)
+
+// Connector counts the statements of every connection it opens.
+type Connector struct {
+	driver.Connector
+	n atomic.Int64
+}
+
+// Wrap returns a counting Connector around c.
+func Wrap(c driver.Connector) *Connector { return &Connector{Connector: c} }
+
+// Count returns the number of statements sent so far.
+func (c *Connector) Count() int64 { return c.n.Load() }
+
+// Connect opens a counting connection.
+func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: conn, n: &c.n}, nil
+}
+
+// countingConn forwards to the real connection. It implements the optional
+// interfaces the MySQL driver's connections implement, so database/sql
+// takes the same paths it takes without the wrapper.
+type countingConn struct {
+	driver.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	c.n.Add(1)
+	return c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+}
+
+func (c *countingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	c.n.Add(1)
+	return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
+}
+
+func (c *countingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	c.n.Add(1)
+	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+}
+
+func (c *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	c.n.Add(1)
+	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+}
+
+func (c *countingConn) Ping(ctx context.Context) error {
+	return c.Conn.(driver.Pinger).Ping(ctx)
+}
+
+func (c *countingConn) ResetSession(ctx context.Context) error {
+	return c.Conn.(driver.SessionResetter).ResetSession(ctx)
+}
+
+func (c *countingConn) IsValid() bool { return c.Conn.(driver.Validator).IsValid() }
+
+func (c *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
+	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
+}

@@ -1,0 +1,269 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Lease is one holding of a lock. It is renewed in the background until
+// Release. Its methods are safe for concurrent use.
+type Lease struct {
+	lock  *Lock
+	id    LeaseID
+	clock Clock
+
+	// ctx ends when the lease is lost (cause wraps ErrLeaseLost) or
+	// released (cause ErrReleased).
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	// renewCtx ends at Release; it bounds the renewal loop's statements.
+	renewCtx    context.Context
+	renewCancel context.CancelFunc
+	renewDone   chan struct{}
+
+	mu       sync.Mutex
+	deadline time.Time // local deadline, by clock
+	released bool
+	watchdog Timer
+}
+
+// newLease starts renewal and the local-deadline watchdog for a lease whose
+// acquire request was sent at sent.
+func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.Time) *Lease {
+	parent := context.WithoutCancel(ctx)
+	ls := &Lease{
+		lock:      l,
+		id:        LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token},
+		clock:     l.client.clock,
+		renewDone: make(chan struct{}),
+		deadline:  sent.Add(l.cfg.TTL - l.cfg.SafetyMargin),
+	}
+	ls.ctx, ls.cancel = context.WithCancelCause(parent)
+	ls.renewCtx, ls.renewCancel = context.WithCancel(parent)
+	ls.mu.Lock()
+	ls.watchdog = ls.clock.AfterFunc(ls.deadline.Sub(ls.clock.Now()), ls.checkDeadline)
+	ls.mu.Unlock()
+	go ls.renewLoop()
+	return ls
+}
+
+// Token returns the fencing token of this holding: greater than the token of
+// every earlier holding of the same lock and key. Pass it with writes that a
+// stale holder must not make, and have the writer reject tokens lower than
+// the highest it has seen.
+func (ls *Lease) Token() int64 { return ls.id.Token }
+
+// Name returns the lock's name.
+func (ls *Lease) Name() string { return ls.id.Name }
+
+// Key returns the key this lease holds ("" for unkeyed locks).
+func (ls *Lease) Key() string { return ls.id.Key }
+
+// Owner returns the owner identity recorded in the lock row.
+func (ls *Lease) Owner() string { return ls.id.Owner }
+
+// Context returns a context that ends when the lease is lost (its cause
+// wraps ErrLeaseLost) or released (cause ErrReleased). It carries the values
+// of the context the lease was acquired with, not its cancellation.
+func (ls *Lease) Context() context.Context { return ls.ctx }
+
+// Done is closed when the lease is lost or released.
+func (ls *Lease) Done() <-chan struct{} { return ls.ctx.Done() }
+
+// Err returns nil while the lease is held, then the reason it ended: an
+// error wrapping ErrLeaseLost, or ErrReleased.
+func (ls *Lease) Err() error {
+	if ls.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(ls.ctx)
+}
+
+// LocalDeadline returns the client-side deadline by the Client's clock:
+// unless a renewal succeeds first, the lease counts as lost at this time,
+// which is before the database lets anyone else take it.
+func (ls *Lease) LocalDeadline() time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.deadline
+}
+
+func (ls *Lease) timeLeft() time.Duration {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.deadline.Sub(ls.clock.Now())
+}
+
+// extend moves the local deadline later (never earlier).
+func (ls *Lease) extend(deadline time.Time) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if deadline.After(ls.deadline) {
+		ls.deadline = deadline
+	}
+}
+
+// checkDeadline runs when the watchdog fires: the lease is lost unless a
+// renewal moved the deadline, in which case the watchdog is re-armed.
+func (ls *Lease) checkDeadline() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.released || ls.ctx.Err() != nil {
+		return
+	}
+	if left := ls.deadline.Sub(ls.clock.Now()); left > 0 {
+		ls.watchdog.Reset(left)
+		return
+	}
+	ls.lose(fmt.Errorf("%w: %s: no successful renewal before the local deadline", ErrLeaseLost, ls.describe()))
+}
+
+func (ls *Lease) lose(cause error) {
+	if ls.ctx.Err() != nil {
+		return
+	}
+	ls.cancel(cause)
+	ls.lock.client.logger.Warn("lockgen: lease lost", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "cause", cause)
+}
+
+func (ls *Lease) loseUnlocked(cause error) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if !ls.released {
+		ls.lose(cause)
+	}
+}
+
+func (ls *Lease) renewLoop() {
+	defer close(ls.renewDone)
+	cfg := ls.lock.cfg
+	retry := max(cfg.RenewEvery/4, 10*time.Millisecond)
+	t := ls.clock.NewTimer(cfg.RenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ls.renewCtx.Done():
+			return
+		case <-ls.ctx.Done():
+			return
+		case <-t.C():
+		}
+		next := cfg.RenewEvery
+		if !ls.renew() {
+			next = retry
+		}
+		t.Reset(next)
+	}
+}
+
+// renew runs one renewal; it reports whether the lease was extended by a
+// full TTL. On an unknown outcome it re-reads the row and decides by owner
+// and token, which stay the same for the whole holding.
+func (ls *Lease) renew() bool {
+	cfg := ls.lock.cfg
+	left := ls.timeLeft()
+	if left <= 0 {
+		return false // the watchdog declares the loss
+	}
+	ctx, cancel := context.WithTimeout(ls.renewCtx, left)
+	defer cancel()
+	store := ls.lock.client.store
+	sent := ls.clock.Now()
+	ok, err := store.LeaseRenew(ctx, ls.id, cfg.TTL)
+	if err == nil {
+		if !ok {
+			ls.loseUnlocked(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
+			return false
+		}
+		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
+		return true
+	}
+	if ls.renewCtx.Err() != nil {
+		return false // released meanwhile
+	}
+	sent = ls.clock.Now()
+	row, found, gerr := store.LeaseGet(ctx, ls.id.Name, ls.id.Key)
+	if gerr != nil {
+		ls.lock.client.logger.Warn("lockgen: lease renewal failed", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "error", err, "reread_error", gerr)
+		return false
+	}
+	if !ls.holds(row, found) {
+		ls.loseUnlocked(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), err))
+		return false
+	}
+	ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
+	return false // retry soon: the renewal may not have applied
+}
+
+// holds reports whether row shows this holding still in force.
+func (ls *Lease) holds(row LeaseRow, found bool) bool {
+	return found && row.Owner == ls.id.Owner && row.Token == ls.id.Token && row.Remaining > 0
+}
+
+// Release stops renewal and frees the lock row if this holding still has it;
+// it never touches a row another holder has taken. It waits at most until
+// ctx ends or one TTL has passed (after which the row is free anyway).
+// Release returns an error wrapping ErrLeaseLost if the lease was lost
+// before it was released, ErrReleased when called again, and an error when
+// the outcome stays unknown (the row then frees itself within one TTL).
+func (ls *Lease) Release(ctx context.Context) error {
+	ls.mu.Lock()
+	if ls.released {
+		ls.mu.Unlock()
+		return fmt.Errorf("%w: %s token %d was already released", ErrReleased, ls.describe(), ls.id.Token)
+	}
+	ls.released = true
+	ls.watchdog.Stop()
+	ls.mu.Unlock()
+
+	ls.renewCancel()
+	<-ls.renewDone
+	var lost error
+	if ls.ctx.Err() != nil {
+		lost = context.Cause(ls.ctx)
+	}
+	ls.cancel(ErrReleased)
+	err := ls.releaseRow(ctx)
+	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})
+	if lost != nil {
+		return lost
+	}
+	return err
+}
+
+func (ls *Lease) releaseRow(ctx context.Context) error {
+	cfg := ls.lock.cfg
+	store := ls.lock.client.store
+	ctx, cancel := context.WithTimeout(ctx, cfg.TTL)
+	defer cancel()
+	b := backoff{next: 10 * time.Millisecond, max: cfg.TTL / 4}
+	for retried := false; ; retried = true {
+		ok, err := store.LeaseRelease(ctx, ls.id)
+		if err == nil {
+			// After an attempt with an unknown outcome, "not held" most
+			// likely means that attempt applied.
+			if !ok && !retried {
+				return fmt.Errorf("%w: %s: it had expired before release", ErrLeaseLost, ls.describe())
+			}
+			return nil
+		}
+		// Outcome unknown: done if the row no longer shows this holding.
+		row, found, gerr := store.LeaseGet(ctx, ls.id.Name, ls.id.Key)
+		if gerr == nil && !ls.holds(row, found) {
+			return nil
+		}
+		t := ls.clock.NewTimer(b.step())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("lockgen: release %s token %d: outcome unknown, the row frees itself within its ttl: %w", ls.describe(), ls.id.Token, errors.Join(err, context.Cause(ctx)))
+		case <-t.C():
+		}
+	}
+}
+
+func (ls *Lease) describe() string { return ls.lock.describe(ls.id.Key) }

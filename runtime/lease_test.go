@@ -1,0 +1,485 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
+	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+func TestTryAcquireReleaseAndTokens(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t), runtime.WithOwner("node-a"))
+	other := newNode(t, tdb.Open(t), runtime.WithOwner("node-b"))
+	cfg := runtime.LockConfig{Name: "master", TTL: 5 * time.Second}
+	l, lo := n.lock(t, cfg), other.lock(t, cfg)
+	ctx := context.Background()
+
+	var last int64
+	for i := 0; i < 5; i++ {
+		lease, err := l.Try(ctx, "")
+		require.NoError(t, err)
+		assert.Greater(t, lease.Token(), last, "tokens strictly increase")
+		last = lease.Token()
+
+		_, err = lo.Try(ctx, "")
+		require.ErrorIs(t, err, runtime.ErrNotAcquired, "a held lock is not granted twice")
+		h, err := lo.Holder(ctx, "")
+		require.NoError(t, err)
+		assert.True(t, h.Held)
+		assert.Equal(t, "node-a", h.Owner)
+		assert.Equal(t, lease.Token(), h.Token)
+		assert.Greater(t, h.Remaining, 4*time.Second)
+		assert.LessOrEqual(t, h.Remaining, 5*time.Second)
+
+		require.NoError(t, lease.Release(ctx))
+		require.ErrorIs(t, lease.Err(), runtime.ErrReleased)
+		require.ErrorIs(t, lease.Release(ctx), runtime.ErrReleased, "second release")
+		h, err = lo.Holder(ctx, "")
+		require.NoError(t, err)
+		assert.False(t, h.Held)
+	}
+	assert.Equal(t, int64(5), last, "the first token is 1 and each acquisition adds 1")
+}
+
+// TestStatementCounts proves acquire, renew and release are one statement
+// each, counted on the real driver's connections.
+func TestStatementCounts(t *testing.T) {
+	tdb := testdb.New(t)
+	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	db := sql.OpenDB(counter)
+	t.Cleanup(func() { _ = db.Close() })
+	require.NoError(t, db.Ping())
+	// A frozen clock: no renewal runs unless the test asks for one.
+	n := newNode(t, db, runtime.WithClock(frozenClock{now: time.Now()}))
+	l := n.lock(t, runtime.LockConfig{Name: "counted", TTL: time.Minute})
+	ctx := context.Background()
+
+	before := counter.Count()
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), counter.Count()-before, "acquire")
+
+	before = counter.Count()
+	ok, err := sqlstore.New(db).LeaseRenew(ctx, runtime.LeaseID{Name: "counted", Owner: lease.Owner(), Token: lease.Token()}, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, int64(1), counter.Count()-before, "renew")
+
+	before = counter.Count()
+	require.NoError(t, lease.Release(ctx))
+	assert.Equal(t, int64(1), counter.Count()-before, "release")
+
+	before = counter.Count()
+	_, err = l.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), counter.Count()-before, "acquire of a released row")
+}
+
+// TestMutualExclusion: 3 pools x 16 goroutines contend for one lock; an
+// overlap checker fails on any overlap or non-increasing token.
+func TestMutualExclusion(t *testing.T) {
+	tdb := testdb.New(t)
+	const pools, workers, perWorker = 3, 16, 12
+	cfg := runtime.LockConfig{Name: "contended", TTL: 2 * time.Second, Wait: time.Minute}
+	var chk overlapChecker
+	var wg sync.WaitGroup
+	errs := make(chan error, pools*workers)
+	for p := 0; p < pools; p++ {
+		n := newNode(t, tdb.Open(t))
+		l := n.lock(t, cfg)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < perWorker; i++ {
+					err := l.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
+						chk.enter(lease.Token())
+						defer chk.exit()
+						if ctx.Err() != nil {
+							return context.Cause(ctx)
+						}
+						return nil
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	chk.check(t)
+	assert.Equal(t, pools*workers*perWorker, chk.entries)
+	assert.Equal(t, int64(pools*workers*perWorker), chk.lastToken, "one token per acquisition, none skipped")
+}
+
+// TestKeyedLocksAreIndependent: different keys are different leases, each
+// with its own token sequence.
+func TestKeyedLocksAreIndependent(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t))
+	l := n.lock(t, runtime.LockConfig{Name: "order", Keyed: true, TTL: 5 * time.Second})
+	ctx := context.Background()
+	a, err := l.Try(ctx, "1")
+	require.NoError(t, err)
+	b, err := l.Try(ctx, "2")
+	require.NoError(t, err)
+	_, err = l.Try(ctx, "1")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired)
+	assert.Equal(t, int64(1), a.Token())
+	assert.Equal(t, int64(1), b.Token())
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, b.Release(ctx))
+}
+
+// TestLongCriticalSectionKeepsLease: fn runs for 3x the TTL; renewal keeps
+// the lease, nobody else gets in, and the token never changes.
+func TestLongCriticalSectionKeepsLease(t *testing.T) {
+	tdb := testdb.New(t)
+	a, b := newNode(t, tdb.Open(t)), newNode(t, tdb.Open(t))
+	cfg := runtime.LockConfig{Name: "long", TTL: 400 * time.Millisecond}
+	la, lb := a.lock(t, cfg), b.lock(t, cfg)
+	err := la.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
+		end := time.Now().Add(3 * cfg.TTL)
+		for time.Now().Before(end) {
+			_, err := lb.Try(context.Background(), "")
+			require.ErrorIs(t, err, runtime.ErrNotAcquired)
+			h, err := lb.Holder(context.Background(), "")
+			require.NoError(t, err)
+			require.Equal(t, lease.Token(), h.Token)
+			require.NoError(t, ctx.Err())
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+}
+
+// TestNonHolderCannotRenewOrRelease: renew and release with a wrong owner or
+// token change nothing.
+func TestNonHolderCannotRenewOrRelease(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	store := sqlstore.New(db)
+	ctx := context.Background()
+	token, err := store.LeaseAcquire(ctx, "guarded", "", "holder", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), token)
+	before, found, err := store.LeaseGet(ctx, "guarded", "")
+	require.NoError(t, err)
+	require.True(t, found)
+
+	for _, id := range []runtime.LeaseID{
+		{Name: "guarded", Owner: "intruder", Token: token},
+		{Name: "guarded", Owner: "holder", Token: token + 1},
+		{Name: "guarded", Owner: "holder", Token: token - 1},
+		{Name: "guarded", Key: "other", Owner: "holder", Token: token},
+	} {
+		ok, err := store.LeaseRenew(ctx, id, time.Hour)
+		require.NoError(t, err)
+		assert.False(t, ok, "renew by %+v", id)
+		ok, err = store.LeaseRelease(ctx, id)
+		require.NoError(t, err)
+		assert.False(t, ok, "release by %+v", id)
+	}
+	after, _, err := store.LeaseGet(ctx, "guarded", "")
+	require.NoError(t, err)
+	assert.Equal(t, before.Owner, after.Owner)
+	assert.Equal(t, before.Token, after.Token)
+	assert.Equal(t, before.ExpiresAt, after.ExpiresAt)
+
+	// And a second acquisition attempt by anyone fails while held.
+	again, err := store.LeaseAcquire(ctx, "guarded", "", "holder", time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, again)
+}
+
+// TestLostConnectionCancelsBeforeExpiry: the holder's network is cut; its
+// context is cancelled with ErrLeaseLost while the database still shows the
+// row held, and another node gets the lock only after that.
+func TestLostConnectionCancelsBeforeExpiry(t *testing.T) {
+	for _, skew := range []time.Duration{0, 7 * time.Hour, -7 * time.Hour} {
+		t.Run("skew="+skew.String(), func(t *testing.T) {
+			testLostConnection(t, skew)
+		})
+	}
+}
+
+func testLostConnection(t *testing.T, skew time.Duration) {
+	tdb := testdb.New(t)
+	proxy, err := tcpproxy.Start(tdb.Config.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	viaProxy := tdb.Config.Clone()
+	viaProxy.Addr = proxy.Addr()
+	viaProxy.Timeout = time.Second
+	pdb := sql.OpenDB(mysqlConnector(t, viaProxy))
+	t.Cleanup(func() { _ = pdb.Close() })
+
+	observer := tdb.Open(t)
+	holder := newNode(t, pdb, runtime.WithClock(skewedClock{offset: skew}))
+	rival := newNode(t, tdb.Open(t), runtime.WithClock(skewedClock{offset: -skew}))
+	cfg := runtime.LockConfig{Name: "cut", TTL: 600 * time.Millisecond}
+	lh, lr := holder.lock(t, cfg), rival.lock(t, cfg)
+	ctx := context.Background()
+
+	lease, err := lh.Try(ctx, "")
+	require.NoError(t, err)
+	proxy.Cut()
+
+	var rivalToken int64
+	told := false
+	for rivalToken == 0 {
+		select {
+		case <-lease.Done():
+			if !told {
+				// The holder knows first: the row is still held by the database clock.
+				told = true
+				require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost)
+				assert.Greater(t, dbRemaining(t, observer, "cut", "", lease.Token()), time.Duration(0),
+					"the holder must learn of the loss before the row expires")
+			}
+			next, err := lr.Try(context.Background(), "")
+			if errors.Is(err, runtime.ErrNotAcquired) {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			require.NoError(t, err)
+			rivalToken = next.Token()
+			require.NoError(t, next.Release(ctx))
+		default:
+			// Until the holder has been told, nobody else may get in.
+			next, err := lr.Try(ctx, "")
+			if err == nil {
+				select {
+				case <-lease.Done():
+					t.Fatalf("rival acquired (token %d) before the holder's deadline fired", next.Token())
+				default:
+					t.Fatalf("rival acquired token %d while the holder still believed it held %d", next.Token(), lease.Token())
+				}
+			}
+			require.ErrorIs(t, err, runtime.ErrNotAcquired)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	assert.Greater(t, rivalToken, lease.Token())
+	require.ErrorIs(t, lease.Release(ctx), runtime.ErrLeaseLost, "releasing a lost lease reports the loss")
+}
+
+// TestKilledConnectionIsReplaced: KILLing the holder's connections makes the
+// pool reconnect; the lease survives because renewal runs on a new
+// connection before the deadline.
+func TestKilledConnectionIsReplaced(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	db.SetMaxOpenConns(1)
+	n := newNode(t, db)
+	l := n.lock(t, runtime.LockConfig{Name: "killed", TTL: time.Second, RenewEvery: 200 * time.Millisecond})
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	var id int64
+	require.NoError(t, db.QueryRow("SELECT CONNECTION_ID()").Scan(&id))
+	admin := tdb.Open(t)
+	_, err = admin.Exec("KILL ?", id)
+	require.NoError(t, err)
+	time.Sleep(3 * time.Second)
+	require.NoError(t, lease.Err(), "the lease survives a killed connection")
+	assert.Greater(t, dbRemaining(t, admin, "killed", "", lease.Token()), 500*time.Millisecond)
+	require.NoError(t, lease.Release(ctx))
+}
+
+// TestSessionTimeZonesAgree: two nodes whose sessions use time zones 25
+// hours apart see the same expiry.
+func TestSessionTimeZonesAgree(t *testing.T) {
+	tdb := testdb.New(t)
+	east, west := tdb.Config.Clone(), tdb.Config.Clone()
+	east.Params = map[string]string{"time_zone": "'+13:00'"}
+	west.Params = map[string]string{"time_zone": "'-12:00'"}
+	dbEast := sql.OpenDB(mysqlConnector(t, east))
+	dbWest := sql.OpenDB(mysqlConnector(t, west))
+	t.Cleanup(func() { _ = dbEast.Close(); _ = dbWest.Close() })
+	var tzE, tzW string
+	require.NoError(t, dbEast.QueryRow("SELECT @@session.time_zone").Scan(&tzE))
+	require.NoError(t, dbWest.QueryRow("SELECT @@session.time_zone").Scan(&tzW))
+	require.Equal(t, "+13:00", tzE)
+	require.Equal(t, "-12:00", tzW)
+
+	e, w := newNode(t, dbEast), newNode(t, dbWest)
+	cfg := runtime.LockConfig{Name: "tz", TTL: 2 * time.Second}
+	le, lw := e.lock(t, cfg), w.lock(t, cfg)
+	ctx := context.Background()
+	lease, err := le.Try(ctx, "")
+	require.NoError(t, err)
+	_, err = lw.Try(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired, "west must not see east's lease as expired")
+	h, err := lw.Holder(ctx, "")
+	require.NoError(t, err)
+	assert.True(t, h.Held)
+	assert.InDelta(t, float64(2*time.Second), float64(h.Remaining), float64(500*time.Millisecond))
+	require.NoError(t, lease.Release(ctx))
+
+	// The other way round, with a lease nobody renews: west takes it over
+	// after about one TTL, not 25 hours early or late.
+	store := sqlstore.New(dbWest)
+	token, err := store.LeaseAcquire(ctx, "tz2", "", "crashed", 300*time.Millisecond)
+	require.NoError(t, err)
+	require.NotZero(t, token)
+	le2 := e.lock(t, runtime.LockConfig{Name: "tz2", TTL: time.Second, Wait: 5 * time.Second})
+	_, err = le2.Try(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired)
+	taken, err := le2.Acquire(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, token+1, taken.Token())
+	require.NoError(t, taken.Release(ctx))
+}
+
+// TestUnknownOutcomes: a renew or release whose reply is lost after the
+// server ran it is reconciled by re-reading the row, not taken as lost.
+func TestUnknownOutcomes(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	faulty := &lostReplies{Store: sqlstore.New(db)}
+	c, err := runtime.NewClient(faulty)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "unknown", TTL: 500 * time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	faulty.renew.Store(true)
+	time.Sleep(3 * 500 * time.Millisecond)
+	require.NoError(t, lease.Err(), "renewals that ran but lost their reply keep the lease")
+	assert.Greater(t, dbRemaining(t, db, "unknown", "", lease.Token()), time.Duration(0))
+	faulty.renew.Store(false)
+
+	faulty.release.Store(true)
+	require.NoError(t, lease.Release(ctx), "a release that ran but lost its reply is done")
+	h, err := l.Holder(ctx, "")
+	require.NoError(t, err)
+	assert.False(t, h.Held)
+}
+
+func TestWithReleasesOnErrorPanicAndCancel(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t))
+	l := n.lock(t, runtime.LockConfig{Name: "with", TTL: 10 * time.Second})
+	ctx := context.Background()
+	held := func() bool {
+		h, err := l.Holder(ctx, "")
+		require.NoError(t, err)
+		return h.Held
+	}
+
+	boom := errors.New("boom")
+	err := l.With(ctx, "", func(ctx context.Context, lease *runtime.Lease) error {
+		require.True(t, held())
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	assert.False(t, held(), "released after fn error")
+
+	require.PanicsWithValue(t, "kaboom", func() {
+		_ = l.With(ctx, "", func(context.Context, *runtime.Lease) error { panic("kaboom") })
+	})
+	assert.False(t, held(), "released after panic")
+
+	cctx, cancel := context.WithCancel(ctx)
+	err = l.With(cctx, "", func(ctx context.Context, lease *runtime.Lease) error {
+		cancel()
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.False(t, held(), "released after ctx cancel")
+}
+
+// TestWaitingWakesOnLocalRelease: with a clock whose timers never fire, a
+// waiter can only get the lock through the in-process wake-up on release.
+func TestWaitingWakesOnLocalRelease(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t), runtime.WithClock(frozenClock{now: time.Now()}))
+	l := n.lock(t, runtime.LockConfig{Name: "wake", TTL: time.Minute, Wait: time.Hour})
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	got := make(chan *runtime.Lease)
+	go func() {
+		next, err := l.Acquire(ctx, "")
+		assert.NoError(t, err)
+		got <- next
+	}()
+	time.Sleep(100 * time.Millisecond) // let the waiter fail once and sleep
+	require.NoError(t, lease.Release(ctx))
+	select {
+	case next := <-got:
+		assert.Equal(t, lease.Token()+1, next.Token())
+		require.NoError(t, next.Release(ctx))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter was not woken by the release")
+	}
+}
+
+func TestWaitEndsWithErrNotAcquired(t *testing.T) {
+	tdb := testdb.New(t)
+	a, b := newNode(t, tdb.Open(t)), newNode(t, tdb.Open(t))
+	cfg := runtime.LockConfig{Name: "busy", TTL: 10 * time.Second, Wait: 300 * time.Millisecond}
+	lease, err := a.lock(t, cfg).Try(context.Background(), "")
+	require.NoError(t, err)
+	called := false
+	err = b.lock(t, cfg).With(context.Background(), "", func(context.Context, *runtime.Lease) error {
+		called = true
+		return nil
+	})
+	require.ErrorIs(t, err, runtime.ErrNotAcquired)
+	assert.False(t, called)
+	require.NoError(t, lease.Release(context.Background()))
+}
+
+func TestInvalidUse(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	_, err := runtime.NewClient(nil)
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	_, err = runtime.NewClient(sqlstore.New(db), runtime.WithOwner(""))
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	n := newNode(t, db)
+	for name, cfg := range map[string]runtime.LockConfig{
+		"empty name":            {TTL: time.Second},
+		"zero ttl":              {Name: "x"},
+		"ttl below minimum":     {Name: "x", TTL: 10 * time.Millisecond},
+		"renew_every >= ttl":    {Name: "x", TTL: time.Second, RenewEvery: time.Second},
+		"renew_every in margin": {Name: "x", TTL: time.Second, RenewEvery: 950 * time.Millisecond},
+		"negative wait":         {Name: "x", TTL: time.Second, Wait: -1},
+	} {
+		_, err := n.client.Lock(cfg)
+		assert.ErrorIs(t, err, runtime.ErrInvalid, name)
+	}
+	plain := n.lock(t, runtime.LockConfig{Name: "plain", TTL: time.Second})
+	keyed := n.lock(t, runtime.LockConfig{Name: "keyed", Keyed: true, TTL: time.Second})
+	ctx := context.Background()
+	require.ErrorIs(t, plain.With(ctx, "", nil), runtime.ErrInvalid)
+	_, err = keyed.Try(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrInvalid, "empty key")
+	_, err = plain.Try(ctx, "k")
+	require.ErrorIs(t, err, runtime.ErrInvalid, "key on an unkeyed lock")
+	_, err = keyed.Try(ctx, string(make([]byte, runtime.MaxKeyLen+1)))
+	require.ErrorIs(t, err, runtime.ErrInvalid, "key too long")
+}

@@ -1,0 +1,226 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits of a lock's configuration.
+const (
+	// MinTTL is the shortest lease a lock may declare.
+	MinTTL = 100 * time.Millisecond
+	// MaxNameLen and MaxKeyLen are the longest lock name and key the lock
+	// table stores.
+	MaxNameLen = 191
+	MaxKeyLen  = 191
+)
+
+// LockConfig declares one lock. Generated code fills it from lockgen.yaml.
+type LockConfig struct {
+	// Name identifies the lock's rows. Required, at most MaxNameLen bytes.
+	Name string
+	// Keyed locks hold one lease per key; With/Try/Acquire then need a
+	// non-empty key. Unkeyed locks take the empty key only.
+	Keyed bool
+	// TTL is how long a lease lasts by the database clock without renewal.
+	// Required, at least MinTTL.
+	TTL time.Duration
+	// RenewEvery is the renewal period. Default TTL/3. It must leave room
+	// for the safety margin: RenewEvery < TTL - SafetyMargin.
+	RenewEvery time.Duration
+	// SafetyMargin is subtracted from every local deadline to absorb timer
+	// and scheduling delays on the client. Default TTL/10.
+	SafetyMargin time.Duration
+	// Wait is how long With and Acquire wait for a busy lock before
+	// returning ErrNotAcquired. Default 0: try once.
+	Wait time.Duration
+}
+
+// Lock is a declared lock bound to a Client. It is safe for concurrent use.
+type Lock struct {
+	client *Client
+	cfg    LockConfig
+}
+
+// Lock validates cfg, applies its defaults and returns the lock. It fails
+// with ErrInvalid when the configuration cannot be safe (for example a
+// renewal period that does not fit in the TTL); it never "fixes" it.
+func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
+	if cfg.Name == "" || len(cfg.Name) > MaxNameLen {
+		return nil, fmt.Errorf("%w: lock name must be 1 to %d bytes", ErrInvalid, MaxNameLen)
+	}
+	if cfg.TTL < MinTTL {
+		return nil, fmt.Errorf("%w: lock %q: ttl %v is below the minimum %v", ErrInvalid, cfg.Name, cfg.TTL, MinTTL)
+	}
+	if cfg.SafetyMargin == 0 {
+		cfg.SafetyMargin = cfg.TTL / 10
+	}
+	if cfg.RenewEvery == 0 {
+		cfg.RenewEvery = cfg.TTL / 3
+	}
+	if cfg.SafetyMargin < 0 || cfg.SafetyMargin >= cfg.TTL/2 {
+		return nil, fmt.Errorf("%w: lock %q: safety margin %v must be in (0, ttl/2)", ErrInvalid, cfg.Name, cfg.SafetyMargin)
+	}
+	if cfg.RenewEvery < 0 || cfg.RenewEvery >= cfg.TTL-cfg.SafetyMargin {
+		return nil, fmt.Errorf("%w: lock %q: renew_every %v must be below ttl - safety margin (%v)", ErrInvalid, cfg.Name, cfg.RenewEvery, cfg.TTL-cfg.SafetyMargin)
+	}
+	if cfg.Wait < 0 {
+		return nil, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
+	}
+	return &Lock{client: c, cfg: cfg}, nil
+}
+
+// Config returns the lock's configuration with defaults applied.
+func (l *Lock) Config() LockConfig { return l.cfg }
+
+func (l *Lock) checkKey(key string) error {
+	switch {
+	case l.cfg.Keyed && key == "":
+		return fmt.Errorf("%w: lock %q needs a non-empty key", ErrInvalid, l.cfg.Name)
+	case !l.cfg.Keyed && key != "":
+		return fmt.Errorf("%w: lock %q is not keyed; got key %q", ErrInvalid, l.cfg.Name, key)
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: lock %q: key is %d bytes, the limit is %d", ErrInvalid, l.cfg.Name, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// Try makes one attempt to acquire the lock for key. It returns
+// ErrNotAcquired when someone else holds it. The returned lease is renewed
+// in the background until Release; its Context ends when it is lost or
+// released. An error other than ErrNotAcquired means the outcome is not
+// known; the lock is then at worst held, unused, until its TTL expires.
+func (l *Lock) Try(ctx context.Context, key string) (*Lease, error) {
+	if err := l.checkKey(key); err != nil {
+		return nil, err
+	}
+	return l.tryOnce(ctx, key)
+}
+
+// maxRetries bounds the immediate retries of a statement that failed with a
+// transient server error (deadlock, lock wait timeout).
+const maxRetries = 5
+
+func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
+	for attempt := 0; ; attempt++ {
+		sent := l.client.clock.Now()
+		token, err := l.client.store.LeaseAcquire(ctx, l.cfg.Name, key, l.client.owner, l.cfg.TTL)
+		if err != nil {
+			if IsTransient(err) && attempt < maxRetries && ctx.Err() == nil {
+				continue
+			}
+			return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
+		}
+		if token == 0 {
+			return nil, ErrNotAcquired
+		}
+		if took := l.client.clock.Now().Sub(sent); took >= l.cfg.TTL-l.cfg.SafetyMargin {
+			// The lease may already have expired when the answer arrived
+			// (a stalled commit): give the row back and count it as busy.
+			_, _ = l.client.store.LeaseRelease(ctx, LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token})
+			return nil, fmt.Errorf("%w: acquiring %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
+		}
+		return newLease(ctx, l, key, token, sent), nil
+	}
+}
+
+// Acquire acquires the lock for key, waiting up to the lock's Wait (and
+// while ctx lasts). Waiting polls with exponential backoff and jitter and
+// wakes at once when a holder in this process releases the same lock.
+// It returns ErrNotAcquired when the wait ends, or ctx's error.
+func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
+	if err := l.checkKey(key); err != nil {
+		return nil, err
+	}
+	clock := l.client.clock
+	start := clock.Now()
+	b := backoff{next: 5 * time.Millisecond, max: min(500*time.Millisecond, l.cfg.TTL/2)}
+	for {
+		woken, unsubscribe := l.client.wake.subscribe(rowKey{l.cfg.Name, key})
+		lease, err := l.tryOnce(ctx, key)
+		if !errors.Is(err, ErrNotAcquired) {
+			unsubscribe()
+			return lease, err
+		}
+		left := l.cfg.Wait - clock.Now().Sub(start)
+		if left <= 0 {
+			unsubscribe()
+			return nil, ErrNotAcquired
+		}
+		t := clock.NewTimer(min(b.step(), left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			unsubscribe()
+			return nil, fmt.Errorf("lockgen: waiting for %s: %w", l.describe(key), context.Cause(ctx))
+		case <-woken:
+		case <-t.C():
+		}
+		t.Stop()
+		unsubscribe()
+	}
+}
+
+// With acquires the lock for key (waiting as Acquire does), runs fn while
+// holding it, and releases it when fn returns, panics (the panic is
+// re-raised after the release) or ctx ends. fn's context is cancelled with
+// cause ErrLeaseLost if the lease is lost while fn runs; With then returns
+// an error that wraps ErrLeaseLost even if fn returned nil, because the
+// critical section may not have been exclusive to its end.
+func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context, lease *Lease) error) (err error) {
+	if fn == nil {
+		return fmt.Errorf("%w: nil fn for lock %q", ErrInvalid, l.cfg.Name)
+	}
+	lease, err := l.Acquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
+	defer func() {
+		stop()
+		cancel(context.Canceled)
+		r := recover()
+		err = errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
+		if r != nil {
+			panic(r)
+		}
+	}()
+	return fn(fnCtx, lease)
+}
+
+// Holder is the current holder of a lock as the database sees it.
+type Holder struct {
+	// Held is false when the row is missing, released or expired.
+	Held  bool
+	Owner string
+	// Token is the fencing token of the current (or last) holding.
+	Token int64
+	// Remaining is the lease time left by the database clock when read.
+	Remaining time.Duration
+}
+
+// Holder reads who holds the lock for key, by the database clock.
+func (l *Lock) Holder(ctx context.Context, key string) (Holder, error) {
+	if err := l.checkKey(key); err != nil {
+		return Holder{}, err
+	}
+	row, found, err := l.client.store.LeaseGet(ctx, l.cfg.Name, key)
+	if err != nil {
+		return Holder{}, fmt.Errorf("lockgen: read holder of %s: %w", l.describe(key), err)
+	}
+	if !found {
+		return Holder{}, nil
+	}
+	held := row.Owner != "" && row.Remaining > 0
+	return Holder{Held: held, Owner: row.Owner, Token: row.Token, Remaining: max(row.Remaining, 0)}, nil
+}
+
+func (l *Lock) describe(key string) string {
+	if !l.cfg.Keyed {
+		return fmt.Sprintf("lock %q", l.cfg.Name)
+	}
+	return fmt.Sprintf("lock %q key %q", l.cfg.Name, key)
+}
