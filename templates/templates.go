@@ -27,10 +27,15 @@ type Data struct {
 
 // Names of the templates, without the ".tmpl" suffix.
 const (
-	Schema           = "schema.sql"
-	Queries          = "queries.sql"
-	LocksMigrateUp   = "locks.up.sql"
-	LocksMigrateDown = "locks.down.sql"
+	// Schema is the whole schema sqlc reads.
+	Schema = "schema.sql"
+	// Queries is the sqlc query file.
+	Queries = "queries.sql"
+	// LocksUp and LocksDown are the golang-migrate pair creating the lock table.
+	LocksUp   = "locks.up.sql"
+	LocksDown = "locks.down.sql"
+	// GooseLocks is the goose migration creating the lock table.
+	GooseLocks = "goose_locks.sql"
 )
 
 // Render executes the named template with data. It fails only when name is

@@ -1,0 +1,515 @@
+package spec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// badSpec is a spec Load must reject, with every error it must report, in
+// order.
+type badSpec struct {
+	name string
+	yaml string
+	want []string
+}
+
+// badSpecs are also the seeds of FuzzLoad.
+var badSpecs = []badSpec{
+	// Documents.
+	{
+		name: "empty file",
+		yaml: "",
+		want: []string{"lockgen.yaml:1:1: the spec is empty (start with version: 1, then package and locks)"},
+	},
+	{
+		name: "only comments",
+		yaml: "# lockgen spec\n# nothing yet\n",
+		want: []string{"lockgen.yaml:1:1: the spec is empty (start with version: 1, then package and locks)"},
+	},
+	{
+		name: "null document",
+		yaml: "---\n",
+		want: []string{"lockgen.yaml:1:1: the spec is empty (start with version: 1, then package and locks)"},
+	},
+	{
+		name: "syntax error with line",
+		yaml: "version: 1\npackage: locks\nlocks: [\n",
+		want: []string{"lockgen.yaml:3:1: invalid YAML: did not find expected node content (check the indentation, quoting and brackets on this line and the one before it)"},
+	},
+	{
+		name: "syntax error without line",
+		yaml: "version: 1: 2\n",
+		want: []string{"lockgen.yaml:1:1: invalid YAML: mapping values are not allowed in this context (check the indentation, quoting and brackets on this line and the one before it)"},
+	},
+	{
+		name: "bad indentation",
+		yaml: "version: 1\n package: locks\n",
+		want: []string{"lockgen.yaml:2:1: invalid YAML: mapping values are not allowed in this context (check the indentation, quoting and brackets on this line and the one before it)"},
+	},
+	{
+		name: "tab indentation",
+		yaml: "version: 1\npackage: locks\nlocks:\n\t- name: master\n",
+		want: []string{"lockgen.yaml:4:1: invalid YAML: found character that cannot start any token (YAML does not allow tabs for indentation; indent with spaces)"},
+	},
+	{
+		name: "unknown anchor",
+		yaml: "version: 1\npackage: *pkg\n",
+		want: []string{"lockgen.yaml:1:1: invalid YAML: unknown anchor 'pkg' referenced (check the indentation, quoting and brackets on this line and the one before it)"},
+	},
+	{
+		name: "two documents",
+		yaml: "version: 1\npackage: locks\nlocks: [{name: master, ttl: 3s}]\n---\nversion: 1\n",
+		want: []string{"lockgen.yaml:4:1: the spec must be a single YAML document (remove the --- line and everything after it)"},
+	},
+	{
+		name: "syntax error in second document",
+		yaml: "version: 1\npackage: locks\nlocks: [{name: master, ttl: 3s}]\n---\n[\n",
+		want: []string{"lockgen.yaml:5:1: invalid YAML: did not find expected node content (check the indentation, quoting and brackets on this line and the one before it)"},
+	},
+	{
+		name: "top level is a list",
+		yaml: "- version: 1\n",
+		want: []string{"lockgen.yaml:1:1: the top level of the spec must be a mapping, not a list (e.g. version: 1)"},
+	},
+	{
+		name: "top level is a value",
+		yaml: "# spec\nlocks\n",
+		want: []string{"lockgen.yaml:2:1: the top level of the spec must be a mapping, not a single value (e.g. version: 1)"},
+	},
+
+	// Top-level keys.
+	{
+		name: "missing required keys",
+		yaml: "out: internal/locks\n",
+		want: []string{
+			`lockgen.yaml:1:1: missing required key "version" (add it, e.g. version: 1)`,
+			`lockgen.yaml:1:1: missing required key "package" (add it, e.g. package: locks)`,
+			`lockgen.yaml:1:1: missing required key "locks" (add it, e.g. locks: [{name: master, ttl: 3s}])`,
+		},
+	},
+	{
+		name: "misspelled top-level key",
+		yaml: "version: 1\npakage: locks\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{
+			`lockgen.yaml:1:1: missing required key "package" (add it, e.g. package: locks)`,
+			`lockgen.yaml:2:1: unknown key "pakage" (did you mean "package"?)`,
+		},
+	},
+	{
+		name: "unknown top-level key without a close match",
+		yaml: "version: 1\npackage: locks\ndatabase: mysql\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:1: unknown key "database" (valid keys: version, package, out, migrations, table_prefix, locks)`},
+	},
+	{
+		name: "duplicate top-level key",
+		yaml: "version: 1\npackage: locks\npackage: other\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:1: duplicate key "package" (it is first set at line 2; remove one of them)`},
+	},
+	{
+		name: "key that is not a name",
+		yaml: "version: 1\npackage: locks\n? [a, b]\n: c\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:3: a key must be a plain name, not a list (valid keys: version, package, out, migrations, table_prefix, locks)`},
+	},
+	{
+		name: "merge key",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - &base {name: master, ttl: 3s}\n  - <<: *base\n    name: other\n",
+		want: []string{
+			`lockgen.yaml:5:5: merge keys (<<) are not supported (write the keys out in full)`,
+			`lockgen.yaml:5:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
+		},
+	},
+	{
+		name: "version 2",
+		yaml: "version: 2\npackage: locks\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:1:10: unsupported version 2 (lockgen knows only version: 1)`},
+	},
+	{
+		name: "version as a string",
+		yaml: "version: \"1\"\npackage: locks\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:1:10: version must be a whole number, not "1" (write version: 1, without quotes)`},
+	},
+	{
+		name: "version as a list",
+		yaml: "version: [1]\npackage: locks\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:1:10: version must be a single value, not a list (e.g. version: 1)`},
+	},
+	{
+		name: "package not lower case",
+		yaml: "version: 1\npackage: Locks\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:2:10: package "Locks" is not a lower-case Go package name (use a short lower-case name such as locks)`},
+	},
+	{
+		name: "package is a Go keyword",
+		yaml: "version: 1\npackage: func\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:2:10: package "func" is a Go keyword (use a short lower-case name such as locks)`},
+	},
+	{
+		name: "package main",
+		yaml: "version: 1\npackage: main\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:2:10: package main cannot be imported (generated code is a library; use a short lower-case name such as locks)`},
+	},
+	{
+		name: "package for tests",
+		yaml: "version: 1\npackage: locks_test\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:2:10: package "locks_test" ends in _test, which is reserved for test packages (use a short lower-case name such as locks)`},
+	},
+	{
+		name: "package without a value",
+		yaml: "version: 1\npackage:\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:2:9: package has no value (e.g. package: locks)`},
+	},
+	{
+		name: "absolute out",
+		yaml: "version: 1\npackage: locks\nout: /src/locks\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:6: out "/src/locks" is an absolute path (use a path relative to the spec file's directory, e.g. internal/locks)`},
+	},
+	{
+		name: "windows absolute out",
+		yaml: "version: 1\npackage: locks\nout: C:/src/locks\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:6: out "C:/src/locks" is an absolute path (use a path relative to the spec file's directory, e.g. internal/locks)`},
+	},
+	{
+		name: "out escaping with ..",
+		yaml: "version: 1\npackage: locks\nout: internal/../../locks\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:6: out "internal/../../locks" is outside the spec file's directory (use a path relative to the spec file's directory, e.g. internal/locks)`},
+	},
+	{
+		name: "out with backslashes",
+		yaml: "version: 1\npackage: locks\nout: 'internal\\locks'\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:6: out "internal\\locks" contains a backslash (use forward slashes, e.g. internal/locks)`},
+	},
+	{
+		name: "empty out",
+		yaml: "version: 1\npackage: locks\nout: \"\"\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:6: out is empty (use a path relative to the spec file's directory, e.g. internal/locks)`},
+	},
+	{
+		name: "bad migrations",
+		yaml: "version: 1\npackage: locks\nmigrations:\n  dir: ..\n  format: flyway\n  formt: goose\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{
+			`lockgen.yaml:4:8: migrations.dir ".." is outside the spec file's directory (use a path relative to the spec file's directory, e.g. db/migrations)`,
+			`lockgen.yaml:5:11: unknown migrations format "flyway" (supported formats: golang-migrate, goose)`,
+			`lockgen.yaml:6:3: unknown key "formt" (did you mean "format"?)`,
+		},
+	},
+	{
+		name: "misspelled migrations format",
+		yaml: "version: 1\npackage: locks\nmigrations: {format: golang_migrate}\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:22: unknown migrations format "golang_migrate" (did you mean "golang-migrate"?)`},
+	},
+	{
+		name: "migrations is a value",
+		yaml: "version: 1\npackage: locks\nmigrations: db/migrations\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:13: migrations must be a mapping, not a single value (e.g. migrations: {dir: migrations, format: golang-migrate})`},
+	},
+	{
+		name: "migrations dir is a list",
+		yaml: "version: 1\npackage: locks\nmigrations: {dir: [a, b]}\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:19: migrations.dir must be a single value, not a list (e.g. dir: db/migrations)`},
+	},
+	{
+		name: "table prefix not an SQL identifier",
+		yaml: "version: 1\npackage: locks\ntable_prefix: Lock-\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:15: table_prefix "Lock-" is not a lower-case SQL identifier (use lower-case letters, digits and underscores, starting with a letter, e.g. lockgen_)`},
+	},
+	{
+		name: "table prefix too long",
+		yaml: "version: 1\npackage: locks\ntable_prefix: a_very_long_table_prefix_for_lockgen_\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{`lockgen.yaml:3:15: table_prefix is 37 characters long, the maximum is 30 (table names must fit in 64 characters; shorten it)`},
+	},
+	{
+		name: "jobs",
+		yaml: "version: 1\npackage: locks\nlocks: [{name: master, ttl: 3s}]\njobs:\n  - name: nightly_report\n",
+		want: []string{`lockgen.yaml:4:1: jobs are not supported yet (remove jobs; scheduled and delayed jobs are not built yet)`},
+	},
+
+	// Locks.
+	{
+		name: "locks empty",
+		yaml: "version: 1\npackage: locks\nlocks: []\n",
+		want: []string{`lockgen.yaml:3:8: locks is empty (declare at least one, e.g. locks: [{name: master, ttl: 3s}])`},
+	},
+	{
+		name: "locks without a value",
+		yaml: "version: 1\npackage: locks\nlocks:\n",
+		want: []string{`lockgen.yaml:3:7: locks has no value (e.g. locks: [{name: master, ttl: 3s}])`},
+	},
+	{
+		name: "locks is a mapping",
+		yaml: "version: 1\npackage: locks\nlocks:\n  master: {ttl: 3s}\n",
+		want: []string{`lockgen.yaml:4:3: locks must be a list, not a mapping (e.g. locks: [{name: master, ttl: 3s}])`},
+	},
+	{
+		name: "lock is a value",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - master\n",
+		want: []string{`lockgen.yaml:4:5: each lock must be a mapping, not a single value (e.g. - {name: master, ttl: 3s})`},
+	},
+	{
+		name: "misspelled lock key",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    tll: 3s\n",
+		want: []string{
+			`lockgen.yaml:4:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
+			`lockgen.yaml:5:5: unknown key "tll" (did you mean "ttl"?)`,
+		},
+	},
+	{
+		name: "lock key in the wrong case",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    renewEvery: 1s\n",
+		want: []string{`lockgen.yaml:6:5: unknown key "renewEvery" (did you mean "renew_every"?)`},
+	},
+	{
+		name: "unknown lock key without a close match",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    owner: me\n",
+		want: []string{`lockgen.yaml:6:5: unknown key "owner" (valid keys: name, strategy, ttl, renew_every, wait, key)`},
+	},
+	{
+		name: "duplicate lock key",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    ttl: 5s\n",
+		want: []string{`lockgen.yaml:6:5: duplicate key "ttl" (it is first set at line 5; remove one of them)`},
+	},
+	{
+		name: "empty lock",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {}\n",
+		want: []string{
+			`lockgen.yaml:4:5: missing required key "name" (add it, e.g. name: master)`,
+			`lockgen.yaml:4:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
+		},
+	},
+	{
+		name: "lock name not snake_case",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: sendSMS\n    ttl: 3s\n  - name: send-sms\n    ttl: 3s\n  - name: send__sms\n    ttl: 3s\n  - name: 2fa\n    ttl: 3s\n",
+		want: []string{
+			`lockgen.yaml:4:11: lock name "sendSMS" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`,
+			`lockgen.yaml:6:11: lock name "send-sms" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`,
+			`lockgen.yaml:8:11: lock name "send__sms" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`,
+			`lockgen.yaml:10:11: lock name "2fa" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`,
+		},
+	},
+	{
+		name: "lock name is a number",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: 123\n    ttl: 3s\n",
+		want: []string{`lockgen.yaml:4:11: lock name "123" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`},
+	},
+	{
+		name: "lock name too long",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: " + strings.Repeat("a", 65) + "\n    ttl: 3s\n",
+		want: []string{`lockgen.yaml:4:11: lock name is 65 characters long, the maximum is 64 (shorten it)`},
+	},
+	{
+		name: "duplicate lock name",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n  - name: master\n    ttl: 5s\n",
+		want: []string{`lockgen.yaml:6:11: duplicate lock name "master" (it is first declared at line 4; lock names must be unique)`},
+	},
+	{
+		name: "lock names colliding in Go",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: user_id\n    ttl: 3s\n  - {name: user_i_d, ttl: 3s}\n",
+		want: []string{`lockgen.yaml:6:12: lock names "user_id" and "user_i_d" are both UserID in Go ("user_id" is at line 4; rename one of them)`},
+	},
+	{
+		name: "strategy not built yet",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    strategy: session\n  - name: order\n    ttl: 3s\n    strategy: row\n",
+		want: []string{
+			`lockgen.yaml:6:15: strategy "session" is not supported yet (use lease)`,
+			`lockgen.yaml:9:15: strategy "row" is not supported yet (use lease)`,
+		},
+	},
+	{
+		name: "unknown strategy",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    strategy: mutex\n  - name: order\n    ttl: 3s\n    strategy: leese\n",
+		want: []string{
+			`lockgen.yaml:6:15: unknown strategy "mutex" (valid strategies: lease)`,
+			`lockgen.yaml:9:15: unknown strategy "leese" (did you mean "lease"?)`,
+		},
+	},
+	{
+		name: "leader",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    leader: true\n",
+		want: []string{`lockgen.yaml:6:5: leader is not supported yet (leader election is not built yet; remove leader)`},
+	},
+	{
+		name: "leader not a boolean",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    leader: yes\n  - name: order\n    ttl: 3s\n    leader: \"false\"\n",
+		want: []string{
+			`lockgen.yaml:6:13: leader must be true or false, not "yes" (e.g. leader: false)`,
+			`lockgen.yaml:9:13: leader must be true or false, not "false" (e.g. leader: false)`,
+		},
+	},
+
+	// Durations.
+	{
+		name: "ttl not a duration",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3 seconds\n",
+		want: []string{`lockgen.yaml:5:10: ttl "3 seconds" is not a duration (use a Go duration such as 500ms, 3s or 1m30s)`},
+	},
+	{
+		name: "ttl without unit",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3\n",
+		want: []string{`lockgen.yaml:5:10: ttl 3 has no unit (add a unit, e.g. ttl: 3s)`},
+	},
+	{
+		name: "ttl zero and negative",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 0s\n  - name: order\n    ttl: -3s\n",
+		want: []string{
+			`lockgen.yaml:5:10: ttl must be positive, not 0s (e.g. ttl: 3s)`,
+			`lockgen.yaml:7:10: ttl must be positive, not -3s (e.g. ttl: 3s)`,
+		},
+	},
+	{
+		name: "ttl out of range",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 99ms\n  - name: order\n    ttl: 24h1s\n",
+		want: []string{
+			`lockgen.yaml:5:10: ttl 99ms is shorter than the minimum of 100ms (a lease must outlast a database round trip; use at least 100ms)`,
+			`lockgen.yaml:7:10: ttl 24h1s is longer than the maximum of 24h (a crashed holder keeps the lock for a whole ttl; use at most 24h)`,
+		},
+	},
+	{
+		name: "ttl is a list",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: [3s]\n",
+		want: []string{`lockgen.yaml:5:10: ttl must be a single value, not a list (e.g. ttl: 3s)`},
+	},
+	{
+		name: "renew_every not shorter than ttl - ttl/10",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    renew_every: 3s\n  - name: order\n    ttl: 3s\n    renew_every: 1m\n  - name: tight\n    ttl: 3s\n    renew_every: 2.7s\n",
+		want: []string{
+			`lockgen.yaml:6:18: renew_every 3s must be shorter than ttl - ttl/10 (2.7s): a lease counts as lost ttl/10 before it expires (remove it to renew every ttl/3, which is 1s)`,
+			`lockgen.yaml:9:18: renew_every 1m must be shorter than ttl - ttl/10 (2.7s): a lease counts as lost ttl/10 before it expires (remove it to renew every ttl/3, which is 1s)`,
+			`lockgen.yaml:12:18: renew_every 2.7s must be shorter than ttl - ttl/10 (2.7s): a lease counts as lost ttl/10 before it expires (remove it to renew every ttl/3, which is 1s)`,
+		},
+	},
+	{
+		name: "renew_every not positive",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    renew_every: 0s\n  - name: order\n    ttl: 3s\n    renew_every: -1s\n",
+		want: []string{
+			`lockgen.yaml:6:18: renew_every must be positive, not 0s (remove it to renew every ttl/3, which is 1s)`,
+			`lockgen.yaml:9:18: renew_every must be positive, not -1s (remove it to renew every ttl/3, which is 1s)`,
+		},
+	},
+	{
+		name: "renew_every with an invalid ttl",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: forever\n    renew_every: 1x\n",
+		want: []string{
+			`lockgen.yaml:5:10: ttl "forever" is not a duration (use a Go duration such as 500ms, 3s or 1m30s)`,
+			`lockgen.yaml:6:18: renew_every "1x" is not a duration (use a Go duration such as 500ms, 3s or 1m30s)`,
+		},
+	},
+	{
+		name: "wait out of range",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    wait: -5s\n  - name: order\n    ttl: 3s\n    wait: 61m\n",
+		want: []string{
+			`lockgen.yaml:6:11: wait must not be negative, not -5s (use 0 to try once, or e.g. wait: 5s)`,
+			`lockgen.yaml:9:11: wait 61m is longer than the maximum of 1h (use at most 1h)`,
+		},
+	},
+	{
+		name: "wait without a value",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    wait: ~\n",
+		want: []string{`lockgen.yaml:6:11: wait has no value (e.g. wait: 5s)`},
+	},
+
+	// Keys.
+	{
+		name: "unsupported key types",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    ttl: 3s\n    key: {name: order_id, type: int}\n  - name: user\n    ttl: 3s\n    key: {name: user_id, type: uuid.UUID}\n",
+		want: []string{
+			`lockgen.yaml:6:33: unsupported key type "int" (did you mean "int64"?)`,
+			`lockgen.yaml:9:32: unsupported key type "uuid.UUID" (supported key types: int64, string)`,
+		},
+	},
+	{
+		name: "key names that are not Go parameters",
+		yaml: `version: 1
+package: locks
+locks:
+  - {name: a, ttl: 3s, key: {name: type, type: string}}
+  - {name: b, ttl: 3s, key: {name: range, type: string}}
+  - {name: c, ttl: 3s, key: {name: string, type: string}}
+  - {name: d, ttl: 3s, key: {name: len, type: string}}
+  - {name: e, ttl: 3s, key: {name: ctx, type: string}}
+  - {name: f, ttl: 3s, key: {name: fn, type: string}}
+`,
+		want: []string{
+			`lockgen.yaml:4:36: key name "type" becomes the Go parameter type, which is a Go keyword (rename it, e.g. name: type_key)`,
+			`lockgen.yaml:5:36: key name "range" becomes the Go parameter range, which is a Go keyword (rename it, e.g. name: range_key)`,
+			`lockgen.yaml:6:36: key name "string" becomes the Go parameter string, which is a predeclared Go identifier (rename it, e.g. name: string_key)`,
+			`lockgen.yaml:7:36: key name "len" becomes the Go parameter len, which is a predeclared Go identifier (rename it, e.g. name: len_key)`,
+			`lockgen.yaml:8:36: key name "ctx" becomes the Go parameter ctx, which is already used by the generated code for the context parameter (rename it, e.g. name: ctx_key)`,
+			`lockgen.yaml:9:36: key name "fn" becomes the Go parameter fn, which is already used by the generated code for the callback parameter (rename it, e.g. name: fn_key)`,
+		},
+	},
+	{
+		name: "key name not snake_case",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    ttl: 3s\n    key: {name: orderID, type: int64}\n",
+		want: []string{`lockgen.yaml:6:17: key name "orderID" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: order_id)`},
+	},
+	{
+		name: "key incomplete",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    ttl: 3s\n    key:\n      name: order_id\n      typ: int64\n",
+		want: []string{
+			`lockgen.yaml:7:7: missing required key "type" (add it, e.g. type: int64)`,
+			`lockgen.yaml:8:7: unknown key "typ" (did you mean "type"?)`,
+		},
+	},
+	{
+		name: "key is a value",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    ttl: 3s\n    key: order_id\n",
+		want: []string{`lockgen.yaml:6:10: key must be a mapping, not a single value (e.g. key: {name: order_id, type: int64})`},
+	},
+
+	// Many problems at once are all reported, sorted by position.
+	{
+		name: "every problem sorted by position",
+		yaml: `jobs: []
+version: 3
+package: Locks
+locks:
+  - name: Master
+    ttl: 1ms
+    strategy: row
+  - name: order
+    key: {name: id, type: float64}
+table_prefix: "-"
+`,
+		want: []string{
+			`lockgen.yaml:1:1: jobs are not supported yet (remove jobs; scheduled and delayed jobs are not built yet)`,
+			`lockgen.yaml:2:10: unsupported version 3 (lockgen knows only version: 1)`,
+			`lockgen.yaml:3:10: package "Locks" is not a lower-case Go package name (use a short lower-case name such as locks)`,
+			`lockgen.yaml:5:11: lock name "Master" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`,
+			`lockgen.yaml:6:10: ttl 1ms is shorter than the minimum of 100ms (a lease must outlast a database round trip; use at least 100ms)`,
+			`lockgen.yaml:7:15: strategy "row" is not supported yet (use lease)`,
+			`lockgen.yaml:8:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
+			`lockgen.yaml:9:27: unsupported key type "float64" (supported key types: int64, string)`,
+			`lockgen.yaml:10:15: table_prefix "-" is not a lower-case SQL identifier (use lower-case letters, digits and underscores, starting with a letter, e.g. lockgen_)`,
+		},
+	},
+	{
+		name: "error through an alias is reported at the alias",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: &short 10ms\n  - name: order\n    ttl: *short\n",
+		want: []string{
+			`lockgen.yaml:5:10: ttl 10ms is shorter than the minimum of 100ms (a lease must outlast a database round trip; use at least 100ms)`,
+			`lockgen.yaml:7:10: ttl 10ms is shorter than the minimum of 100ms (a lease must outlast a database round trip; use at least 100ms)`,
+		},
+	},
+}
+
+func TestLoadBadSpecs(t *testing.T) {
+	for _, tc := range badSpecs {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Load("lockgen.yaml", []byte(tc.yaml))
+			require.Error(t, err)
+			assert.Nil(t, s)
+
+			var list ErrorList
+			require.True(t, errors.As(err, &list), "error is %T, not an ErrorList", err)
+			got := make([]string, len(list))
+			for i, e := range list {
+				got[i] = e.Error()
+			}
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, strings.Join(tc.want, "\n"), err.Error())
+		})
+	}
+}

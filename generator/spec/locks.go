@@ -1,0 +1,272 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// lockFields are the keys of a lock.
+var lockFields = []field{
+	{name: "name", required: true, example: "name: master"},
+	{name: "strategy", example: "strategy: lease"},
+	{name: "ttl", required: true, example: "ttl: 3s"},
+	{name: "renew_every", example: "renew_every: 1s"},
+	{name: "wait", example: "wait: 5s"},
+	{name: "key", example: "key: {name: order_id, type: int64}"},
+	{name: "leader", planned: true, example: "leader: false"},
+}
+
+// keyFields are the keys of a lock's key.
+var keyFields = []field{
+	{name: "name", required: true, example: "name: order_id"},
+	{name: "type", required: true, example: "type: int64"},
+}
+
+// strategies are the supported lock strategies; plannedStrategies are
+// designed but not built yet.
+var (
+	strategies        = []string{StrategyLease}
+	plannedStrategies = []string{"session", "row"}
+)
+
+// keyTypes are the supported Go types of lock keys.
+var keyTypes = []string{"int64", "string"}
+
+// Duration limits of a lock.
+const (
+	minTTL  = 100 * time.Millisecond
+	maxTTL  = 24 * time.Hour
+	maxWait = time.Hour
+)
+
+// lockNames remembers the lock names seen so far, to report duplicates and
+// names that collide in Go.
+type lockNames struct {
+	byName   map[string]*yaml.Node // name -> its value node
+	byGoName map[string]*yaml.Node // GoName -> the value node of its name
+}
+
+// locks validates the list of locks.
+func (l *loader) locks(v value) []Lock {
+	items, ok := l.list(v)
+	if !ok {
+		return nil
+	}
+	if len(items) == 0 {
+		l.errorf(v.node, "declare at least one, e.g. "+v.field.example, "locks is empty")
+		return nil
+	}
+	seen := lockNames{byName: map[string]*yaml.Node{}, byGoName: map[string]*yaml.Node{}}
+	locks := make([]Lock, 0, len(items))
+	for _, item := range items {
+		locks = append(locks, l.lock(resolve(item), &seen))
+	}
+	return locks
+}
+
+// lock validates one lock and applies its defaults.
+func (l *loader) lock(n *yaml.Node, seen *lockNames) Lock {
+	lk := Lock{Pos: pos(n), Strategy: StrategyLease}
+	fields, ok := l.mapping(n, "each lock", "- {name: master, ttl: 3s}", "", lockFields)
+	if !ok {
+		return lk
+	}
+	if v, ok := fields["name"]; ok {
+		lk.Name, lk.GoName = l.lockName(v, seen)
+	}
+	if v, ok := fields["strategy"]; ok {
+		lk.Strategy = l.strategy(v)
+	}
+	if v, ok := fields["leader"]; ok {
+		l.leader(v)
+	}
+	if v, ok := fields["key"]; ok {
+		lk.Key = l.key(v)
+	}
+	l.timing(&lk, fields)
+	return lk
+}
+
+// lockName validates a lock's name and returns it and its GoName.
+func (l *loader) lockName(v value, seen *lockNames) (name, goName string) {
+	name = l.snakeName(v, "lock name")
+	if name == "" {
+		return "", ""
+	}
+	goName = CamelCase(name)
+	if first, dup := seen.byName[name]; dup {
+		l.errorf(v.node, fmt.Sprintf("it is first declared at line %d; lock names must be unique", first.Line),
+			"duplicate lock name %q", name)
+		return "", ""
+	}
+	if first, dup := seen.byGoName[goName]; dup {
+		l.errorf(v.node, fmt.Sprintf("%q is at line %d; rename one of them", first.Value, first.Line),
+			"lock names %q and %q are both %s in Go", first.Value, name, goName)
+		return "", ""
+	}
+	seen.byName[name], seen.byGoName[goName] = v.node, v.node
+	return name, goName
+}
+
+// snakeName checks that v's value is a snake_case name of at most
+// maxNameLen characters; what names it in messages ("lock name"). It returns
+// "" if not.
+func (l *loader) snakeName(v value, what string) string {
+	name, ok := l.text(v)
+	if !ok {
+		return ""
+	}
+	switch {
+	case !snakeCase.MatchString(name):
+		l.errorf(v.node, "use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. "+v.field.example,
+			"%s %q is not snake_case", what, name)
+	case len(name) > maxNameLen:
+		l.errorf(v.node, "shorten it", "%s is %d characters long, the maximum is %d", what, len(name), maxNameLen)
+	default:
+		return name
+	}
+	return ""
+}
+
+// strategy checks a lock's strategy.
+func (l *loader) strategy(v value) string {
+	s, ok := l.text(v)
+	if !ok {
+		return ""
+	}
+	switch {
+	case slices.Contains(strategies, s):
+		return s
+	case slices.Contains(plannedStrategies, s):
+		l.errorf(v.node, "use "+StrategyLease, "strategy %q is not supported yet", s)
+	default:
+		l.errorf(v.node, choiceHint(s, strategies, "valid strategies"), "unknown strategy %q", s)
+	}
+	return ""
+}
+
+// leader rejects leader: true, which is designed but not built yet.
+func (l *loader) leader(v value) {
+	if on, ok := l.boolean(v); ok && on {
+		l.errorf(v.key, "leader election is not built yet; remove leader", "leader is not supported yet")
+	}
+}
+
+// timing validates ttl, renew_every and wait, and applies their defaults.
+func (l *loader) timing(lk *Lock, fields map[string]value) {
+	ttlOK := false
+	if v, ok := fields["ttl"]; ok {
+		lk.TTL, ttlOK = l.ttl(v)
+	}
+	if v, ok := fields["renew_every"]; ok {
+		lk.RenewEvery = l.renewEvery(v, lk.TTL, ttlOK)
+	} else if ttlOK {
+		lk.RenewEvery = lk.TTL / 3
+	}
+	if v, ok := fields["wait"]; ok {
+		lk.Wait = l.wait(v)
+	}
+}
+
+// ttl checks a lock's ttl.
+func (l *loader) ttl(v value) (time.Duration, bool) {
+	d, ok := l.duration(v)
+	switch {
+	case !ok:
+	case d <= 0:
+		l.errorf(v.node, "e.g. "+v.field.example, "ttl must be positive, not %s", v.node.Value)
+	case d < minTTL:
+		l.errorf(v.node, "a lease must outlast a database round trip; use at least "+minTTL.String(),
+			"ttl %s is shorter than the minimum of %s", v.node.Value, minTTL)
+	case d > maxTTL:
+		l.errorf(v.node, "a crashed holder keeps the lock for a whole ttl; use at most 24h",
+			"ttl %s is longer than the maximum of 24h", v.node.Value)
+	default:
+		return d, true
+	}
+	return 0, false
+}
+
+// renewEvery checks renew_every against the lock's ttl (when ttlOK).
+func (l *loader) renewEvery(v value, ttl time.Duration, ttlOK bool) time.Duration {
+	d, ok := l.duration(v)
+	hint := "e.g. " + v.field.example
+	if ttlOK {
+		hint = fmt.Sprintf("remove it to renew every ttl/3, which is %s", ttl/3)
+	}
+	switch {
+	case !ok:
+	case d <= 0:
+		l.errorf(v.node, hint, "renew_every must be positive, not %s", v.node.Value)
+	case ttlOK && d >= ttl-ttl/10:
+		// The runtime counts a lease as lost ttl/10 before it expires
+		// (runtime.LockConfig.SafetyMargin), so renewals must come sooner.
+		l.errorf(v.node, hint, "renew_every %s must be shorter than ttl - ttl/10 (%s): a lease counts as lost ttl/10 before it expires", v.node.Value, ttl-ttl/10)
+	default:
+		return d
+	}
+	return 0
+}
+
+// wait checks a lock's wait.
+func (l *loader) wait(v value) time.Duration {
+	d, ok := l.duration(v)
+	switch {
+	case !ok:
+	case d < 0:
+		l.errorf(v.node, "use 0 to try once, or e.g. "+v.field.example, "wait must not be negative, not %s", v.node.Value)
+	case d > maxWait:
+		l.errorf(v.node, "use at most 1h", "wait %s is longer than the maximum of 1h", v.node.Value)
+	default:
+		return d
+	}
+	return 0
+}
+
+// key validates a lock's key.
+func (l *loader) key(v value) *Key {
+	fields, ok := l.nested(v, keyFields)
+	if !ok {
+		return nil
+	}
+	k := &Key{Pos: pos(v.node)}
+	if v, ok := fields["name"]; ok {
+		k.Name, k.GoName = l.keyName(v)
+	}
+	if v, ok := fields["type"]; ok {
+		k.Type = l.keyType(v)
+	}
+	return k
+}
+
+// keyName validates a key's name, which must also make a usable Go
+// parameter name, and returns it and its GoName.
+func (l *loader) keyName(v value) (name, goName string) {
+	name = l.snakeName(v, "key name")
+	if name == "" {
+		return "", ""
+	}
+	goName = LowerCamelCase(name)
+	if problem := paramProblem(goName); problem != "" {
+		l.errorf(v.node, fmt.Sprintf("rename it, e.g. name: %s_key", name),
+			"key name %q becomes the Go parameter %s, which is %s", name, goName, problem)
+		return "", ""
+	}
+	return name, goName
+}
+
+// keyType checks a key's type.
+func (l *loader) keyType(v value) string {
+	t, ok := l.text(v)
+	if !ok {
+		return ""
+	}
+	if !slices.Contains(keyTypes, t) {
+		l.errorf(v.node, choiceHint(t, keyTypes, "supported key types"), "unsupported key type %q", t)
+		return ""
+	}
+	return t
+}

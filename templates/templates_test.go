@@ -1,0 +1,53 @@
+package templates
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite ../queries from the templates")
+
+// TestQueriesMatchTemplates proves that queries/ (compiled by sqlc for the
+// runtime's tests) is exactly what the templates render for the default
+// table prefix. `go test ./templates -update` rewrites it.
+func TestQueriesMatchTemplates(t *testing.T) {
+	for _, name := range []string{Schema, Queries} {
+		got, err := Render(name, Data{Header: Header, Prefix: "lockgen_"})
+		require.NoError(t, err)
+		path := filepath.Join("..", "queries", name)
+		if *update {
+			require.NoError(t, os.WriteFile(path, got, 0o644))
+			continue
+		}
+		want, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(got), "%s is stale: run `make generate`", path)
+	}
+}
+
+func TestRenderEveryTemplate(t *testing.T) {
+	for _, name := range []string{Schema, Queries, LocksUp, LocksDown, GooseLocks} {
+		got, err := Render(name, Data{Header: Header, Prefix: "acme_"})
+		require.NoError(t, err, name)
+		s := string(got)
+		assert.Contains(t, s, "-- "+Header, name)
+		assert.Contains(t, s, "acme_locks", name)
+		assert.NotContains(t, s, "lockgen_locks", name)
+		assert.NotContains(t, s, "{{", name)
+		assert.NotContains(t, s, "UTC_TIMESTAMP(6)", "sqlc's catalog rejects UTC_TIMESTAMP(6); use the utc_now template")
+	}
+	up, err := Render(GooseLocks, Data{Header: Header, Prefix: "acme_"})
+	require.NoError(t, err)
+	assert.Less(t, strings.Index(string(up), "-- +goose Up"), strings.Index(string(up), "-- +goose Down"))
+}
+
+func TestRenderUnknownTemplate(t *testing.T) {
+	_, err := Render("nope.sql", Data{Header: Header, Prefix: "x_"})
+	require.Error(t, err)
+}
