@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/lockgen/lockgen/generator/spec"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0 // success; for check: the output on disk is up to date
+	exitFail  = 1 // failure; for check: stale or missing output
+	exitUsage = 2 // bad command line
+)
+
+// defaultSpec is the spec file the commands read when -f is not given.
+const defaultSpec = "lockgen.yaml"
+
+// command is one lockgen subcommand.
+type command struct {
+	name    string
+	args    string // the arguments after the name, for usage lines
+	summary string // one line for the command list
+	doc     string // the help text after the usage line
+	// hidden commands are left out of the command list.
+	hidden bool
+	// setup defines the command's flags on fs and returns the function
+	// that runs it once they are parsed (such commands take no positional
+	// arguments); nil for commands that take their arguments verbatim.
+	setup func(fs *flag.FlagSet) runFunc
+	// raw runs a command that parses its own arguments.
+	raw runFunc
+}
+
+// runFunc runs a command with its positional arguments and returns the
+// exit code.
+type runFunc func(ctx context.Context, out *streams, args []string) int
+
+// streams are where a command writes.
+type streams struct {
+	stdout, stderr io.Writer
+}
+
+// commands returns the subcommands, in the order help lists them.
+func commands() []*command {
+	return []*command{generateCommand(), checkCommand(), initCommand(), versionCommand(), sqlcCommand()}
+}
+
+// run executes the lockgen command line args (without the program name),
+// writing to stdout and stderr, and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	out := &streams{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainUsage())
+		return exitUsage
+	}
+	switch name := args[0]; name {
+	case "-h", "-help", "--help":
+		fmt.Fprint(stdout, mainUsage())
+		return exitOK
+	case "help":
+		return help(out, args[1:])
+	default:
+		cmd := lookup(name)
+		if cmd == nil {
+			fmt.Fprintf(stderr, "lockgen: unknown command %q\nRun 'lockgen help' for usage.\n", name)
+			return exitUsage
+		}
+		return cmd.run(context.Background(), out, args[1:])
+	}
+}
+
+// lookup returns the command called name, or nil.
+func lookup(name string) *command {
+	for _, c := range commands() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// run parses the command's flags and runs it.
+func (c *command) run(ctx context.Context, out *streams, args []string) int {
+	if c.raw != nil {
+		return c.raw(ctx, out, args)
+	}
+	fs := c.flagSet()
+	runCmd := c.setup(fs)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(out.stdout, c.help())
+		return exitOK
+	case err != nil:
+		return c.usageError(out, err.Error())
+	case fs.NArg() > 0:
+		return c.usageError(out, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	}
+	return runCmd(ctx, out, nil)
+}
+
+// flagSet returns an empty flag set for c that reports nothing itself.
+func (c *command) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("lockgen "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// usageError reports a bad command line for c and returns exitUsage.
+func (c *command) usageError(out *streams, msg string) int {
+	fmt.Fprintf(out.stderr, "lockgen %s: %s\nUsage: %s\nRun 'lockgen help %s' for details.\n", c.name, msg, c.usageLine(), c.name)
+	return exitUsage
+}
+
+// usageLine is "lockgen <name> <args>".
+func (c *command) usageLine() string {
+	return strings.TrimSpace("lockgen " + c.name + " " + c.args)
+}
+
+// help is the full help text of c: usage, description and flags.
+func (c *command) help() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Usage: %s\n\n%s\n", c.usageLine(), c.doc)
+	if c.setup == nil {
+		return b.String()
+	}
+	fs := c.flagSet()
+	c.setup(fs)
+	var flags bytes.Buffer
+	fs.SetOutput(&flags)
+	fs.PrintDefaults()
+	if flags.Len() > 0 {
+		fmt.Fprintf(&b, "\nFlags:\n%s", flags.String())
+	}
+	return b.String()
+}
+
+// help runs `lockgen help [command]`.
+func help(out *streams, args []string) int {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(out.stdout, mainUsage())
+		return exitOK
+	case len(args) > 1:
+		fmt.Fprintf(out.stderr, "lockgen help: too many arguments\nUsage: lockgen help [command]\n")
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(out.stdout, "Usage: lockgen help [command]\n\nHelp shows what lockgen or one of its commands does, and its flags.\n")
+		return exitOK
+	}
+	cmd := lookup(args[0])
+	if cmd == nil {
+		fmt.Fprintf(out.stderr, "lockgen help: unknown command %q\nRun 'lockgen help' for usage.\n", args[0])
+		return exitUsage
+	}
+	fmt.Fprint(out.stdout, cmd.help())
+	return exitOK
+}
+
+// mainUsage is the help text of lockgen itself.
+func mainUsage() string {
+	var b strings.Builder
+	b.WriteString(`lockgen generates typed Go wrappers, sqlc queries and SQL migrations for the
+distributed locks declared in lockgen.yaml.
+
+Usage:
+
+	lockgen <command> [flags]
+
+Commands:
+
+`)
+	for _, c := range commands() {
+		if !c.hidden {
+			fmt.Fprintf(&b, "	%-10s %s\n", c.name, c.summary)
+		}
+	}
+	fmt.Fprintf(&b, "	%-10s %s\n", "help", "show help for a command")
+	b.WriteString(`
+Run 'lockgen help <command>' for a command's flags.
+
+Exit status: 0 on success, 1 on failure or stale output, 2 on a usage error.
+`)
+	return b.String()
+}
+
+// printError writes err to stderr: a spec.ErrorList one problem per line
+// ("file:line:col: message (hint)"), anything else as "lockgen: <error>".
+func printError(stderr io.Writer, err error) {
+	if list, ok := errors.AsType[spec.ErrorList](err); ok {
+		fmt.Fprintln(stderr, list.Error())
+		return
+	}
+	fmt.Fprintf(stderr, "lockgen: %v\n", err)
+}

@@ -1,0 +1,301 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/generator"
+)
+
+// TestMain lets the test binary serve as the sqlc child process that the
+// generator starts (it re-executes os.Executable()).
+func TestMain(m *testing.M) {
+	if code, ok := generator.RunSQLCChildIfRequested(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// golden is the generator's golden test data, reused as input here.
+const golden = "../../generator/testdata/golden"
+
+// lockgen runs the command line args and returns the exit code, stdout and
+// stderr.
+func lockgen(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// project copies the golden case's spec and go.mod into a fresh directory
+// and returns the spec's path there.
+func project(t *testing.T, goldenCase string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"lockgen.yaml", "go.mod"} {
+		data, err := os.ReadFile(filepath.Join(golden, goldenCase, name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	return filepath.Join(dir, "lockgen.yaml")
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := lockgen("help")
+	assert.Equal(t, exitOK, code)
+	assert.Empty(t, stderr)
+	for _, name := range []string{"generate", "check", "init", "version", "help"} {
+		assert.Contains(t, stdout, "\t"+name+" ", "the command list names %s", name)
+	}
+	assert.NotContains(t, stdout, "\tsqlc", "sqlc is left out of the main help")
+
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-help"}} {
+		code, out, errOut := lockgen(args...)
+		assert.Equal(t, exitOK, code, args)
+		assert.Equal(t, stdout, out, args)
+		assert.Empty(t, errOut, args)
+	}
+
+	code, stdout, stderr = lockgen()
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "Usage:")
+}
+
+func TestCommandHelp(t *testing.T) {
+	t.Parallel()
+	for _, c := range commands() {
+		code, stdout, stderr := lockgen("help", c.name)
+		require.Equal(t, exitOK, code, c.name)
+		assert.Empty(t, stderr)
+		assert.True(t, strings.HasPrefix(stdout, "Usage: "+c.usageLine()+"\n\n"), stdout)
+		if c.setup == nil {
+			continue
+		}
+		code, fromFlag, _ := lockgen(c.name, "-h")
+		assert.Equal(t, exitOK, code, c.name)
+		assert.Equal(t, stdout, fromFlag, "%s -h prints the command's help", c.name)
+		// The usage line names every flag the command defines.
+		fs := c.flagSet()
+		c.setup(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			assert.Regexp(t, `\[-`+f.Name+`[ \]]`, c.args, "usage of %s names -%s", c.name, f.Name)
+			assert.Contains(t, stdout, "  -"+f.Name, "help of %s lists -%s", c.name, f.Name)
+		})
+	}
+	for _, args := range [][]string{{"help", "-h"}, {"help", "help"}, {"help", "--help"}} {
+		code, stdout, _ := lockgen(args...)
+		assert.Equal(t, exitOK, code, args)
+		assert.True(t, strings.HasPrefix(stdout, "Usage: lockgen help [command]\n"), args)
+	}
+	code, stdout, _ := lockgen("help", "sqlc")
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, stdout, "lockgen sqlc generate")
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"frob"}, `lockgen: unknown command "frob"`},
+		{[]string{"help", "frob"}, `lockgen help: unknown command "frob"`},
+		{[]string{"help", "generate", "check"}, "too many arguments"},
+		{[]string{"check", "-x"}, "lockgen check: flag provided but not defined: -x\nUsage: lockgen check [-f lockgen.yaml]"},
+		{[]string{"generate", "extra"}, `lockgen generate: unexpected argument "extra"`},
+		{[]string{"version", "-f", "x"}, "flag provided but not defined: -f"},
+		{[]string{"init", "-f", filepath.Join(t.TempDir(), "l.yaml"), "-package", "Locks"}, `lockgen init: -package: package "Locks" is not a lower-case Go package name`},
+	} {
+		code, stdout, stderr := lockgen(tc.args...)
+		assert.Equal(t, exitUsage, code, tc.args)
+		assert.Empty(t, stdout, tc.args)
+		assert.Contains(t, stderr, tc.want, tc.args)
+	}
+}
+
+func TestGenerateThenCheck(t *testing.T) {
+	t.Parallel()
+	specPath := project(t, "quickstart")
+	code, stdout, stderr := lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Empty(t, stdout, "generate is quiet")
+	assert.Empty(t, stderr, "generate is quiet")
+
+	want := filepath.Join(golden, "quickstart", "want")
+	err := filepath.WalkDir(want, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(want, p)
+		require.NoError(t, err)
+		wantData, err := os.ReadFile(p)
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(filepath.Dir(specPath), rel))
+		require.NoError(t, err, "generate wrote %s", rel)
+		assert.Equal(t, string(wantData), string(got), rel)
+		return nil
+	})
+	require.NoError(t, err)
+
+	code, stdout, stderr = lockgen("check", "-f", specPath)
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Empty(t, stderr)
+
+	code, _, stderr = lockgen("generate", "-v", "-f", specPath)
+	assert.Equal(t, exitOK, code)
+	assert.Contains(t, stderr, filepath.Join(filepath.Dir(specPath), "internal", "locks", "lockgen.go")+"\n")
+}
+
+func TestCheckStale(t *testing.T) {
+	t.Parallel()
+	specPath := project(t, "quickstart")
+	dir := filepath.Dir(specPath)
+	code, _, stderr := lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+
+	wrappers := filepath.Join(dir, "internal", "locks", "lockgen.go")
+	data, err := os.ReadFile(wrappers)
+	require.NoError(t, err)
+	edited := strings.Replace(string(data), "package locks\n", "package locks // edited\n", 1)
+	require.NotEqual(t, string(data), edited)
+	require.NoError(t, os.WriteFile(wrappers, []byte(edited), 0o644))
+	down := filepath.Join(dir, "db", "migrations", "0001_lockgen_locks.down.sql")
+	require.NoError(t, os.Remove(down))
+
+	code, stdout, stderr := lockgen("check", "-f", specPath)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stdout, down+": missing\n")
+	assert.Contains(t, stdout, wrappers+": stale\n-9: package locks // edited\n+9: package locks\n")
+	assert.Equal(t, "lockgen: 2 of 9 generated files are stale or missing; run `lockgen generate -f "+specPath+"`\n", stderr)
+	assert.Less(t, strings.Count(stdout, "\n"), 10, "the diff is short")
+
+	code, _, _ = lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code)
+	code, _, _ = lockgen("check", "-f", specPath)
+	assert.Equal(t, exitOK, code, "generate fixes stale output")
+}
+
+func TestSpecErrorsArePrintedAsIs(t *testing.T) {
+	t.Parallel()
+	specPath := project(t, "spec-errors")
+	wantLines, err := os.ReadFile(filepath.Join(golden, "spec-errors", "stderr.txt"))
+	require.NoError(t, err)
+	want := strings.ReplaceAll(string(wantLines), "lockgen.yaml:", specPath+":")
+	for _, cmd := range []string{"generate", "check"} {
+		code, stdout, stderr := lockgen(cmd, "-f", specPath)
+		assert.Equal(t, exitFail, code, cmd)
+		assert.Empty(t, stdout, cmd)
+		assert.Equal(t, want, stderr, cmd)
+	}
+	entries, err := os.ReadDir(filepath.Dir(specPath))
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "nothing written")
+}
+
+func TestMissingSpecOrModule(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	code, _, stderr := lockgen("generate", "-f", filepath.Join(dir, "lockgen.yaml"))
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stderr, "lockgen: no spec file "+filepath.Join(dir, "lockgen.yaml")+" (create one with `lockgen init`")
+
+	data, err := os.ReadFile(filepath.Join(golden, "no-gomod", "lockgen.yaml"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "lockgen.yaml"), data, 0o644))
+	code, _, stderr = lockgen("check", "-f", filepath.Join(dir, "lockgen.yaml"))
+	assert.Equal(t, exitFail, code)
+	assert.True(t, strings.HasPrefix(stderr, "lockgen: no go.mod in "), stderr)
+}
+
+func TestInitGenerateCheckBuild(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "lockgen.yaml")
+	code, stdout, stderr := lockgen("init", "-f", specPath, "-package", "applocks")
+	require.Equal(t, exitOK, code, stderr)
+	assert.Contains(t, stdout, "wrote "+specPath)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/app\n\ngo 1.24\n"), 0o644))
+
+	code, _, stderr = lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	code, _, stderr = lockgen("check", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	src, err := os.ReadFile(filepath.Join(dir, "internal", "locks", "lockgen.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(src), "\npackage applocks\n")
+	assert.Contains(t, string(src), "func (l *Locks) WithOrderLock(ctx context.Context, orderID int64, fn func(ctx context.Context, lease *runtime.Lease) error) error {")
+
+	if testing.Short() {
+		return
+	}
+	goBuild(t, dir)
+}
+
+// goBuild builds and vets the module in dir against this repository's
+// runtime module.
+func goBuild(t *testing.T, dir string) {
+	t.Helper()
+	goExe, err := exec.LookPath("go")
+	require.NoError(t, err)
+	runtimeDir, err := filepath.Abs(filepath.Join("..", "..", "runtime"))
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(runtimeDir, "go.mod"))
+	require.NoError(t, err, "the runtime module is expected at ../../runtime")
+	work := "go 1.24.0\n\nuse (\n\t.\n\t" + filepath.ToSlash(runtimeDir) + "\n)\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.work"), []byte(work), 0o644))
+	for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
+		cmd := exec.Command(goExe, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOFLAGS=", "GOPROXY=off")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go %v:\n%s", args, out)
+	}
+}
+
+func TestInitRefusesToOverwrite(t *testing.T) {
+	t.Parallel()
+	specPath := filepath.Join(t.TempDir(), "lockgen.yaml")
+	require.NoError(t, os.WriteFile(specPath, []byte("mine\n"), 0o644))
+	code, stdout, stderr := lockgen("init", "-f", specPath)
+	assert.Equal(t, exitFail, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "lockgen: "+specPath+" already exists; init never overwrites a file (use -f to write elsewhere)\n", stderr)
+	data, err := os.ReadFile(specPath)
+	require.NoError(t, err)
+	assert.Equal(t, "mine\n", string(data))
+
+	code, _, stderr = lockgen("init", "-f", filepath.Join(t.TempDir(), "no", "such", "dir", "lockgen.yaml"))
+	assert.Equal(t, exitFail, code, "init does not create directories")
+	assert.Contains(t, stderr, "lockgen: open ")
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := lockgen("version")
+	assert.Equal(t, exitOK, code)
+	assert.Empty(t, stderr)
+	assert.Regexp(t, `^lockgen \S+ \(sqlc v1\.31\.1, go\S+\)\n$`, stdout)
+}
+
+func TestSQLCPassthrough(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := lockgen("sqlc", "version")
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "v1.31.1\n", stdout)
+
+	code, _, stderr = lockgen("sqlc", "generate", "-f", filepath.Join(t.TempDir(), "missing.yaml"))
+	assert.Equal(t, exitFail, code)
+	assert.NotEmpty(t, stderr, "sqlc's error is shown")
+}

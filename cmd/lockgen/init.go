@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/lockgen/lockgen/generator/spec"
+)
+
+func initCommand() *command {
+	return &command{
+		name:    "init",
+		args:    "[-f lockgen.yaml] [-package locks]",
+		summary: "write a commented starter lockgen.yaml",
+		doc: `Init writes a starter spec with one plain lock and one keyed lock, every
+option explained in comments. It never overwrites an existing file. Edit it,
+then run lockgen generate; the spec's out directory must be inside a Go
+module.`,
+		setup: func(fs *flag.FlagSet) runFunc {
+			file := specFlag(fs)
+			pkg := fs.String("package", "locks", "the Go `name` of the generated package")
+			return func(_ context.Context, out *streams, _ []string) int {
+				return initSpec(out, *file, *pkg)
+			}
+		},
+	}
+}
+
+func initSpec(out *streams, file, pkg string) int {
+	data := starterSpec(pkg)
+	if _, err := spec.Load(file, data); err != nil {
+		// The starter is valid for any valid package name; report the
+		// flag, not a line of a file the user has not seen.
+		msg := err.Error()
+		if list, ok := errors.AsType[spec.ErrorList](err); ok && len(list) > 0 {
+			msg = list[0].Msg
+			if list[0].Hint != "" {
+				msg += " (" + list[0].Hint + ")"
+			}
+		}
+		fmt.Fprintf(out.stderr, "lockgen init: -package: %s\n", msg)
+		return exitUsage
+	}
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		fmt.Fprintf(out.stderr, "lockgen: %s already exists; init never overwrites a file (use -f to write elsewhere)\n", file)
+		return exitFail
+	}
+	if err != nil {
+		printError(out.stderr, err)
+		return exitFail
+	}
+	_, err = f.Write(data)
+	if err = errors.Join(err, f.Close()); err != nil {
+		printError(out.stderr, errors.Join(err, os.Remove(file)))
+		return exitFail
+	}
+	fmt.Fprintf(out.stdout, "wrote %s; edit it, then run `lockgen generate`\n", file)
+	return exitOK
+}
+
+// starterSpec returns the starter lockgen.yaml for the Go package pkg.
+func starterSpec(pkg string) []byte {
+	return []byte(strings.Replace(starter, "package: locks\n", "package: "+pkg+"\n", 1))
+}
+
+// starter is the spec init writes. It must load, generate and build as is
+// (the tests check it).
+const starter = `# lockgen.yaml declares the distributed locks of this module.
+#
+# "lockgen generate" writes typed Go wrappers, sqlc queries and SQL migrations
+# from it; commit them, and run "lockgen check" in CI to catch stale output.
+# To pin lockgen in go.mod: go get -tool github.com/lockgen/lockgen/cmd/lockgen
+# then run it as: go tool lockgen generate
+
+# version is the format of this file; only 1 exists.
+version: 1
+
+# package is the Go package name of the generated code.
+package: locks
+
+# out is the directory of the generated Go code, relative to this file:
+# lockgen.go, lockgen_store.go and the lockgendb subpackage (the SQL and
+# sqlc's code for it). It must be inside a Go module (a go.mod at or above it).
+out: internal/locks
+
+# migrations says where the SQL that creates the lock table goes, and for
+# which migration tool: golang-migrate (0001_<table>.up.sql and .down.sql)
+# or goose (00001_<table>.sql). dir is relative to this file.
+migrations:
+  dir: migrations
+  format: golang-migrate
+
+# table_prefix starts the name of every table lockgen creates (here the lock
+# table lockgen_locks): lower-case letters, digits and underscores.
+table_prefix: lockgen_
+
+# locks: each lock gets With<Name>Lock, Try<Name>Lock, Acquire<Name>Lock and
+# <Name>LockHolder methods on the generated Locks type, and a fencing token
+# per holding (lease.Token()).
+locks:
+  # A plain lock: one lease for the whole application, e.g. for work only
+  # one instance may do at a time: WithMasterLock(ctx, fn).
+  - name: master      # snake_case; becomes Master in Go
+    strategy: lease   # a row that expires by the database clock; the only strategy so far
+    ttl: 3s           # how long the lease lasts without renewal (at least 100ms)
+    renew_every: 1s   # renewal period while held; default ttl/3, must be below ttl - ttl/10
+    wait: 0s          # how long With/Acquire wait for a busy lock; 0 = one attempt
+
+  # A keyed lock: one lease per key value, e.g. per order:
+  # WithOrderLock(ctx, orderID, fn).
+  - name: order
+    key: { name: order_id, type: int64 }   # the key's Go parameter: int64 or string
+    ttl: 30s
+    wait: 5s
+`

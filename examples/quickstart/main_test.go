@@ -1,0 +1,39 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestQuickstart runs the example against the test server and checks what
+// it printed: every holding of each lock has a higher token than the one
+// before, in the order the holdings happened.
+func TestQuickstart(t *testing.T) {
+	dsn := os.Getenv("LOCKGEN_TEST_DSN")
+	if dsn == "" {
+		dsn = "root@tcp(127.0.0.1:3306)/test"
+	}
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), dsn, &out))
+
+	re := regexp.MustCompile(`(?m)^node-\d holds (master|order 42) +token=(\d+)$`)
+	last := map[string]int64{}
+	count := map[string]int{}
+	for _, m := range re.FindAllStringSubmatch(out.String(), -1) {
+		token, err := strconv.ParseInt(m[2], 10, 64)
+		require.NoError(t, err)
+		assert.Greater(t, token, last[m[1]], "tokens of %s strictly increase", m[1])
+		last[m[1]] = token
+		count[m[1]]++
+	}
+	assert.Equal(t, 9, count["master"], out.String())
+	assert.Equal(t, 9, count["order 42"], out.String())
+	assert.Contains(t, out.String(), "observer: master held=false last token="+strconv.FormatInt(last["master"], 10))
+}

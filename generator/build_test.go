@@ -1,0 +1,147 @@
+package generator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestGeneratedCodeBuildsAndVets generates the "every" golden case into a
+// fresh module, adds a program that calls every generated function, and
+// builds, vets and runs it against this repository's runtime module (through
+// a go.work), the way an application would.
+func TestGeneratedCodeBuildsAndVets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds with the go command")
+	}
+	t.Parallel()
+	goExe, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command is needed to build generated code")
+	runtimeDir := findRuntimeModule(t)
+
+	specPath := goldenSpec(t, "every")
+	dir := filepath.Dir(specPath)
+	res, err := Generate(context.Background(), Options{SpecPath: specPath})
+	require.NoError(t, err)
+	require.NoError(t, res.Write())
+	writeFile(t, filepath.Join(dir, "go.work"), "go 1.24.0\n\nuse (\n\t.\n\t"+filepath.ToSlash(runtimeDir)+"\n)\n")
+	writeFile(t, filepath.Join(dir, "main.go"), everyMain)
+
+	env := append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOFLAGS=", "GOPROXY=off")
+	run := func(args ...string) string {
+		cmd := exec.Command(goExe, args...)
+		cmd.Dir, cmd.Env = dir, env
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
+		return string(out)
+	}
+	run("build", "./...")
+	run("vet", "./...")
+	run("build", "-o", filepath.Join(dir, "app"), ".")
+
+	cmd := exec.Command(filepath.Join(dir, "app"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Run(), out.String())
+	require.Equal(t, "New(nil): lockgen: invalid argument: nil *sql.DB (errors.Is ErrInvalid: true)\n", out.String())
+}
+
+// everyMain calls every function generated for the "every" golden case,
+// which proves the API compiles as documented. Run, it only checks that New
+// rejects a nil *sql.DB.
+const everyMain = `package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"example.com/every/internal/platform/dlock"
+	"github.com/lockgen/lockgen/runtime"
+)
+
+func main() {
+	_, err := dlock.New(nil)
+	fmt.Printf("New(nil): %v (errors.Is ErrInvalid: %v)\n", err, errors.Is(err, runtime.ErrInvalid))
+	if err != nil {
+		return
+	}
+	use(context.Background(), &sql.DB{})
+}
+
+func use(ctx context.Context, db *sql.DB) error {
+	opts := []dlock.Option{dlock.WithOwner("node-1"), dlock.WithLogger(slog.Default())}
+	locks, err := dlock.New(db, opts...)
+	if err != nil {
+		return err
+	}
+	_ = locks.Owner()
+	names := []string{dlock.MasterLockName, dlock.OrderLockName, dlock.SendSMSLockName, dlock.NightlyReportLockName}
+	fn := func(ctx context.Context, lease *runtime.Lease) error {
+		var token int64 = lease.Token()
+		_, _ = token, ctx.Err()
+		return nil
+	}
+	var lease *runtime.Lease
+	var holder runtime.Holder
+	errs := []error{
+		locks.WithMasterLock(ctx, fn),
+		locks.WithOrderLock(ctx, int64(42), fn),
+		locks.WithSendSMSLock(ctx, "+8613800000000", fn),
+		locks.WithNightlyReportLock(ctx, fn),
+	}
+	lease, err = locks.TryMasterLock(ctx)
+	lease, err = locks.AcquireMasterLock(ctx)
+	holder, err = locks.MasterLockHolder(ctx)
+	lease, err = locks.TryOrderLock(ctx, 42)
+	lease, err = locks.AcquireOrderLock(ctx, 42)
+	holder, err = locks.OrderLockHolder(ctx, 42)
+	lease, err = locks.TrySendSMSLock(ctx, "+1")
+	lease, err = locks.AcquireSendSMSLock(ctx, "+1")
+	holder, err = locks.SendSMSLockHolder(ctx, "+1")
+	lease, err = locks.TryNightlyReportLock(ctx)
+	lease, err = locks.AcquireNightlyReportLock(ctx)
+	holder, err = locks.NightlyReportLockHolder(ctx)
+	var remaining time.Duration = holder.Remaining
+	_, _, _ = names, lease, remaining
+	return errors.Join(append(errs, err)...)
+}
+`
+
+// findRuntimeModule returns the absolute directory of this repository's
+// runtime module, looking up from the working directory.
+func findRuntimeModule(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		gomod, err := os.ReadFile(filepath.Join(dir, "runtime", "go.mod"))
+		if err == nil {
+			mod, err := modulePath(gomod)
+			if err == nil && mod == runtimePath {
+				return filepath.Join(dir, "runtime")
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			require.NoError(t, err)
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, dir, parent, "no runtime module (%s) above the working directory", runtimePath)
+		dir = parent
+	}
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, []byte(data), 0o644))
+}

@@ -1,0 +1,333 @@
+package generator
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/lockgen/lockgen/templates"
+)
+
+// renderGo renders the Go wrappers and the Store glue of m, keyed by their
+// output paths. jennifer formats them with gofmt and lists exactly the
+// imports they use.
+func renderGo(m *model) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	for name, f := range map[string]*jen.File{wrappersFile: wrappers(m), storeFile: storeGlue(m)} {
+		var buf bytes.Buffer
+		if err := f.Render(&buf); err != nil {
+			return nil, fmt.Errorf("render %s: %w", name, err)
+		}
+		src, err := groupImports(buf.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("render %s: %w", name, err)
+		}
+		files[path.Join(m.OutDir, name)] = src
+	}
+	return files, nil
+}
+
+// groupImports puts the standard library imports of the gofmt'd source src
+// in a group of their own before the others, as goimports does; jennifer
+// lists them all in one sorted group.
+func groupImports(src []byte) ([]byte, error) {
+	const open, closing = "\nimport (\n", "\n)\n"
+	start := bytes.Index(src, []byte(open))
+	if start < 0 {
+		return src, nil
+	}
+	start += len(open)
+	end := start + bytes.Index(src[start:], []byte(closing))
+	var std, other []string
+	for _, line := range strings.Split(string(src[start:end]), "\n") {
+		if isStdImport(line) {
+			std = append(std, line)
+		} else {
+			other = append(other, line)
+		}
+	}
+	if len(std) == 0 || len(other) == 0 {
+		return src, nil
+	}
+	block := strings.Join(std, "\n") + "\n\n" + strings.Join(other, "\n")
+	out := slices.Concat(src[:start], []byte(block), src[end:])
+	return format.Source(out)
+}
+
+// isStdImport reports whether an import line names a standard library
+// package: one whose path has no dot in its first element.
+func isStdImport(line string) bool {
+	quoted := line[strings.Index(line, `"`)+1:]
+	first, _, _ := strings.Cut(quoted, "/")
+	return !strings.Contains(strings.TrimSuffix(first, `"`), ".")
+}
+
+// newFile starts a generated Go file of m's package.
+func newFile(m *model) *jen.File {
+	f := jen.NewFile(m.Package)
+	f.HeaderComment(templates.Header)
+	f.ImportName(runtimePath, "runtime")
+	f.ImportName(m.DBImport, m.DBPackage)
+	return f
+}
+
+// rt refers to an exported name of the runtime package.
+func rt(name string) *jen.Statement { return jen.Qual(runtimePath, name) }
+
+// wrappers is lockgen.go: options, the Locks type, New and the methods of
+// every lock.
+func wrappers(m *model) *jen.File {
+	f := newFile(m)
+	f.PackageComment(m.packageDoc())
+
+	f.Comment(m.optionDoc())
+	f.Type().Id("Option").Op("=").Add(rt("Option"))
+	f.Line()
+	f.Comment(m.withOwnerDoc())
+	f.Func().Id("WithOwner").Params(jen.Id("owner").String()).Id("Option").Block(
+		jen.Return(rt("WithOwner").Call(jen.Id("owner"))),
+	)
+	f.Line()
+	f.Comment(m.withLoggerDoc())
+	f.Func().Id("WithLogger").Params(jen.Id("l").Op("*").Qual("log/slog", "Logger")).Id("Option").Block(
+		jen.Return(rt("WithLogger").Call(jen.Id("l"))),
+	)
+	f.Line()
+	f.Comment(m.namesDoc())
+	f.Const().DefsFunc(func(g *jen.Group) {
+		for _, lk := range m.Locks {
+			g.Comment(lk.nameConstDoc())
+			g.Id(lk.NameConst).Op("=").Lit(lk.Name)
+		}
+	})
+	f.Line()
+	f.Comment(m.locksDoc())
+	f.Type().Id("Locks").StructFunc(func(g *jen.Group) {
+		g.Id("client").Op("*").Add(rt("Client"))
+		for _, lk := range m.Locks {
+			g.Id(lk.Field).Op("*").Add(rt("Lock"))
+		}
+	})
+	f.Line()
+	f.Comment(m.newDoc())
+	f.Func().Id("New").Params(
+		jen.Id("db").Op("*").Qual("database/sql", "DB"),
+		jen.Id("opts").Op("...").Id("Option"),
+	).Params(jen.Op("*").Id("Locks"), jen.Error()).BlockFunc(func(g *jen.Group) { newBody(g, m) })
+	f.Line()
+	f.Comment(m.ownerDoc())
+	f.Func().Params(jen.Id(m.Receiver).Op("*").Id("Locks")).Id("Owner").Params().String().Block(
+		jen.Return(jen.Id(m.Receiver).Dot("client").Dot("Owner").Call()),
+	)
+	for i := range m.Locks {
+		lockMethods(f, m, &m.Locks[i])
+	}
+	return f
+}
+
+// newBody is the body of New: a Client on the sqlc store and one
+// runtime.Lock per declaration.
+func newBody(g *jen.Group, m *model) {
+	g.If(jen.Id("db").Op("==").Nil()).Block(
+		jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: nil *sql.DB"), rt("ErrInvalid"))),
+	)
+	g.List(jen.Id("client"), jen.Err()).Op(":=").Add(rt("NewClient")).Call(
+		jen.Id("store").Values(jen.Id("q").Op(":").Qual(m.DBImport, "New").Call(jen.Id("db"))),
+		jen.Id("opts").Op("..."),
+	)
+	g.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err()))
+	g.Id("l").Op(":=").Op("&").Id("Locks").Values(jen.Id("client").Op(":").Id("client"))
+	for _, lk := range m.Locks {
+		g.If(
+			jen.List(jen.Id("l").Dot(lk.Field), jen.Err()).Op("=").Id("client").Dot("Lock").Call(lockConfig(lk)),
+			jen.Err().Op("!=").Nil(),
+		).Block(jen.Return(jen.Nil(), jen.Err()))
+	}
+	g.Return(jen.Id("l"), jen.Nil())
+}
+
+// lockConfig is the runtime.LockConfig literal of lk; zero fields are
+// left out.
+func lockConfig(lk lockModel) *jen.Statement {
+	kvs := []kv{{"Name", jen.Id(lk.NameConst)}}
+	if lk.Key != nil {
+		kvs = append(kvs, kv{"Keyed", jen.True()})
+	}
+	kvs = append(kvs, kv{"TTL", durationExpr(lk.TTL)}, kv{"RenewEvery", durationExpr(lk.RenewEvery)})
+	if lk.Wait != 0 {
+		kvs = append(kvs, kv{"Wait", durationExpr(lk.Wait)})
+	}
+	return literal(rt("LockConfig"), kvs...)
+}
+
+// kv is one field of a composite literal.
+type kv struct {
+	key string
+	val jen.Code
+}
+
+// literal is the composite literal typ{key: val, ...}: one field per line,
+// in the order given (jen.Dict would sort them by name).
+func literal(typ *jen.Statement, kvs ...kv) *jen.Statement {
+	return typ.ValuesFunc(func(g *jen.Group) {
+		for _, f := range kvs {
+			g.Line().Id(f.key).Op(":").Add(f.val)
+		}
+		g.Line()
+	})
+}
+
+// durationUnits are the time package's units, largest first.
+var durationUnits = []struct {
+	d    time.Duration
+	name string
+}{
+	{time.Hour, "Hour"}, {time.Minute, "Minute"}, {time.Second, "Second"},
+	{time.Millisecond, "Millisecond"}, {time.Microsecond, "Microsecond"}, {time.Nanosecond, "Nanosecond"},
+}
+
+// durationExpr writes d with the largest time unit that divides it:
+// time.Second, 3 * time.Second, 1500 * time.Millisecond.
+func durationExpr(d time.Duration) *jen.Statement {
+	for _, u := range durationUnits {
+		if d%u.d != 0 {
+			continue
+		}
+		if n := d / u.d; n != 1 {
+			return jen.Lit(int(n)).Op("*").Qual("time", u.name)
+		}
+		return jen.Qual("time", u.name)
+	}
+	return jen.Lit(int64(d)) // unreachable: every duration is a whole number of nanoseconds
+}
+
+// lockMethods adds the With, Try, Acquire and Holder methods of lk.
+func lockMethods(f *jen.File, m *model, lk *lockModel) {
+	recv := jen.Id(m.Receiver).Op("*").Id("Locks")
+	lock := jen.Id(m.Receiver).Dot(lk.Field)
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	params := func(more ...jen.Code) []jen.Code {
+		ps := []jen.Code{ctx.Clone()}
+		if lk.Key != nil {
+			ps = append(ps, jen.Id(lk.Key.Param).Id(lk.Key.GoType))
+		}
+		return append(ps, more...)
+	}
+	leaseResult := []jen.Code{jen.Op("*").Add(rt("Lease")), jen.Error()}
+	fn := jen.Id("fn").Func().Params(
+		jen.Id("ctx").Qual("context", "Context"),
+		jen.Id("lease").Op("*").Add(rt("Lease")),
+	).Error()
+
+	f.Line()
+	f.Comment(lk.withDoc())
+	f.Func().Params(recv.Clone()).Id(lk.With).Params(params(fn)...).Error().Block(
+		jen.Return(lock.Clone().Dot("With").Call(jen.Id("ctx"), keyExpr(lk), jen.Id("fn"))),
+	)
+	f.Line()
+	f.Comment(lk.tryDoc())
+	f.Func().Params(recv.Clone()).Id(lk.Try).Params(params()...).Params(leaseResult...).Block(
+		jen.Return(lock.Clone().Dot("Try").Call(jen.Id("ctx"), keyExpr(lk))),
+	)
+	f.Line()
+	f.Comment(lk.acquireDoc())
+	f.Func().Params(recv.Clone()).Id(lk.Acquire).Params(params()...).Params(leaseResult...).Block(
+		jen.Return(lock.Clone().Dot("Acquire").Call(jen.Id("ctx"), keyExpr(lk))),
+	)
+	f.Line()
+	f.Comment(lk.holderDoc())
+	f.Func().Params(recv.Clone()).Id(lk.Holder).Params(params()...).Params(rt("Holder"), jen.Error()).Block(
+		jen.Return(lock.Clone().Dot("Holder").Call(jen.Id("ctx"), keyExpr(lk))),
+	)
+}
+
+// keyExpr is the runtime key of lk: "" for an unkeyed lock, the parameter
+// itself for a string key, strconv.FormatInt(param, 10) for an int64 key.
+func keyExpr(lk *lockModel) *jen.Statement {
+	switch {
+	case lk.Key == nil:
+		return jen.Lit("")
+	case lk.Key.Decimal:
+		return jen.Qual("strconv", "FormatInt").Call(jen.Id(lk.Key.Param), jen.Lit(10))
+	default:
+		return jen.Id(lk.Key.Param)
+	}
+}
+
+// storeGlue is lockgen_store.go: runtime.Store over the sqlc queries.
+func storeGlue(m *model) *jen.File {
+	f := newFile(m)
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("store")
+	q := jen.Id("s").Dot("q")
+	id := func(field string) *jen.Statement { return jen.Id("id").Dot(field) }
+	ttlUs := jen.Id("ttl").Dot("Microseconds").Call()
+
+	f.Comment(m.storeDoc())
+	f.Type().Id("store").Struct(jen.Id("q").Op("*").Add(db("Queries")))
+	f.Line()
+	f.Var().Id("_").Add(rt("Store")).Op("=").Id("store").Values()
+
+	f.Line()
+	f.Comment(leaseAcquireDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseAcquire").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Id("token").Int64(), jen.Err().Error()).Block(
+		jen.List(jen.Id("res"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseAcquire").Call(jen.Id("ctx"), literal(db("LeaseAcquireParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"TtlUs", ttlUs.Clone()},
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+	)
+
+	f.Line()
+	f.Comment(leaseRenewDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseRenew").Params(
+		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseRenew").Call(jen.Id("ctx"), literal(db("LeaseRenewParams"),
+			kv{"TtlUs", ttlUs.Clone()}, kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(leaseReleaseDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseRelease").Params(
+		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),
+	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
+			kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(leaseGetDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseGet").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key")).String(),
+	).Params(jen.Id("row").Add(rt("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("r"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseGet").Call(jen.Id("ctx"), literal(db("LeaseGetParams"), kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")})),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
+			jen.Return(rt("LeaseRow").Values(), jen.False(), jen.Nil()),
+		),
+		jen.If(jen.Err().Op("!=").Nil()).Block(
+			jen.Return(rt("LeaseRow").Values(), jen.False(), jen.Err()),
+		),
+		jen.Return(literal(rt("LeaseRow"),
+			kv{"Owner", jen.Id("r").Dot("Owner")},
+			kv{"Token", jen.Id("r").Dot("Token")},
+			kv{"AcquiredAt", jen.Id("r").Dot("AcquiredAt")},
+			kv{"ExpiresAt", jen.Id("r").Dot("ExpiresAt")},
+			kv{"Remaining", jen.Qual("time", "Duration").Call(jen.Id("r").Dot("RemainingUs")).Op("*").Qual("time", "Microsecond")},
+		), jen.True(), jen.Nil()),
+	)
+	return f
+}

@@ -1,0 +1,180 @@
+package generator
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"time"
+
+	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/templates"
+)
+
+// Names of the files and packages lockgen writes; not configurable.
+const (
+	dbPackage     = "lockgendb"
+	wrappersFile  = "lockgen.go"
+	storeFile     = "lockgen_store.go"
+	schemaFile    = "schema.sql"
+	queriesFile   = "queries.sql"
+	tableBaseName = "locks"
+)
+
+// Import paths the generated code uses besides the standard library.
+const runtimePath = "github.com/lockgen/lockgen/runtime"
+
+// model is everything the renderers print, resolved from a spec. Renderers
+// take no decisions: names, types, paths and doc text all come from here.
+type model struct {
+	// Package is the Go package name of the generated wrappers.
+	Package string
+	// SpecName is the spec file's base name, as named in doc comments.
+	SpecName string
+	// OutDir is the slash path of the Go output, relative to the spec dir.
+	OutDir string
+	// DBDir is OutDir/lockgendb; DBPackage its package name; DBImport its
+	// Go import path.
+	DBDir, DBPackage, DBImport string
+	// SchemaPath and QueriesPath are the SQL files of DBDir.
+	SchemaPath, QueriesPath string
+	// TablePrefix is the validated prefix; Table the lock table's name.
+	TablePrefix, Table string
+	// Migrations are the migration files to render, in path order.
+	Migrations []sqlFile
+	// Receiver is the receiver name of the Locks methods; it differs from
+	// every key parameter.
+	Receiver string
+	// Locks are the declared locks, in spec order.
+	Locks []lockModel
+}
+
+// sqlFile is one SQL output file and the template that renders it.
+type sqlFile struct {
+	Path     string
+	Template string
+}
+
+// lockModel is one declared lock, with every Go name it needs.
+type lockModel struct {
+	// Name is the lock's name in the spec and in the lock table.
+	Name string
+	// GoName is Name in CamelCase ("Order").
+	GoName string
+	// NameConst is the exported constant holding Name ("OrderLockName").
+	NameConst string
+	// Field is the unexported Locks field holding the *runtime.Lock.
+	Field string
+	// Method names.
+	With, Try, Acquire, Holder string
+	TTL, RenewEvery, Wait      time.Duration
+	// Key is nil for an unkeyed lock.
+	Key *keyModel
+}
+
+// keyModel is the key of a keyed lock.
+type keyModel struct {
+	// Name is the snake_case key name ("order_id").
+	Name string
+	// Param is the Go parameter name ("orderID").
+	Param string
+	// GoType is the parameter's Go type: "int64" or "string".
+	GoType string
+	// Decimal is true when the key is formatted with strconv.FormatInt.
+	Decimal bool
+}
+
+// resolve builds the model of s, whose file is in the absolute directory
+// specDir. It fails when no go.mod encloses the output directory.
+func resolve(s *spec.Spec, specDir string) (*model, error) {
+	outAbs := filepath.Join(specDir, filepath.FromSlash(s.Out))
+	outImport, err := importPath(outAbs, filepath.Join(filepath.Dir(s.File), filepath.FromSlash(s.Out)))
+	if err != nil {
+		return nil, err
+	}
+	dbDir := path.Join(s.Out, dbPackage)
+	m := &model{
+		Package:     s.Package,
+		SpecName:    filepath.Base(s.File),
+		OutDir:      s.Out,
+		DBDir:       dbDir,
+		DBPackage:   dbPackage,
+		DBImport:    path.Join(outImport, dbPackage),
+		SchemaPath:  path.Join(dbDir, schemaFile),
+		QueriesPath: path.Join(dbDir, queriesFile),
+		TablePrefix: s.TablePrefix,
+		Table:       s.TablePrefix + tableBaseName,
+		Migrations:  migrations(s.Migrations, s.TablePrefix),
+	}
+	for _, lk := range s.Locks {
+		m.Locks = append(m.Locks, resolveLock(lk))
+	}
+	m.Receiver = receiverName(m.Locks)
+	for i := range m.Locks {
+		if k := m.Locks[i].Key; k != nil && k.Decimal && k.Param == "strconv" {
+			// The method body calls strconv.FormatInt; rename the parameter
+			// so it does not shadow the package (callers never see it).
+			k.Param += "Key"
+		}
+	}
+	return m, nil
+}
+
+// resolveLock names the Go identifiers of one lock.
+func resolveLock(lk spec.Lock) lockModel {
+	g := lk.GoName
+	m := lockModel{
+		Name:       lk.Name,
+		GoName:     g,
+		NameConst:  g + "LockName",
+		Field:      spec.LowerCamelCase(lk.Name) + "Lock",
+		With:       "With" + g + "Lock",
+		Try:        "Try" + g + "Lock",
+		Acquire:    "Acquire" + g + "Lock",
+		Holder:     g + "LockHolder",
+		TTL:        lk.TTL,
+		RenewEvery: lk.RenewEvery,
+		Wait:       lk.Wait,
+	}
+	if lk.Key != nil {
+		m.Key = &keyModel{
+			Name:    lk.Key.Name,
+			Param:   lk.Key.GoName,
+			GoType:  lk.Key.Type,
+			Decimal: lk.Key.Type == "int64",
+		}
+	}
+	return m
+}
+
+// receiverName returns "l", or the first of "ls", "l2", "l3", ... that no
+// key parameter uses.
+func receiverName(locks []lockModel) string {
+	used := map[string]bool{}
+	for _, lk := range locks {
+		if lk.Key != nil {
+			used[lk.Key.Param] = true
+		}
+	}
+	for _, name := range []string{"l", "ls"} {
+		if !used[name] {
+			return name
+		}
+	}
+	for i := 2; ; i++ {
+		if name := fmt.Sprintf("l%d", i); !used[name] {
+			return name
+		}
+	}
+}
+
+// migrations returns the migration files for m's format in m's directory.
+func migrations(m spec.Migrations, prefix string) []sqlFile {
+	base := prefix + tableBaseName
+	if m.Format == spec.FormatGoose {
+		return []sqlFile{{Path: path.Join(m.Dir, "00001_"+base+".sql"), Template: templates.GooseLocks}}
+	}
+	return []sqlFile{
+		{Path: path.Join(m.Dir, "0001_"+base+".down.sql"), Template: templates.LocksDown},
+		{Path: path.Join(m.Dir, "0001_"+base+".up.sql"), Template: templates.LocksUp},
+	}
+}

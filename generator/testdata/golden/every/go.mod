@@ -1,0 +1,4 @@
+module example.com/every
+
+go 1.24
+

@@ -1,0 +1,4 @@
+module example.com/quickstart
+
+go 1.24
+

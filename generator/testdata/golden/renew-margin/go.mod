@@ -1,0 +1,2 @@
+module example.com/renew-margin
+

@@ -1,0 +1,2 @@
+module example.com/spec-errors
+
