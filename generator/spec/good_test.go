@@ -94,7 +94,7 @@ locks:
 				},
 				{
 					Pos: Pos{Line: 24, Col: 5}, Name: "user_id", GoName: "UserID", Strategy: StrategyLease,
-					TTL: 100 * time.Millisecond, RenewEvery: 33333333 * time.Nanosecond,
+					TTL: 100 * time.Millisecond, RenewEvery: 33 * time.Millisecond,
 					Key: &Key{Pos: Pos{Line: 26, Col: 10}, Name: "id", GoName: "id", Type: "string"},
 				},
 			},
@@ -154,12 +154,12 @@ locks:
 			Locks: []Lock{
 				{
 					Pos: Pos{Line: 5, Col: 5}, Name: "order", GoName: "Order", Strategy: StrategyLease,
-					TTL: 10 * time.Second, RenewEvery: 3333333333 * time.Nanosecond,
+					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond,
 					Key: &Key{Pos: Pos{Line: 7, Col: 10}, Name: "id", GoName: "id", Type: "int64"},
 				},
 				{
 					Pos: Pos{Line: 8, Col: 5}, Name: "invoice", GoName: "Invoice", Strategy: StrategyLease,
-					TTL: 10 * time.Second, RenewEvery: 3333333333 * time.Nanosecond,
+					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond,
 					Key: &Key{Pos: Pos{Line: 10, Col: 10}, Name: "id", GoName: "id", Type: "int64"},
 				},
 			},

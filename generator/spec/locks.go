@@ -164,7 +164,7 @@ func (l *loader) timing(lk *Lock, fields map[string]value) {
 	if v, ok := fields["renew_every"]; ok {
 		lk.RenewEvery = l.renewEvery(v, lk.TTL, ttlOK)
 	} else if ttlOK {
-		lk.RenewEvery = lk.TTL / 3
+		lk.RenewEvery = DefaultRenewEvery(lk.TTL)
 	}
 	if v, ok := fields["wait"]; ok {
 		lk.Wait = l.wait(v)
@@ -195,7 +195,7 @@ func (l *loader) renewEvery(v value, ttl time.Duration, ttlOK bool) time.Duratio
 	d, ok := l.duration(v)
 	hint := "e.g. " + v.field.example
 	if ttlOK {
-		hint = fmt.Sprintf("remove it to renew every ttl/3, which is %s", ttl/3)
+		hint = fmt.Sprintf("remove it to renew every ttl/3, which is %s", DefaultRenewEvery(ttl))
 	}
 	switch {
 	case !ok:
@@ -269,4 +269,10 @@ func (l *loader) keyType(v value) string {
 		return ""
 	}
 	return t
+}
+
+// DefaultRenewEvery is the renewal period of a lock that declares none:
+// ttl/3, truncated to the millisecond so generated code reads cleanly.
+func DefaultRenewEvery(ttl time.Duration) time.Duration {
+	return (ttl / 3).Truncate(time.Millisecond)
 }
