@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/internal/goldencase"
 	"github.com/lockgen/lockgen/templates"
 )
 
@@ -25,13 +26,7 @@ import (
 // the path of its spec file there.
 func goldenSpec(t *testing.T, name string) string {
 	t.Helper()
-	tmp := t.TempDir()
-	for _, f := range []string{"lockgen.yaml", "go.mod"} {
-		data, err := os.ReadFile(filepath.Join(goldenDir, name, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(tmp, f), data, 0o644))
-	}
-	return filepath.Join(tmp, "lockgen.yaml")
+	return goldencase.Project(t, goldenDir, name)
 }
 
 func TestGenerateIsDeterministicAndFormatted(t *testing.T) {

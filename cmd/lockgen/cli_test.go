@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/generator"
+	"github.com/lockgen/lockgen/internal/goldencase"
 )
 
 // TestMain lets the test binary serve as the sqlc child process that the
@@ -40,13 +41,7 @@ func lockgen(args ...string) (code int, stdout, stderr string) {
 // and returns the spec's path there.
 func project(t *testing.T, goldenCase string) string {
 	t.Helper()
-	dir := t.TempDir()
-	for _, name := range []string{"lockgen.yaml", "go.mod"} {
-		data, err := os.ReadFile(filepath.Join(golden, goldenCase, name))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
-	}
-	return filepath.Join(dir, "lockgen.yaml")
+	return goldencase.Project(t, golden, goldenCase)
 }
 
 func TestHelp(t *testing.T) {
