@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // MaxOwnerLen is the longest owner identity the lock table stores.
@@ -34,12 +35,16 @@ type clientOptions struct {
 
 // WithOwner sets the identity recorded in the lock rows this client holds,
 // shown to observers (Holder). Default: "<hostname>-<pid>-<random>".
-// It must be non-empty and at most MaxOwnerLen bytes. Holders in one client
+// It must be non-empty, at most MaxOwnerLen bytes, and not end in a space. Holders in one client
 // share the owner; each holding is told apart by its fencing token.
 func WithOwner(owner string) Option {
 	return func(o *clientOptions) error {
 		if owner == "" || len(owner) > MaxOwnerLen {
 			return fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(owner))
+		}
+		if strings.HasSuffix(owner, " ") {
+			// The lock table's collation ignores trailing spaces.
+			return fmt.Errorf("%w: owner %q ends in a space", ErrInvalid, owner)
 		}
 		o.owner = owner
 		return nil

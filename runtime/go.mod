@@ -9,5 +9,6 @@ require (
 
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )

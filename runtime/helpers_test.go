@@ -111,30 +111,77 @@ func (frozenTimer) C() <-chan time.Time      { return nil }
 func (frozenTimer) Stop() bool               { return true }
 func (frozenTimer) Reset(time.Duration) bool { return true }
 
-// lostReplies runs every statement on the real store, then, while armed,
-// throws the answer away and reports an error, as when a connection breaks
-// after the server executed the statement.
-type lostReplies struct {
+// faultStore runs statements on the real store and injects what a network
+// does to them: replies that come late, replies lost after the server ran
+// the statement, and a partition in which nothing reaches the server.
+type faultStore struct {
 	runtime.Store
-	renew, release atomic.Bool
+	renewReplyDelay time.Duration // set before use
+	renewReplyLost  atomic.Bool   // renew runs, then its reply is lost
+	releaseLost     atomic.Bool   // the next release runs, then its reply is lost
+	partitioned     atomic.Bool   // every call fails without reaching the server
+	renewals        atomic.Int32  // renew statements that reached the server
+	// partitionAfter, when positive, partitions the network right after the
+	// reply to that many renew (or, with renewReplyLost, re-read)
+	// statements was delivered: the holder then has its last deadline.
+	partitionAfter int32
+	replies        atomic.Int32
 }
 
-var errReplyLost = errors.New("test: reply lost after the statement ran")
+func (s *faultStore) delivered() {
+	if n := s.replies.Add(1); s.partitionAfter > 0 && n >= s.partitionAfter {
+		s.partitioned.Store(true)
+	}
+}
 
-func (s *lostReplies) LeaseRenew(ctx context.Context, id runtime.LeaseID, ttl time.Duration) (bool, error) {
+var (
+	errReplyLost   = errors.New("test: reply lost after the statement ran")
+	errPartitioned = errors.New("test: network partition")
+)
+
+func (s *faultStore) LeaseAcquire(ctx context.Context, name, key, owner string, ttl time.Duration) (int64, error) {
+	if s.partitioned.Load() {
+		return 0, errPartitioned
+	}
+	return s.Store.LeaseAcquire(ctx, name, key, owner, ttl)
+}
+
+func (s *faultStore) LeaseRenew(ctx context.Context, id runtime.LeaseID, ttl time.Duration) (bool, error) {
+	if s.partitioned.Load() {
+		return false, errPartitioned
+	}
 	ok, err := s.Store.LeaseRenew(ctx, id, ttl)
-	if s.renew.Load() {
+	s.renewals.Add(1)
+	time.Sleep(s.renewReplyDelay)
+	if s.renewReplyLost.Load() {
+		return false, errReplyLost
+	}
+	if err == nil {
+		s.delivered()
+	}
+	return ok, err
+}
+
+func (s *faultStore) LeaseRelease(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	if s.partitioned.Load() {
+		return false, errPartitioned
+	}
+	ok, err := s.Store.LeaseRelease(ctx, id)
+	if s.releaseLost.CompareAndSwap(true, false) {
 		return false, errReplyLost
 	}
 	return ok, err
 }
 
-func (s *lostReplies) LeaseRelease(ctx context.Context, id runtime.LeaseID) (bool, error) {
-	ok, err := s.Store.LeaseRelease(ctx, id)
-	if s.release.CompareAndSwap(true, false) {
-		return false, errReplyLost
+func (s *faultStore) LeaseGet(ctx context.Context, name, key string) (runtime.LeaseRow, bool, error) {
+	if s.partitioned.Load() {
+		return runtime.LeaseRow{}, false, errPartitioned
 	}
-	return ok, err
+	row, found, err := s.Store.LeaseGet(ctx, name, key)
+	if err == nil && s.renewReplyLost.Load() {
+		s.delivered()
+	}
+	return row, found, err
 }
 
 func mysqlConnector(t *testing.T, cfg *mysql.Config) driver.Connector {

@@ -111,38 +111,43 @@ func (ls *Lease) extend(deadline time.Time) {
 // renewal moved the deadline, in which case the watchdog is re-armed.
 func (ls *Lease) checkDeadline() {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
 	if ls.released || ls.ctx.Err() != nil {
+		ls.mu.Unlock()
 		return
 	}
 	if left := ls.deadline.Sub(ls.clock.Now()); left > 0 {
 		ls.watchdog.Reset(left)
+		ls.mu.Unlock()
 		return
 	}
-	ls.lose(fmt.Errorf("%w: %s: no successful renewal before the local deadline", ErrLeaseLost, ls.describe()))
+	cause := fmt.Errorf("%w: %s: no successful renewal before the local deadline", ErrLeaseLost, ls.describe())
+	ls.cancel(cause)
+	ls.mu.Unlock()
+	ls.logLoss(cause)
 }
 
+// lose ends a lease the database showed as not held any more, unless it
+// was released meanwhile.
 func (ls *Lease) lose(cause error) {
-	if ls.ctx.Err() != nil {
+	ls.mu.Lock()
+	if ls.released || ls.ctx.Err() != nil {
+		ls.mu.Unlock()
 		return
 	}
 	ls.cancel(cause)
+	ls.mu.Unlock()
+	ls.logLoss(cause)
+}
+
+func (ls *Lease) logLoss(cause error) {
 	ls.lock.client.logger.Warn("lockgen: lease lost", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "cause", cause)
 }
 
-func (ls *Lease) loseUnlocked(cause error) {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if !ls.released {
-		ls.lose(cause)
-	}
-}
-
+// renewLoop renews every RenewEvery, sooner when the deadline is near (a
+// slow acquire or a failed renewal leaves less time), until Release or loss.
 func (ls *Lease) renewLoop() {
 	defer close(ls.renewDone)
-	cfg := ls.lock.cfg
-	retry := max(cfg.RenewEvery/4, 10*time.Millisecond)
-	t := ls.clock.NewTimer(cfg.RenewEvery)
+	t := ls.clock.NewTimer(ls.nextRenewal(true))
 	defer t.Stop()
 	for {
 		select {
@@ -152,12 +157,20 @@ func (ls *Lease) renewLoop() {
 			return
 		case <-t.C():
 		}
-		next := cfg.RenewEvery
-		if !ls.renew() {
-			next = retry
-		}
-		t.Reset(next)
+		t.Reset(ls.nextRenewal(ls.renew()))
 	}
+}
+
+// nextRenewal is the wait before the next renewal: RenewEvery after a
+// success, a quarter of it after a failure, and never more than half the
+// time left before the local deadline.
+func (ls *Lease) nextRenewal(renewed bool) time.Duration {
+	cfg := ls.lock.cfg
+	next := cfg.RenewEvery
+	if !renewed {
+		next = max(cfg.RenewEvery/4, time.Millisecond)
+	}
+	return max(min(next, ls.timeLeft()/2), time.Millisecond)
 }
 
 // renew runs one renewal; it reports whether the lease was extended by a
@@ -176,7 +189,7 @@ func (ls *Lease) renew() bool {
 	ok, err := store.LeaseRenew(ctx, ls.id, cfg.TTL)
 	if err == nil {
 		if !ok {
-			ls.loseUnlocked(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
+			ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
 			return false
 		}
 		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
@@ -192,7 +205,7 @@ func (ls *Lease) renew() bool {
 		return false
 	}
 	if !ls.holds(row, found) {
-		ls.loseUnlocked(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), err))
+		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), err))
 		return false
 	}
 	ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
@@ -205,8 +218,9 @@ func (ls *Lease) holds(row LeaseRow, found bool) bool {
 }
 
 // Release stops renewal and frees the lock row if this holding still has it;
-// it never touches a row another holder has taken. It waits at most until
-// ctx ends or one TTL has passed (after which the row is free anyway).
+// it never touches a row another holder has taken. It ignores ctx's
+// cancellation (a request that ended must still free its lock; ctx's values
+// are kept) and gives up after one TTL, when the row is free anyway.
 // Release returns an error wrapping ErrLeaseLost if the lease was lost
 // before it was released, ErrReleased when called again, and an error when
 // the outcome stays unknown (the row then frees itself within one TTL).
@@ -238,7 +252,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 func (ls *Lease) releaseRow(ctx context.Context) error {
 	cfg := ls.lock.cfg
 	store := ls.lock.client.store
-	ctx, cancel := context.WithTimeout(ctx, cfg.TTL)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TTL)
 	defer cancel()
 	b := backoff{next: 10 * time.Millisecond, max: cfg.TTL / 4}
 	for retried := false; ; retried = true {

@@ -4,9 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -82,9 +86,10 @@ func TestStatementCounts(t *testing.T) {
 	assert.Equal(t, int64(1), counter.Count()-before, "release")
 
 	before = counter.Count()
-	_, err = l.Try(ctx, "")
+	again, err := l.Try(ctx, "")
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), counter.Count()-before, "acquire of a released row")
+	require.NoError(t, again.Release(ctx))
 }
 
 // TestMutualExclusion: 3 pools x 16 goroutines contend for one lock; an
@@ -356,7 +361,7 @@ func TestSessionTimeZonesAgree(t *testing.T) {
 func TestUnknownOutcomes(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
-	faulty := &lostReplies{Store: sqlstore.New(db)}
+	faulty := &faultStore{Store: sqlstore.New(db)}
 	c, err := runtime.NewClient(faulty)
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "unknown", TTL: 500 * time.Millisecond})
@@ -364,17 +369,164 @@ func TestUnknownOutcomes(t *testing.T) {
 	ctx := context.Background()
 	lease, err := l.Try(ctx, "")
 	require.NoError(t, err)
-	faulty.renew.Store(true)
+	faulty.renewReplyLost.Store(true)
 	time.Sleep(3 * 500 * time.Millisecond)
 	require.NoError(t, lease.Err(), "renewals that ran but lost their reply keep the lease")
 	assert.Greater(t, dbRemaining(t, db, "unknown", "", lease.Token()), time.Duration(0))
-	faulty.renew.Store(false)
+	faulty.renewReplyLost.Store(false)
 
-	faulty.release.Store(true)
+	faulty.releaseLost.Store(true)
 	require.NoError(t, lease.Release(ctx), "a release that ran but lost its reply is done")
 	h, err := l.Holder(ctx, "")
 	require.NoError(t, err)
 	assert.False(t, h.Held)
+}
+
+// TestDeadlineAfterRenewalsPrecedesExpiry: renewals succeed, with replies
+// that come back late (or are lost and reconciled by a re-read), then the
+// network is partitioned. The holder must still learn of the loss while the
+// database shows the row held: each local deadline counts from when the
+// renewal (or the re-read) was sent, not from when its reply arrived.
+func TestDeadlineAfterRenewalsPrecedesExpiry(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replyLost=%v", lost), func(t *testing.T) {
+			tdb := testdb.New(t)
+			db := tdb.Open(t)
+			ttl := 600 * time.Millisecond // margin 60ms, renewal every 200ms
+			faulty := &faultStore{Store: sqlstore.New(db), renewReplyDelay: 150 * time.Millisecond, partitionAfter: 3}
+			faulty.renewReplyLost.Store(lost)
+			c, err := runtime.NewClient(faulty)
+			require.NoError(t, err)
+			l, err := c.Lock(runtime.LockConfig{Name: "late", TTL: ttl})
+			require.NoError(t, err)
+			lease, err := l.Try(context.Background(), "")
+			require.NoError(t, err)
+			<-lease.Done()
+			require.GreaterOrEqual(t, faulty.replies.Load(), int32(3), "late replies alone do not lose the lease")
+			left := dbRemaining(t, db, "late", "", lease.Token())
+			require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost)
+			assert.Greater(t, left, time.Duration(0), "the holder must learn of the loss before the row expires")
+		})
+	}
+}
+
+// TestWithReportsLoss: when the lease is lost while fn runs, fn's ctx is
+// cancelled with cause ErrLeaseLost and With returns ErrLeaseLost even though
+// fn returned nil.
+func TestWithReportsLoss(t *testing.T) {
+	tdb := testdb.New(t)
+	faulty := &faultStore{Store: sqlstore.New(tdb.Open(t))}
+	c, err := runtime.NewClient(faulty)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "lossy", TTL: 300 * time.Millisecond})
+	require.NoError(t, err)
+	err = l.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
+		faulty.partitioned.Store(true)
+		select {
+		case <-ctx.Done():
+			assert.ErrorIs(t, context.Cause(ctx), runtime.ErrLeaseLost)
+		case <-time.After(10 * time.Second):
+			t.Error("fn's ctx was not cancelled when the lease was lost")
+		}
+		faulty.partitioned.Store(false)
+		return nil
+	})
+	require.ErrorIs(t, err, runtime.ErrLeaseLost)
+}
+
+// TestSlowAcquireRenewsBeforeDeadline: an acquire whose reply takes most of
+// the TTL leaves little time; the first renewal must come before the local
+// deadline instead of a full renewal period later.
+func TestSlowAcquireRenewsBeforeDeadline(t *testing.T) {
+	tdb := testdb.New(t)
+	slow := &slowAcquire{Store: sqlstore.New(tdb.Open(t)), delay: 700 * time.Millisecond}
+	c, err := runtime.NewClient(slow)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "slow", TTL: time.Second, RenewEvery: 300 * time.Millisecond})
+	require.NoError(t, err)
+	lease, err := l.Try(context.Background(), "")
+	require.NoError(t, err)
+	time.Sleep(time.Second)
+	require.NoError(t, lease.Err(), "renewal must start before the shortened deadline")
+	require.NoError(t, lease.Release(context.Background()))
+}
+
+// TestTooSlowAcquireIsGivenBack: an acquire answered after its lease's
+// local deadline is not a lease: the row is given back and the attempt
+// counts as busy.
+func TestTooSlowAcquireIsGivenBack(t *testing.T) {
+	tdb := testdb.New(t)
+	slow := &slowAcquire{Store: sqlstore.New(tdb.Open(t)), delay: 950 * time.Millisecond}
+	c, err := runtime.NewClient(slow)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "tooslow", TTL: time.Second})
+	require.NoError(t, err)
+	_, err = l.Try(context.Background(), "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired)
+	h, err := l.Holder(context.Background(), "")
+	require.NoError(t, err)
+	assert.False(t, h.Held, "the row was given back")
+	assert.Equal(t, int64(1), h.Token)
+}
+
+// slowAcquire answers acquires late (after running them).
+type slowAcquire struct {
+	runtime.Store
+	delay time.Duration
+}
+
+func (s *slowAcquire) LeaseAcquire(ctx context.Context, name, key, owner string, ttl time.Duration) (int64, error) {
+	token, err := s.Store.LeaseAcquire(ctx, name, key, owner, ttl)
+	time.Sleep(s.delay)
+	return token, err
+}
+
+// TestReleaseAfterRequestEnded: a deferred Release with a context that has
+// already ended still frees the row.
+func TestReleaseAfterRequestEnded(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t))
+	l := n.lock(t, runtime.LockConfig{Name: "ended", TTL: 10 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	cancel()
+	require.NoError(t, lease.Release(ctx))
+	h, err := l.Holder(context.Background(), "")
+	require.NoError(t, err)
+	assert.False(t, h.Held)
+}
+
+// TestTransientErrorsKeepWaiting: deadlocks (1213) during Acquire are
+// retried with backoff and, when they persist, count as a busy lock: the
+// wait goes on instead of failing at once.
+func TestTransientErrorsKeepWaiting(t *testing.T) {
+	tdb := testdb.New(t)
+	flaky := &deadlocking{Store: sqlstore.New(tdb.Open(t))}
+	flaky.failures.Store(8)
+	c, err := runtime.NewClient(flaky)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "flaky", TTL: time.Second, Wait: 30 * time.Second})
+	require.NoError(t, err)
+	lease, err := l.Acquire(context.Background(), "")
+	require.NoError(t, err)
+	assert.Equal(t, int32(0), flaky.failures.Load())
+	require.NoError(t, lease.Release(context.Background()))
+}
+
+// deadlocking fails the next N acquires with the server's deadlock error,
+// as InnoDB reports it, without running them.
+type deadlocking struct {
+	runtime.Store
+	failures atomic.Int32
+}
+
+func (s *deadlocking) LeaseAcquire(ctx context.Context, name, key, owner string, ttl time.Duration) (int64, error) {
+	if s.failures.Add(-1) >= 0 {
+		return 0, &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
+	}
+	s.failures.Store(0)
+	return s.Store.LeaseAcquire(ctx, name, key, owner, ttl)
 }
 
 func TestWithReleasesOnErrorPanicAndCancel(t *testing.T) {
@@ -432,6 +584,7 @@ func TestWaitingWakesOnLocalRelease(t *testing.T) {
 	case next := <-got:
 		assert.Equal(t, lease.Token()+1, next.Token())
 		require.NoError(t, next.Release(ctx))
+		assert.Zero(t, runtime.WaitersForTest(n.client), "no wake-up entry outlives its waiter")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter was not woken by the release")
 	}
@@ -450,6 +603,7 @@ func TestWaitEndsWithErrNotAcquired(t *testing.T) {
 	})
 	require.ErrorIs(t, err, runtime.ErrNotAcquired)
 	assert.False(t, called)
+	assert.Zero(t, runtime.WaitersForTest(b.client), "no wake-up entry outlives its waiter")
 	require.NoError(t, lease.Release(context.Background()))
 }
 

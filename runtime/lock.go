@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -11,6 +12,9 @@ import (
 const (
 	// MinTTL is the shortest lease a lock may declare.
 	MinTTL = 100 * time.Millisecond
+	// MinSafetyMargin is the smallest safety margin a lock may set: it
+	// absorbs late timers, GC pauses and the microsecond truncation of TTLs.
+	MinSafetyMargin = 5 * time.Millisecond
 	// MaxNameLen and MaxKeyLen are the longest lock name and key the lock
 	// table stores.
 	MaxNameLen = 191
@@ -31,7 +35,8 @@ type LockConfig struct {
 	// for the safety margin: RenewEvery < TTL - SafetyMargin.
 	RenewEvery time.Duration
 	// SafetyMargin is subtracted from every local deadline to absorb timer
-	// and scheduling delays on the client. Default TTL/10.
+	// and scheduling delays on the client. Default TTL/10; at least
+	// MinSafetyMargin.
 	SafetyMargin time.Duration
 	// Wait is how long With and Acquire wait for a busy lock before
 	// returning ErrNotAcquired. Default 0: try once.
@@ -60,8 +65,11 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	if cfg.RenewEvery == 0 {
 		cfg.RenewEvery = cfg.TTL / 3
 	}
-	if cfg.SafetyMargin < 0 || cfg.SafetyMargin >= cfg.TTL/2 {
-		return nil, fmt.Errorf("%w: lock %q: safety margin %v must be in (0, ttl/2)", ErrInvalid, cfg.Name, cfg.SafetyMargin)
+	if cfg.SafetyMargin < MinSafetyMargin || cfg.SafetyMargin >= cfg.TTL/2 {
+		return nil, fmt.Errorf("%w: lock %q: safety margin %v must be in [%v, ttl/2)", ErrInvalid, cfg.Name, cfg.SafetyMargin, MinSafetyMargin)
+	}
+	if strings.HasSuffix(cfg.Name, " ") {
+		return nil, fmt.Errorf("%w: lock name %q ends in a space", ErrInvalid, cfg.Name)
 	}
 	if cfg.RenewEvery < 0 || cfg.RenewEvery >= cfg.TTL-cfg.SafetyMargin {
 		return nil, fmt.Errorf("%w: lock %q: renew_every %v must be below ttl - safety margin (%v)", ErrInvalid, cfg.Name, cfg.RenewEvery, cfg.TTL-cfg.SafetyMargin)
@@ -83,6 +91,10 @@ func (l *Lock) checkKey(key string) error {
 		return fmt.Errorf("%w: lock %q is not keyed; got key %q", ErrInvalid, l.cfg.Name, key)
 	case len(key) > MaxKeyLen:
 		return fmt.Errorf("%w: lock %q: key is %d bytes, the limit is %d", ErrInvalid, l.cfg.Name, len(key), MaxKeyLen)
+	case strings.HasSuffix(key, " "):
+		// The lock table's collation ignores trailing spaces: "a" and
+		// "a " would share one row.
+		return fmt.Errorf("%w: lock %q: key %q ends in a space", ErrInvalid, l.cfg.Name, key)
 	}
 	return nil
 }
@@ -99,30 +111,61 @@ func (l *Lock) Try(ctx context.Context, key string) (*Lease, error) {
 	return l.tryOnce(ctx, key)
 }
 
-// maxRetries bounds the immediate retries of a statement that failed with a
-// transient server error (deadlock, lock wait timeout).
-const maxRetries = 5
+// maxRetries bounds the retries of a statement that failed with a
+// transient server error (deadlock, lock wait timeout); they back off from
+// retryBackoff.
+const (
+	maxRetries   = 5
+	retryBackoff = 5 * time.Millisecond
+)
+
+// errBusyTransient marks an acquire that kept failing with transient server
+// errors: Acquire treats it as a busy lock and goes on waiting.
+var errBusyTransient = errors.New("lockgen: transient server errors")
 
 func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
+	clock := l.client.clock
+	b := backoff{next: retryBackoff, max: 20 * retryBackoff}
 	for attempt := 0; ; attempt++ {
-		sent := l.client.clock.Now()
+		sent := clock.Now()
 		token, err := l.client.store.LeaseAcquire(ctx, l.cfg.Name, key, l.client.owner, l.cfg.TTL)
 		if err != nil {
-			if IsTransient(err) && attempt < maxRetries && ctx.Err() == nil {
-				continue
+			if !IsTransient(err) || ctx.Err() != nil {
+				return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
 			}
-			return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
+			if attempt == maxRetries {
+				return nil, fmt.Errorf("lockgen: acquire %s: %w: %w", l.describe(key), errBusyTransient, err)
+			}
+			if err := sleep(ctx, clock, b.step()); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if token == 0 {
 			return nil, ErrNotAcquired
 		}
-		if took := l.client.clock.Now().Sub(sent); took >= l.cfg.TTL-l.cfg.SafetyMargin {
+		if took := clock.Now().Sub(sent); took >= l.cfg.TTL-l.cfg.SafetyMargin {
 			// The lease may already have expired when the answer arrived
 			// (a stalled commit): give the row back and count it as busy.
-			_, _ = l.client.store.LeaseRelease(ctx, LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token})
+			id := LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token}
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
+			_, _ = l.client.store.LeaseRelease(rctx, id)
+			cancel()
 			return nil, fmt.Errorf("%w: acquiring %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
 		}
 		return newLease(ctx, l, key, token, sent), nil
+	}
+}
+
+// sleep waits for d on clock, or until ctx ends (returning its cause).
+func sleep(ctx context.Context, clock Clock, d time.Duration) error {
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C():
+		return nil
 	}
 }
 
@@ -140,13 +183,16 @@ func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
 	for {
 		woken, unsubscribe := l.client.wake.subscribe(rowKey{l.cfg.Name, key})
 		lease, err := l.tryOnce(ctx, key)
-		if !errors.Is(err, ErrNotAcquired) {
+		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, errBusyTransient) {
 			unsubscribe()
 			return lease, err
 		}
 		left := l.cfg.Wait - clock.Now().Sub(start)
 		if left <= 0 {
 			unsubscribe()
+			if errors.Is(err, errBusyTransient) {
+				return nil, err
+			}
 			return nil, ErrNotAcquired
 		}
 		t := clock.NewTimer(min(b.step(), left))
@@ -164,11 +210,12 @@ func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
 }
 
 // With acquires the lock for key (waiting as Acquire does), runs fn while
-// holding it, and releases it when fn returns, panics (the panic is
-// re-raised after the release) or ctx ends. fn's context is cancelled with
-// cause ErrLeaseLost if the lease is lost while fn runs; With then returns
-// an error that wraps ErrLeaseLost even if fn returned nil, because the
-// critical section may not have been exclusive to its end.
+// holding it, and releases it when fn returns or panics (the panic goes on
+// after the release). fn's context ends when ctx does, and is cancelled with
+// cause ErrLeaseLost if the lease is lost while fn runs; the lease is renewed
+// until fn returns. If the lease was lost, With returns an error that wraps
+// ErrLeaseLost even if fn returned nil, because the critical section may not
+// have been exclusive to its end.
 func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context, lease *Lease) error) (err error) {
 	if fn == nil {
 		return fmt.Errorf("%w: nil fn for lock %q", ErrInvalid, l.cfg.Name)
@@ -182,11 +229,8 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 	defer func() {
 		stop()
 		cancel(context.Canceled)
-		r := recover()
-		err = errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
-		if r != nil {
-			panic(r)
-		}
+		// Runs on panic too; the panic then goes on with its stack intact.
+		err = errors.Join(err, lease.Release(ctx))
 	}()
 	return fn(fnCtx, lease)
 }

@@ -1,0 +1,9 @@
+package runtime
+
+// WaitersForTest returns how many lock rows have waiters registered for
+// in-process wake-ups: zero whenever nobody is waiting.
+func WaitersForTest(c *Client) int {
+	c.wake.mu.Lock()
+	defer c.wake.mu.Unlock()
+	return len(c.wake.waiters)
+}

@@ -1,0 +1,20 @@
+package runtime_test
+
+import (
+	"io"
+	"log"
+	"log/slog"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package if any goroutine (a renewal loop, a watchdog)
+// outlives the tests. The driver's and the runtime's expected warnings are
+// silenced: fault tests provoke them on purpose.
+func TestMain(m *testing.M) {
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	goleak.VerifyTestMain(m)
+}
