@@ -17,20 +17,22 @@ const MaxOwnerLen = 191
 // safe for concurrent use. It holds no global state: two Clients in one
 // process behave like two nodes.
 type Client struct {
-	store  Store
-	owner  string
-	clock  Clock
-	logger *slog.Logger
-	wake   *wakeups
+	store    Store
+	owner    string
+	clock    Clock
+	logger   *slog.Logger
+	observer Observer
+	wake     *wakeups
 }
 
 // Option configures a Client.
 type Option func(*clientOptions) error
 
 type clientOptions struct {
-	owner  string
-	clock  Clock
-	logger *slog.Logger
+	owner    string
+	clock    Clock
+	logger   *slog.Logger
+	observer Observer
 }
 
 // WithOwner sets the identity recorded in the lock rows this client holds,
@@ -74,13 +76,25 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithObserver sets the Observer that receives acquisitions, releases,
+// renewal failures, lost leases and leadership changes. Default: NopObserver.
+func WithObserver(obs Observer) Option {
+	return func(o *clientOptions) error {
+		if obs == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalid)
+		}
+		o.observer = obs
+		return nil
+	}
+}
+
 // NewClient returns a Client running its lock statements through store.
 // It fails with ErrInvalid on a nil store or a bad option.
 func NewClient(store Store, opts ...Option) (*Client, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
 	}
-	o := clientOptions{clock: SystemClock{}}
+	o := clientOptions{clock: SystemClock{}, observer: NopObserver{}}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -95,7 +109,7 @@ func NewClient(store Store, opts ...Option) (*Client, error) {
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	return &Client{store: store, owner: o.owner, clock: o.clock, logger: o.logger, wake: newWakeups()}, nil
+	return &Client{store: store, owner: o.owner, clock: o.clock, logger: o.logger, observer: o.observer, wake: newWakeups()}, nil
 }
 
 // Owner returns the identity this client records in the rows it holds.

@@ -11,9 +11,10 @@ import (
 // Lease is one holding of a lock. It is renewed in the background until
 // Release. Its methods are safe for concurrent use.
 type Lease struct {
-	lock  *Lock
-	id    LeaseID
-	clock Clock
+	lock     *Lock
+	id       LeaseID
+	clock    Clock
+	acquired time.Time // when the acquire request was sent, by clock
 
 	// ctx ends when the lease is lost (cause wraps ErrLeaseLost) or
 	// released (cause ErrReleased).
@@ -39,6 +40,7 @@ func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.T
 		lock:      l,
 		id:        LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token},
 		clock:     l.client.clock,
+		acquired:  sent,
 		renewDone: make(chan struct{}),
 		deadline:  sent.Add(l.cfg.TTL - l.cfg.SafetyMargin),
 	}
@@ -140,6 +142,7 @@ func (ls *Lease) lose(cause error) {
 }
 
 func (ls *Lease) logLoss(cause error) {
+	ls.lock.client.observer.LeaseLost(ls.id.Name, StrategyLease)
 	ls.lock.client.logger.Warn("lockgen: lease lost", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "cause", cause)
 }
 
@@ -201,6 +204,7 @@ func (ls *Lease) renew() bool {
 	sent = ls.clock.Now()
 	row, found, gerr := store.LeaseGet(ctx, ls.id.Name, ls.id.Key)
 	if gerr != nil {
+		ls.lock.client.observer.RenewFailed(ls.id.Name, StrategyLease)
 		ls.lock.client.logger.Warn("lockgen: lease renewal failed", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "error", err, "reread_error", gerr)
 		return false
 	}
@@ -243,6 +247,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 	ls.cancel(ErrReleased)
 	err := ls.releaseRow(ctx)
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})
+	ls.lock.client.observer.Released(ls.id.Name, StrategyLease, ls.clock.Now().Sub(ls.acquired))
 	if lost != nil {
 		return lost
 	}

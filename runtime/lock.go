@@ -108,7 +108,23 @@ func (l *Lock) Try(ctx context.Context, key string) (*Lease, error) {
 	if err := l.checkKey(key); err != nil {
 		return nil, err
 	}
-	return l.tryOnce(ctx, key)
+	start := l.client.clock.Now()
+	lease, err := l.tryOnce(ctx, key)
+	l.observeAcquire(start, err)
+	return lease, err
+}
+
+// observeAcquire reports an acquisition that started at start to the
+// client's Observer.
+func (l *Lock) observeAcquire(start time.Time, err error) {
+	result := AcquireAcquired
+	switch {
+	case errors.Is(err, ErrNotAcquired):
+		result = AcquireBusy
+	case err != nil:
+		result = AcquireError
+	}
+	l.client.observer.Acquired(l.cfg.Name, StrategyLease, result, l.client.clock.Now().Sub(start))
 }
 
 // maxRetries bounds the retries of a statement that failed with a
@@ -177,8 +193,14 @@ func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
 	if err := l.checkKey(key); err != nil {
 		return nil, err
 	}
+	start := l.client.clock.Now()
+	lease, err := l.acquire(ctx, key, start)
+	l.observeAcquire(start, err)
+	return lease, err
+}
+
+func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease, error) {
 	clock := l.client.clock
-	start := clock.Now()
 	b := backoff{next: 5 * time.Millisecond, max: min(500*time.Millisecond, l.cfg.TTL/2)}
 	for {
 		woken, unsubscribe := l.client.wake.subscribe(rowKey{l.cfg.Name, key})
