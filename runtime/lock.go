@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +48,9 @@ type LockConfig struct {
 type Lock struct {
 	client *Client
 	cfg    LockConfig
+	// leader is the lease of the current term of a RunAsLeader call on
+	// this Lock, nil between terms.
+	leader atomic.Pointer[Lease]
 }
 
 // Lock validates cfg, applies its defaults and returns the lock. It fails
@@ -246,6 +250,14 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
+	return runHolding(ctx, lease, fn)
+}
+
+// runHolding runs fn with a context that ends with ctx or, with cause
+// ErrLeaseLost, with the lease; then it releases the lease, also when fn
+// panics. The error is fn's joined with Release's (which wraps ErrLeaseLost
+// if the lease was lost first).
+func runHolding(ctx context.Context, lease *Lease, fn func(ctx context.Context, lease *Lease) error) (err error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
 	defer func() {

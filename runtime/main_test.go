@@ -4,6 +4,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -12,8 +13,12 @@ import (
 
 // TestMain fails the package if any goroutine (a renewal loop, a watchdog)
 // outlives the tests. The driver's and the runtime's expected warnings are
-// silenced: fault tests provoke them on purpose.
+// silenced: fault tests provoke them on purpose. When started as a leader
+// child process (see TestKilledLeaderProcessIsReplaced) it runs that instead.
 func TestMain(m *testing.M) {
+	if os.Getenv(leaderChildEnv) != "" {
+		os.Exit(runLeaderChild())
+	}
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	goleak.VerifyTestMain(m)

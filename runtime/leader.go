@@ -1,0 +1,156 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// LeaderOption configures RunAsLeader.
+type LeaderOption func(*leaderOptions)
+
+type leaderOptions struct {
+	onElected   func(lease *Lease)
+	onRevoked   func(err error)
+	onNewLeader func(leader Holder)
+	poll        time.Duration
+}
+
+// OnElected is called when this client becomes the leader, before fn runs.
+func OnElected(f func(lease *Lease)) LeaderOption {
+	return func(o *leaderOptions) { o.onElected = f }
+}
+
+// OnRevoked is called when a term ends: fn returned and leadership was given
+// up (or had been lost). err is fn's error joined with the release's, which
+// wraps ErrLeaseLost when leadership was lost rather than given up.
+func OnRevoked(f func(err error)) LeaderOption {
+	return func(o *leaderOptions) { o.onRevoked = f }
+}
+
+// OnNewLeader is called while campaigning whenever another holder (a new
+// owner or token) is seen leading. It costs one read per poll.
+func OnNewLeader(f func(leader Holder)) LeaderOption {
+	return func(o *leaderOptions) { o.onNewLeader = f }
+}
+
+// PollEvery sets the longest pause between two campaign attempts of a
+// follower (attempts back off with jitter up to it). Default: the smaller
+// of TTL/4 and 500ms. A leader that steps down gracefully is replaced within
+// about one poll; one that dies, within its TTL plus one poll.
+func PollEvery(d time.Duration) LeaderOption {
+	return func(o *leaderOptions) { o.poll = d }
+}
+
+// RunAsLeader campaigns for the (unkeyed) lock until ctx ends. Each time it
+// is elected it runs fn with a context that is cancelled, with cause
+// ErrLeaseLost, as soon as leadership is lost (and when ctx ends), waits for
+// fn to return, gives leadership up (so a follower takes over at once) and
+// campaigns again after one poll interval. Two clients never run fn at the same time as long as fn
+// stops when its context ends: the lease's local deadline cancels it before
+// the database lets a follower in.
+//
+// Server errors while campaigning are logged and retried. RunAsLeader
+// returns nil when ctx ends, and ErrInvalid for a keyed lock or a nil fn.
+func (l *Lock) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lease *Lease) error, opts ...LeaderOption) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil fn for leader %q", ErrInvalid, l.cfg.Name)
+	}
+	if l.cfg.Keyed {
+		return fmt.Errorf("%w: lock %q is keyed; leader election needs an unkeyed lock", ErrInvalid, l.cfg.Name)
+	}
+	o := leaderOptions{poll: min(l.cfg.TTL/4, 500*time.Millisecond)}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if o.poll <= 0 {
+		return fmt.Errorf("%w: leader %q: poll interval must be positive", ErrInvalid, l.cfg.Name)
+	}
+	for {
+		lease, err := l.campaign(ctx, &o)
+		if err != nil {
+			return nil // ctx ended
+		}
+		l.lead(ctx, lease, fn, &o)
+		// Step back for one poll, so that a leader whose fn returned does
+		// not win its own lock back before the followers try.
+		if sleepOrWake(ctx, l.client.clock, o.poll, nil) != nil {
+			return nil
+		}
+	}
+}
+
+// IsLeader reports whether a RunAsLeader call on this Lock leads right now:
+// it is in a term whose lease is neither lost nor released.
+func (l *Lock) IsLeader() bool {
+	lease := l.leader.Load()
+	return lease != nil && lease.Err() == nil
+}
+
+// campaign tries to acquire the lock until it succeeds or ctx ends. Waiting
+// backs off with jitter up to o.poll and wakes at once on a local release.
+func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
+	var seen Holder
+	b := backoff{next: 5 * time.Millisecond, max: o.poll}
+	for {
+		woken, unsubscribe := l.client.wake.subscribe(rowKey{l.cfg.Name, ""})
+		start := l.client.clock.Now()
+		lease, err := l.tryOnce(ctx, "")
+		l.observeAcquire(start, err)
+		switch {
+		case err == nil:
+			unsubscribe()
+			return lease, nil
+		case ctx.Err() != nil:
+			unsubscribe()
+			return nil, ctx.Err()
+		case !errors.Is(err, ErrNotAcquired):
+			l.client.logger.Warn("lockgen: campaign attempt failed", "lock", l.cfg.Name, "error", err)
+		case o.onNewLeader != nil:
+			if h, herr := l.Holder(ctx, ""); herr == nil && h.Held && (h.Owner != seen.Owner || h.Token != seen.Token) {
+				seen = h
+				o.onNewLeader(h)
+			}
+		}
+		err = sleepOrWake(ctx, l.client.clock, b.step(), woken)
+		unsubscribe()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// lead runs one term: fn while the lease holds, then the release.
+func (l *Lock) lead(ctx context.Context, lease *Lease, fn func(context.Context, *Lease) error, o *leaderOptions) {
+	l.leader.Store(lease)
+	l.client.observer.LeaderChanged(l.cfg.Name, true)
+	l.client.logger.Info("lockgen: elected leader", "lock", l.cfg.Name, "owner", lease.Owner(), "token", lease.Token())
+	defer func() {
+		l.leader.CompareAndSwap(lease, nil)
+		l.client.observer.LeaderChanged(l.cfg.Name, false)
+	}()
+	if o.onElected != nil {
+		o.onElected(lease)
+	}
+	err := runHolding(ctx, lease, fn)
+	l.client.logger.Info("lockgen: leadership ended", "lock", l.cfg.Name, "token", lease.Token(), "error", err)
+	if o.onRevoked != nil {
+		o.onRevoked(err)
+	}
+}
+
+// sleepOrWake waits for d, a wake-up, or the end of ctx (returning its cause).
+func sleepOrWake(ctx context.Context, clock Clock, d time.Duration, woken <-chan struct{}) error {
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-woken:
+	case <-t.C():
+	}
+	return nil
+}
