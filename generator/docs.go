@@ -215,6 +215,9 @@ const (
 		"// changed the row: id still held it."
 	leaseGetDoc = "// LeaseGet implements runtime.Store. found is false when the row does not\n" +
 		"// exist."
+	leaseGuardDoc = "// LeaseGuard implements runtime.Store. It runs in tx, the caller's\n" +
+		"// transaction; ok is true when id still holds the row, which then stays\n" +
+		"// share-locked until tx ends."
 )
 
 func (m *model) ownerDoc() string {

@@ -329,5 +329,19 @@ func storeGlue(m *model) *jen.File {
 			kv{"Remaining", jen.Qual("time", "Duration").Call(jen.Id("r").Dot("RemainingUs")).Op("*").Qual("time", "Microsecond")},
 		), jen.True(), jen.Nil()),
 	)
+
+	f.Line()
+	f.Comment(leaseGuardDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseGuard").Params(
+		ctx.Clone(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.Id("id").Add(rt("LeaseID")),
+	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op("=").Add(q.Clone()).Dot("WithTx").Call(jen.Id("tx")).Dot("LeaseGuard").Call(jen.Id("ctx"), literal(db("LeaseGuardParams"),
+			kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
+		)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
+			jen.Return(jen.False(), jen.Nil()),
+		),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
 	return f
 }

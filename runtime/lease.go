@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -219,6 +220,40 @@ func (ls *Lease) renew() bool {
 // holds reports whether row shows this holding still in force.
 func (ls *Lease) holds(row LeaseRow, found bool) bool {
 	return found && row.Owner == ls.id.Owner && row.Token == ls.id.Token && row.Remaining > 0
+}
+
+// Guard checks, inside tx (the caller's own transaction on the same
+// database as the lock table), that this holding is still current: same
+// owner and token, unexpired by the database clock. It then holds a shared
+// lock on the lock row until tx commits or rolls back, so no new holder can
+// acquire the lock before tx's writes are committed: guarded writes are safe
+// even after a GC pause that outlived the lease. Renewals of this lease wait
+// for tx too, so keep guarded transactions shorter than the TTL.
+//
+// Guard returns an error wrapping ErrLeaseLost when the holding is over (the
+// caller must roll tx back), ErrReleased after Release, ErrInvalid for a nil
+// tx, or the database's error.
+func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
+	if tx == nil {
+		return fmt.Errorf("%w: nil transaction", ErrInvalid)
+	}
+	ls.mu.Lock()
+	released := ls.released
+	ls.mu.Unlock()
+	if released {
+		return fmt.Errorf("%w: guard on %s token %d after release", ErrReleased, ls.describe(), ls.id.Token)
+	}
+	if err := ls.Err(); err != nil {
+		return err
+	}
+	ok, err := ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
+	if err != nil {
+		return fmt.Errorf("lockgen: guard %s token %d: %w", ls.describe(), ls.id.Token, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s token %d is no longer current", ErrLeaseLost, ls.describe(), ls.id.Token)
+	}
+	return nil
 }
 
 // Release stops renewal and frees the lock row if this holding still has it;

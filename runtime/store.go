@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -42,4 +43,8 @@ type Store interface {
 	LeaseRelease(ctx context.Context, id LeaseID) (ok bool, err error)
 	// LeaseGet reads the row; found is false when it does not exist.
 	LeaseGet(ctx context.Context, name, key string) (row LeaseRow, found bool, err error)
+	// LeaseGuard runs inside tx, the caller's transaction: ok is true when
+	// id still holds the row unexpired, and the row is then share-locked
+	// until tx ends, so nobody can acquire it before tx commits.
+	LeaseGuard(ctx context.Context, tx *sql.Tx, id LeaseID) (ok bool, err error)
 }

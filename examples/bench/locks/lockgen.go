@@ -74,7 +74,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		Name:       BenchLockName,
 		Keyed:      true,
 		TTL:        10 * time.Second,
-		RenewEvery: 3333333333 * time.Nanosecond,
+		RenewEvery: 3333 * time.Millisecond,
 	}); err != nil {
 		return nil, err
 	}
@@ -97,11 +97,11 @@ func (l *Locks) Owner() string {
 // It makes one attempt: if another holder has the lock, WithBenchLock returns
 // runtime.ErrNotAcquired at once (the lock declares no wait).
 //
-// The lease lasts 10s by the database clock and is renewed every 3.333333333s
-// while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with
-// cause runtime.ErrLeaseLost before anyone else can take the lock, and
-// WithBenchLock returns an error wrapping runtime.ErrLeaseLost even if fn
-// returned nil: the critical section may not have been exclusive to its end.
+// The lease lasts 10s by the database clock and is renewed every 3.333s while
+// fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
+// runtime.ErrLeaseLost before anyone else can take the lock, and WithBenchLock
+// returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: the
+// critical section may not have been exclusive to its end.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -115,12 +115,12 @@ func (l *Locks) WithBenchLock(ctx context.Context, client string, fn func(ctx co
 // client value is a lock of its own. client is the key stored in the lock row:
 // it must be 1 to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
 //
-// The lease lasts 10s by the database clock and is renewed every 3.333333333s
-// in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
-// released. lease.Token() is the fencing token of this holding, greater than
-// that of every earlier holding: pass it with the writes that a stale holder
-// must not make.
+// The lease lasts 10s by the database clock and is renewed every 3.333s in the
+// background until lease.Release, which the caller must call. lease.Context()
+// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 10s.
@@ -134,12 +134,12 @@ func (l *Locks) TryBenchLock(ctx context.Context, client string) (*runtime.Lease
 // of its own. client is the key stored in the lock row: it must be 1 to 191
 // bytes, otherwise the call fails with runtime.ErrInvalid.
 //
-// The lease lasts 10s by the database clock and is renewed every 3.333333333s
-// in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
-// released. lease.Token() is the fencing token of this holding, greater than
-// that of every earlier holding: pass it with the writes that a stale holder
-// must not make.
+// The lease lasts 10s by the database clock and is renewed every 3.333s in the
+// background until lease.Release, which the caller must call. lease.Context()
+// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
 func (l *Locks) AcquireBenchLock(ctx context.Context, client string) (*runtime.Lease, error) {
 	return l.benchLock.Acquire(ctx, client)
 }

@@ -81,3 +81,19 @@ func (s store) LeaseGet(ctx context.Context, name, key string) (row runtime.Leas
 		Remaining:  time.Duration(r.RemainingUs) * time.Microsecond,
 	}, true, nil
 }
+
+// LeaseGuard implements runtime.Store. It runs in tx, the caller's
+// transaction; ok is true when id still holds the row, which then stays
+// share-locked until tx ends.
+func (s store) LeaseGuard(ctx context.Context, tx *sql.Tx, id runtime.LeaseID) (ok bool, err error) {
+	_, err = s.q.WithTx(tx).LeaseGuard(ctx, lockgendb.LeaseGuardParams{
+		Name:    id.Name,
+		LockKey: id.Key,
+		Owner:   id.Owner,
+		Token:   id.Token,
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}

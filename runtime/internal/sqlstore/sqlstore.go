@@ -59,3 +59,12 @@ func (s Store) LeaseGet(ctx context.Context, name, key string) (runtime.LeaseRow
 		Remaining:  time.Duration(r.RemainingUs) * time.Microsecond,
 	}, true, nil
 }
+
+// LeaseGuard implements runtime.Store.
+func (s Store) LeaseGuard(ctx context.Context, tx *sql.Tx, id runtime.LeaseID) (bool, error) {
+	_, err := s.q.WithTx(tx).LeaseGuard(ctx, sqlcdb.LeaseGuardParams{Name: id.Name, LockKey: id.Key, Owner: id.Owner, Token: id.Token})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}

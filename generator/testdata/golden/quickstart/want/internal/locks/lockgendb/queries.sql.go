@@ -83,6 +83,40 @@ func (q *Queries) LeaseGet(ctx context.Context, arg LeaseGetParams) (LeaseGetRow
 	return i, err
 }
 
+const leaseGuard = `-- name: LeaseGuard :one
+SELECT token
+FROM lockgen_locks
+WHERE name = ? AND lock_key = ?
+  AND owner = ? AND token = ?
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+LOCK IN SHARE MODE
+`
+
+type LeaseGuardParams struct {
+	Name    string
+	LockKey string
+	Owner   string
+	Token   int64
+}
+
+// LeaseGuard runs inside the caller's own transaction. It returns the token
+// when the holding (owner, token) is still current and unexpired by the
+// database clock, and then keeps a shared lock on the row until that
+// transaction ends: nobody can acquire the lock before the caller's writes
+// commit (and the holder's own renewals wait for it too). No row: the
+// holding is over.
+func (q *Queries) LeaseGuard(ctx context.Context, arg LeaseGuardParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, leaseGuard,
+		arg.Name,
+		arg.LockKey,
+		arg.Owner,
+		arg.Token,
+	)
+	var token int64
+	err := row.Scan(&token)
+	return token, err
+}
+
 const leaseRelease = `-- name: LeaseRelease :execrows
 UPDATE lockgen_locks
 SET owner = '', expires_at = LEAST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND))
