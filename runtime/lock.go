@@ -242,9 +242,25 @@ func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease
 // until fn returns. If the lease was lost, With returns an error that wraps
 // ErrLeaseLost even if fn returned nil, because the critical section may not
 // have been exclusive to its end.
+//
+// With is reentrant: called again inside fn with fn's context (or one
+// derived from it), for the same lock and key on the same Client, it runs
+// its fn within the holding it joins instead of waiting for itself; only
+// the outermost With releases. Another Client is another node and waits.
 func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context, lease *Lease) error) (err error) {
 	if fn == nil {
 		return fmt.Errorf("%w: nil fn for lock %q", ErrInvalid, l.cfg.Name)
+	}
+	if err := l.checkKey(key); err != nil {
+		return err
+	}
+	if held, ok := ctx.Value(heldKey{l.client, l.cfg.Name, key}).(*Lease); ok {
+		// Reentrant call from inside fn: join the holding; the outer With
+		// releases it.
+		if err := held.Err(); err != nil {
+			return err
+		}
+		return fn(ctx, held)
 	}
 	lease, err := l.Acquire(ctx, key)
 	if err != nil {
@@ -253,12 +269,19 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 	return runHolding(ctx, lease, fn)
 }
 
+// heldKey is the context key under which With passes the lease it holds to
+// fn, so that a nested With of the same Client, lock and key joins it.
+type heldKey struct {
+	client    *Client
+	name, key string
+}
+
 // runHolding runs fn with a context that ends with ctx or, with cause
 // ErrLeaseLost, with the lease; then it releases the lease, also when fn
 // panics. The error is fn's joined with Release's (which wraps ErrLeaseLost
 // if the lease was lost first).
 func runHolding(ctx context.Context, lease *Lease, fn func(ctx context.Context, lease *Lease) error) (err error) {
-	fnCtx, cancel := context.WithCancelCause(ctx)
+	fnCtx, cancel := context.WithCancelCause(context.WithValue(ctx, heldKey{lease.lock.client, lease.id.Name, lease.id.Key}, lease))
 	stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
 	defer func() {
 		stop()
