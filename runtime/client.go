@@ -23,6 +23,7 @@ type Client struct {
 	logger   *slog.Logger
 	observer Observer
 	wake     *wakeups
+	galera   galeraCheck
 }
 
 // Option configures a Client.

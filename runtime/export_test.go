@@ -7,3 +7,8 @@ func WaitersForTest(c *Client) int {
 	defer c.wake.mu.Unlock()
 	return len(c.wake.waiters)
 }
+
+// SessionLockNameForTest exposes the GET_LOCK name of (name, key).
+func SessionLockNameForTest(namespace, name, key string) string {
+	return sessionLockName(namespace, name, key)
+}

@@ -52,7 +52,8 @@ func PollEvery(d time.Duration) LeaderOption {
 // the database lets a follower in.
 //
 // Server errors while campaigning are logged and retried. RunAsLeader
-// returns nil when ctx ends, and ErrInvalid for a keyed lock or a nil fn.
+// returns nil when ctx ends, ErrInvalid for a keyed lock or a nil fn, and
+// ErrUnsupported when the strategy cannot run safely on the server.
 func (l *Lock) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lease *Lease) error, opts ...LeaderOption) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil fn for leader %q", ErrInvalid, l.cfg.Name)
@@ -72,7 +73,10 @@ func (l *Lock) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lea
 	for {
 		lease, err := l.campaign(ctx, &o)
 		if err != nil {
-			return nil // ctx ended
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
 		l.lead(ctx, lease, fn, &o)
 		// Step back for one poll, so that a leader whose fn returned does
@@ -98,7 +102,13 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 	for {
 		woken, unsubscribe := l.client.wake.subscribe(rowKey{l.cfg.Name, ""})
 		start := l.client.clock.Now()
-		lease, err := l.tryOnce(ctx, "")
+		var lease *Lease
+		var err error
+		if l.cfg.Strategy == StrategySession {
+			lease, err = l.trySession(ctx, "", o.poll) // wait on the server, no polling
+		} else {
+			lease, err = l.tryOnce(ctx, "")
+		}
 		l.observeAcquire(start, err)
 		switch {
 		case err == nil:
@@ -107,6 +117,9 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 		case ctx.Err() != nil:
 			unsubscribe()
 			return nil, ctx.Err()
+		case errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalid):
+			unsubscribe()
+			return nil, err
 		case !errors.Is(err, ErrNotAcquired):
 			l.client.logger.Warn("lockgen: campaign attempt failed", "lock", l.cfg.Name, "error", err)
 		case o.onNewLeader != nil:
@@ -114,6 +127,10 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 				seen = h
 				o.onNewLeader(h)
 			}
+		}
+		if l.cfg.Strategy == StrategySession && errors.Is(err, ErrNotAcquired) {
+			unsubscribe() // the attempt already waited on the server
+			continue
 		}
 		err = sleepOrWake(ctx, l.client.clock, b.step(), woken)
 		unsubscribe()

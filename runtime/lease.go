@@ -16,6 +16,9 @@ type Lease struct {
 	id       LeaseID
 	clock    Clock
 	acquired time.Time // when the acquire request was sent, by clock
+	// session is the pinned connection of a session-strategy holding; nil
+	// for the lease strategy.
+	session *sessionHolding
 
 	// ctx ends when the lease is lost (cause wraps ErrLeaseLost) or
 	// released (cause ErrReleased).
@@ -35,13 +38,14 @@ type Lease struct {
 
 // newLease starts renewal and the local-deadline watchdog for a lease whose
 // acquire request was sent at sent.
-func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.Time) *Lease {
+func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.Time, session *sessionHolding) *Lease {
 	parent := context.WithoutCancel(ctx)
 	ls := &Lease{
 		lock:      l,
 		id:        LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token},
 		clock:     l.client.clock,
 		acquired:  sent,
+		session:   session,
 		renewDone: make(chan struct{}),
 		deadline:  sent.Add(l.cfg.TTL - l.cfg.SafetyMargin),
 	}
@@ -143,7 +147,7 @@ func (ls *Lease) lose(cause error) {
 }
 
 func (ls *Lease) logLoss(cause error) {
-	ls.lock.client.observer.LeaseLost(ls.id.Name, StrategyLease)
+	ls.lock.client.observer.LeaseLost(ls.id.Name, ls.lock.cfg.Strategy)
 	ls.lock.client.logger.Warn("lockgen: lease lost", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "cause", cause)
 }
 
@@ -188,6 +192,9 @@ func (ls *Lease) renew() bool {
 	}
 	ctx, cancel := context.WithTimeout(ls.renewCtx, left)
 	defer cancel()
+	if ls.session != nil {
+		return ls.renewSession(ctx)
+	}
 	store := ls.lock.client.store
 	sent := ls.clock.Now()
 	ok, err := store.LeaseRenew(ctx, ls.id, cfg.TTL)
@@ -205,7 +212,7 @@ func (ls *Lease) renew() bool {
 	sent = ls.clock.Now()
 	row, found, gerr := store.LeaseGet(ctx, ls.id.Name, ls.id.Key)
 	if gerr != nil {
-		ls.lock.client.observer.RenewFailed(ls.id.Name, StrategyLease)
+		ls.lock.client.observer.RenewFailed(ls.id.Name, ls.lock.cfg.Strategy)
 		ls.lock.client.logger.Warn("lockgen: lease renewal failed", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "error", err, "reread_error", gerr)
 		return false
 	}
@@ -280,9 +287,14 @@ func (ls *Lease) Release(ctx context.Context) error {
 		lost = context.Cause(ls.ctx)
 	}
 	ls.cancel(ErrReleased)
-	err := ls.releaseRow(ctx)
+	var err error
+	if ls.session != nil {
+		err = ls.releaseSession(ctx)
+	} else {
+		err = ls.releaseRow(ctx)
+	}
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})
-	ls.lock.client.observer.Released(ls.id.Name, StrategyLease, ls.clock.Now().Sub(ls.acquired))
+	ls.lock.client.observer.Released(ls.id.Name, ls.lock.cfg.Strategy, ls.clock.Now().Sub(ls.acquired))
 	if lost != nil {
 		return lost
 	}

@@ -26,6 +26,9 @@ const (
 type LockConfig struct {
 	// Name identifies the lock's rows. Required, at most MaxNameLen bytes.
 	Name string
+	// Strategy is StrategyLease (the default, also "") or StrategySession
+	// (which needs a SessionStore and refuses Galera clusters).
+	Strategy string
 	// Keyed locks hold one lease per key; With/Try/Acquire then need a
 	// non-empty key. Unkeyed locks take the empty key only.
 	Keyed bool
@@ -62,6 +65,13 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	}
 	if cfg.TTL < MinTTL {
 		return nil, fmt.Errorf("%w: lock %q: ttl %v is below the minimum %v", ErrInvalid, cfg.Name, cfg.TTL, MinTTL)
+	}
+	switch cfg.Strategy {
+	case "":
+		cfg.Strategy = StrategyLease
+	case StrategyLease, StrategySession:
+	default:
+		return nil, fmt.Errorf("%w: lock %q: unknown strategy %q (lease or session)", ErrInvalid, cfg.Name, cfg.Strategy)
 	}
 	if cfg.SafetyMargin == 0 {
 		cfg.SafetyMargin = cfg.TTL / 10
@@ -128,7 +138,7 @@ func (l *Lock) observeAcquire(start time.Time, err error) {
 	case err != nil:
 		result = AcquireError
 	}
-	l.client.observer.Acquired(l.cfg.Name, StrategyLease, result, l.client.clock.Now().Sub(start))
+	l.client.observer.Acquired(l.cfg.Name, l.cfg.Strategy, result, l.client.clock.Now().Sub(start))
 }
 
 // maxRetries bounds the retries of a statement that failed with a
@@ -144,6 +154,9 @@ const (
 var errBusyTransient = errors.New("lockgen: transient server errors")
 
 func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
+	if l.cfg.Strategy == StrategySession {
+		return l.trySession(ctx, key, 0)
+	}
 	clock := l.client.clock
 	b := backoff{next: retryBackoff, max: 20 * retryBackoff}
 	for attempt := 0; ; attempt++ {
@@ -173,7 +186,7 @@ func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
 			cancel()
 			return nil, fmt.Errorf("%w: acquiring %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
 		}
-		return newLease(ctx, l, key, token, sent), nil
+		return newLease(ctx, l, key, token, sent, nil), nil
 	}
 }
 
@@ -204,6 +217,9 @@ func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
 }
 
 func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease, error) {
+	if l.cfg.Strategy == StrategySession {
+		return l.trySession(ctx, key, l.cfg.Wait) // waits on the server
+	}
 	clock := l.client.clock
 	b := backoff{next: 5 * time.Millisecond, max: min(500*time.Millisecond, l.cfg.TTL/2)}
 	for {
@@ -307,6 +323,9 @@ type Holder struct {
 func (l *Lock) Holder(ctx context.Context, key string) (Holder, error) {
 	if err := l.checkKey(key); err != nil {
 		return Holder{}, err
+	}
+	if l.cfg.Strategy == StrategySession {
+		return l.sessionHolder(ctx, key)
 	}
 	row, found, err := l.client.store.LeaseGet(ctx, l.cfg.Name, key)
 	if err != nil {

@@ -50,6 +50,3 @@ func (NopObserver) LeaseLost(string, string) {}
 
 // LeaderChanged implements Observer.
 func (NopObserver) LeaderChanged(string, bool) {}
-
-// StrategyLease is the strategy name the lease runtime reports.
-const StrategyLease = "lease"

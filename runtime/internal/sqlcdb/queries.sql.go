@@ -177,3 +177,97 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (int64, 
 	}
 	return result.RowsAffected()
 }
+
+const serverGalera = `-- name: ServerGalera :one
+SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera
+`
+
+// ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and
+// SELECT ... FOR UPDATE are not cluster-wide. MySQL has no such variable and
+// fails with error 1193, which means "not Galera".
+func (q *Queries) ServerGalera(ctx context.Context) (int64, error) {
+	row := q.db.QueryRowContext(ctx, serverGalera)
+	var galera int64
+	err := row.Scan(&galera)
+	return galera, err
+}
+
+const sessionGetLock = `-- name: SessionGetLock :one
+SELECT CAST(IFNULL(GET_LOCK(?, ? / 1000000), -1) AS SIGNED) AS acquired
+`
+
+type SessionGetLockParams struct {
+	LockName  string
+	TimeoutUs interface{}
+}
+
+// SessionGetLock waits up to timeout_us microseconds, on the server, for the
+// named session lock (GET_LOCK). 1: acquired by this connection; 0: timed
+// out; -1: error (killed, or refused).
+func (q *Queries) SessionGetLock(ctx context.Context, arg SessionGetLockParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionGetLock, arg.LockName, arg.TimeoutUs)
+	var acquired int64
+	err := row.Scan(&acquired)
+	return acquired, err
+}
+
+const sessionHoldsLock = `-- name: SessionHoldsLock :one
+SELECT CAST(IFNULL(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED) AS held
+`
+
+// SessionHoldsLock is 1 when this connection holds the named session lock.
+func (q *Queries) SessionHoldsLock(ctx context.Context, lockName string) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionHoldsLock, lockName)
+	var held int64
+	err := row.Scan(&held)
+	return held, err
+}
+
+const sessionIsUsed = `-- name: SessionIsUsed :one
+SELECT CAST(IS_USED_LOCK(?) IS NOT NULL AS SIGNED) AS used
+`
+
+// SessionIsUsed is 1 when any connection holds the named session lock.
+func (q *Queries) SessionIsUsed(ctx context.Context, lockName string) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionIsUsed, lockName)
+	var used int64
+	err := row.Scan(&used)
+	return used, err
+}
+
+const sessionReleaseLock = `-- name: SessionReleaseLock :one
+SELECT CAST(IFNULL(RELEASE_LOCK(?), -1) AS SIGNED) AS released
+`
+
+// SessionReleaseLock releases the named session lock held by this
+// connection. 1: released; 0: held by another connection; -1: not held.
+func (q *Queries) SessionReleaseLock(ctx context.Context, lockName string) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionReleaseLock, lockName)
+	var released int64
+	err := row.Scan(&released)
+	return released, err
+}
+
+const sessionToken = `-- name: SessionToken :execresult
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (?, ?, ?, LAST_INSERT_ID(1), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+ON DUPLICATE KEY UPDATE
+    token       = LAST_INSERT_ID(token + 1),
+    owner       = VALUES(owner),
+    acquired_at = VALUES(acquired_at),
+    expires_at  = VALUES(expires_at)
+`
+
+type SessionTokenParams struct {
+	Name    string
+	LockKey string
+	Owner   string
+}
+
+// SessionToken records a session-lock holding in the lock row and issues its
+// fencing token (the result's LastInsertId), run right after GET_LOCK
+// succeeded. The row stays "unexpired" until the holding is released, so
+// LeaseGuard works for session locks too.
+func (q *Queries) SessionToken(ctx context.Context, arg SessionTokenParams) (sql.Result, error) {
+	return q.db.ExecContext(ctx, sessionToken, arg.Name, arg.LockKey, arg.Owner)
+}

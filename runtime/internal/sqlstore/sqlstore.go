@@ -68,3 +68,71 @@ func (s Store) LeaseGuard(ctx context.Context, tx *sql.Tx, id runtime.LeaseID) (
 	}
 	return err == nil, err
 }
+
+// Namespace is the GET_LOCK namespace of the test store: the default table
+// prefix.
+const Namespace = "lockgen_"
+
+// SessionStore adds the session strategy to Store; it needs the pool
+// itself to pin connections.
+type SessionStore struct {
+	Store
+	db *sql.DB
+}
+
+var _ runtime.SessionStore = SessionStore{}
+
+// NewSession returns a SessionStore running on db.
+func NewSession(db *sql.DB) SessionStore { return SessionStore{Store: New(db), db: db} }
+
+// SessionNamespace implements runtime.SessionStore.
+func (s SessionStore) SessionNamespace() string { return Namespace }
+
+// SessionConn implements runtime.SessionStore.
+func (s SessionStore) SessionConn(ctx context.Context) (runtime.SessionConn, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sessionConn{conn: conn, q: sqlcdb.New(conn)}, nil
+}
+
+// SessionIsUsed implements runtime.SessionStore.
+func (s SessionStore) SessionIsUsed(ctx context.Context, lockName string) (bool, error) {
+	n, err := s.q.SessionIsUsed(ctx, lockName)
+	return n == 1, err
+}
+
+// ServerGalera implements runtime.SessionStore.
+func (s SessionStore) ServerGalera(ctx context.Context) (bool, error) {
+	n, err := s.q.ServerGalera(ctx)
+	return n == 1, err
+}
+
+type sessionConn struct {
+	conn *sql.Conn
+	q    *sqlcdb.Queries
+}
+
+func (c sessionConn) GetLock(ctx context.Context, lockName string, timeout time.Duration) (int64, error) {
+	return c.q.SessionGetLock(ctx, sqlcdb.SessionGetLockParams{LockName: lockName, TimeoutUs: timeout.Microseconds()})
+}
+
+func (c sessionConn) HoldsLock(ctx context.Context, lockName string) (bool, error) {
+	n, err := c.q.SessionHoldsLock(ctx, lockName)
+	return n == 1, err
+}
+
+func (c sessionConn) ReleaseLock(ctx context.Context, lockName string) (int64, error) {
+	return c.q.SessionReleaseLock(ctx, lockName)
+}
+
+func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64, error) {
+	res, err := c.q.SessionToken(ctx, sqlcdb.SessionTokenParams{Name: name, LockKey: key, Owner: owner})
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func (c sessionConn) Close() error { return c.conn.Close() }

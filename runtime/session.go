@@ -1,0 +1,228 @@
+package runtime
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Strategy names, as declared in lockgen.yaml and reported to Observers.
+const (
+	// StrategyLease is a lease row renewed while held (the default).
+	StrategyLease = "lease"
+	// StrategySession holds a server-side named lock (GET_LOCK) on a pinned
+	// connection: waiting happens on the server, without polling, and the
+	// server frees the lock when the connection dies.
+	StrategySession = "session"
+)
+
+// SessionStore is a Store that also runs the session strategy's
+// statements. The generated code implements it.
+type SessionStore interface {
+	Store
+	// SessionNamespace prefixes the GET_LOCK names of this store's locks.
+	// GET_LOCK names are server-wide (all databases share them), so
+	// applications sharing a server need distinct namespaces.
+	SessionNamespace() string
+	// SessionConn pins one connection of the pool for one holding.
+	SessionConn(ctx context.Context) (SessionConn, error)
+	// SessionIsUsed reports whether any connection holds the named lock.
+	SessionIsUsed(ctx context.Context, lockName string) (bool, error)
+	// ServerGalera reports whether the server is a Galera node (wsrep_on).
+	ServerGalera(ctx context.Context) (bool, error)
+}
+
+// SessionConn is a connection pinned for one session-lock holding.
+type SessionConn interface {
+	// GetLock waits up to timeout on the server for the named lock:
+	// 1 acquired, 0 timed out, -1 error (killed or refused).
+	GetLock(ctx context.Context, lockName string, timeout time.Duration) (int64, error)
+	// HoldsLock reports whether this connection holds the named lock.
+	HoldsLock(ctx context.Context, lockName string) (bool, error)
+	// ReleaseLock releases the named lock: 1 released, 0 held by another
+	// connection, -1 not held at all.
+	ReleaseLock(ctx context.Context, lockName string) (int64, error)
+	// Token records the holding in the lock row (name, key) and returns its
+	// fencing token.
+	Token(ctx context.Context, name, key, owner string) (int64, error)
+	// Close returns the connection to the pool.
+	Close() error
+}
+
+// maxSessionLockName is GET_LOCK's limit on lock names.
+const maxSessionLockName = 64
+
+// sessionLockName is the server-wide GET_LOCK name of (name, key): the
+// namespace, name and key, or, when longer than GET_LOCK allows, a
+// deterministic hash of them.
+func sessionLockName(namespace, name, key string) string {
+	full := namespace + name
+	if key != "" {
+		full += "/" + key
+	}
+	if len(full) <= maxSessionLockName {
+		return full
+	}
+	sum := sha256.Sum256([]byte(full))
+	return "lockgen:" + hex.EncodeToString(sum[:])[:maxSessionLockName-len("lockgen:")]
+}
+
+// ErrUnsupported reports a strategy the server or the store cannot run
+// safely; it comes with what is missing.
+var ErrUnsupported = errors.New("lockgen: unsupported")
+
+// galeraCheck remembers, per Client, whether the server was found to be a
+// Galera node.
+type galeraCheck struct {
+	mu      sync.Mutex
+	checked bool
+	galera  bool
+}
+
+func (c *Client) refuseGalera(ctx context.Context, ss SessionStore, strategy string) error {
+	g := &c.galera
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.checked {
+		galera, err := ss.ServerGalera(ctx)
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1193 { // unknown variable: MySQL, not Galera
+			err = nil
+		}
+		if err != nil {
+			return fmt.Errorf("lockgen: checking for Galera: %w", err)
+		}
+		g.checked, g.galera = true, galera
+	}
+	if g.galera {
+		return fmt.Errorf("%w: strategy %q on a Galera cluster (wsrep_on): each node grants GET_LOCK and row locks on its own, so two holders could run at once; use strategy lease", ErrUnsupported, strategy)
+	}
+	return nil
+}
+
+// sessionHolding is what a Lease of the session strategy holds besides
+// its row: the pinned connection and the server-side lock's name.
+type sessionHolding struct {
+	conn SessionConn
+	name string
+}
+
+// trySession acquires a session lock, waiting up to wait on the server.
+func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (*Lease, error) {
+	ss, ok := l.client.store.(SessionStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: lock %q uses strategy session but the store does not implement SessionStore", ErrInvalid, l.cfg.Name)
+	}
+	if err := l.client.refuseGalera(ctx, ss, StrategySession); err != nil {
+		return nil, err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl))
+	}
+	wait = max(wait, 0)
+	name := sessionLockName(ss.SessionNamespace(), l.cfg.Name, key)
+	conn, err := ss.SessionConn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lockgen: acquire %s: pin a connection: %w", l.describe(key), err)
+	}
+	got, err := conn.GetLock(ctx, name, wait)
+	switch {
+	case err != nil:
+		_ = conn.Close()
+		return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
+	case got == 0:
+		_ = conn.Close()
+		return nil, ErrNotAcquired
+	case got != 1:
+		_ = conn.Close()
+		return nil, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
+	}
+	token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner)
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
+		_, _ = conn.ReleaseLock(rctx, name)
+		cancel()
+		_ = conn.Close()
+		return nil, fmt.Errorf("lockgen: acquire %s: fencing token: %w", l.describe(key), err)
+	}
+	// The local deadline starts now: the wait on the server is not part of
+	// the holding, and the server keeps the lock as long as the connection.
+	return newLease(ctx, l, key, token, l.client.clock.Now(), &sessionHolding{conn: conn, name: name}), nil
+}
+
+// brokenConn reports whether err means the pinned connection is gone, in
+// which case the server has already released its locks.
+func brokenConn(err error) bool {
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
+}
+
+// renewSession checks that the pinned connection still holds the lock (the
+// session strategy's renewal, which also keeps the connection from idling
+// out).
+func (ls *Lease) renewSession(ctx context.Context) bool {
+	cfg := ls.lock.cfg
+	sent := ls.clock.Now()
+	held, err := ls.session.conn.HoldsLock(ctx, ls.session.name)
+	switch {
+	case err == nil && held:
+		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
+		return true
+	case err == nil:
+		ls.lose(fmt.Errorf("%w: %s: the server no longer has the session lock", ErrLeaseLost, ls.describe()))
+	case brokenConn(err):
+		ls.lose(fmt.Errorf("%w: %s: the pinned connection broke: %v", ErrLeaseLost, ls.describe(), err))
+	case ls.renewCtx.Err() == nil:
+		ls.lock.client.observer.RenewFailed(ls.id.Name, StrategySession)
+		ls.lock.client.logger.Warn("lockgen: session lock check failed", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "error", err)
+	}
+	return false
+}
+
+// releaseSession releases the server-side lock, marks the row free if it
+// still shows this holding, and returns the pinned connection.
+func (ls *Lease) releaseSession(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
+	defer cancel()
+	defer ls.session.conn.Close()
+	released, err := ls.session.conn.ReleaseLock(ctx, ls.session.name)
+	_, rowErr := ls.lock.client.store.LeaseRelease(ctx, ls.id)
+	switch {
+	case brokenConn(err):
+		return fmt.Errorf("%w: %s: the pinned connection broke before release", ErrLeaseLost, ls.describe())
+	case err != nil:
+		return fmt.Errorf("lockgen: release %s token %d: %w", ls.describe(), ls.id.Token, err)
+	case released != 1:
+		return fmt.Errorf("%w: %s: the server did not have this holding's session lock", ErrLeaseLost, ls.describe())
+	case rowErr != nil:
+		return fmt.Errorf("lockgen: release %s token %d: mark the row free: %w", ls.describe(), ls.id.Token, rowErr)
+	}
+	return nil
+}
+
+// sessionHolder reads a session lock's holder: the row says who and which
+// token, the server says whether it is held.
+func (l *Lock) sessionHolder(ctx context.Context, key string) (Holder, error) {
+	ss, ok := l.client.store.(SessionStore)
+	if !ok {
+		return Holder{}, fmt.Errorf("%w: lock %q uses strategy session but the store does not implement SessionStore", ErrInvalid, l.cfg.Name)
+	}
+	used, err := ss.SessionIsUsed(ctx, sessionLockName(ss.SessionNamespace(), l.cfg.Name, key))
+	if err != nil {
+		return Holder{}, fmt.Errorf("lockgen: read holder of %s: %w", l.describe(key), err)
+	}
+	row, found, err := l.client.store.LeaseGet(ctx, l.cfg.Name, key)
+	if err != nil {
+		return Holder{}, fmt.Errorf("lockgen: read holder of %s: %w", l.describe(key), err)
+	}
+	if !found {
+		return Holder{Held: used}, nil
+	}
+	return Holder{Held: used, Owner: row.Owner, Token: row.Token}, nil
+}

@@ -1,0 +1,258 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// sessionNode is a node whose locks use the session strategy.
+func sessionNode(t *testing.T, db *sql.DB, opts ...runtime.Option) *node {
+	t.Helper()
+	c, err := runtime.NewClient(sqlstore.NewSession(db), opts...)
+	require.NoError(t, err)
+	return &node{db: db, client: c}
+}
+
+// uniqueName keeps session lock names (server-wide) apart between tests
+// and runs.
+func uniqueName(t *testing.T, tdb *testdb.DB) string {
+	return strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")) + "-" + tdb.Name[len(tdb.Name)-6:]
+}
+
+func TestSessionMutualExclusion(t *testing.T) {
+	tdb := testdb.New(t)
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: 2 * time.Second, Wait: time.Minute}
+	const pools, workers, perWorker = 3, 8, 10
+	var chk overlapChecker
+	var wg sync.WaitGroup
+	errs := make(chan error, pools*workers)
+	for p := 0; p < pools; p++ {
+		l := sessionNode(t, tdb.Open(t)).lock(t, cfg)
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < perWorker; i++ {
+					if err := l.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
+						chk.enter(lease.Token())
+						defer chk.exit()
+						return ctx.Err()
+					}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	chk.check(t)
+	assert.Equal(t, pools*workers*perWorker, chk.entries)
+}
+
+// TestSessionStatementsAndHolder: acquire is GET_LOCK plus the token bump,
+// release is RELEASE_LOCK plus freeing the row; Holder tells who holds it.
+func TestSessionStatementsAndHolder(t *testing.T) {
+	tdb := testdb.New(t)
+	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	db := sql.OpenDB(counter)
+	t.Cleanup(func() { _ = db.Close() })
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute}
+	n := sessionNode(t, db, runtime.WithOwner("holder"), runtime.WithClock(frozenClock{now: time.Now()}))
+	other := sessionNode(t, tdb.Open(t), runtime.WithOwner("other"))
+	l, lo := n.lock(t, cfg), other.lock(t, cfg)
+	ctx := context.Background()
+
+	lease, err := l.Try(ctx, "") // first use also checks for Galera once
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctx))
+
+	before := counter.Count()
+	lease, err = l.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), counter.Count()-before, "acquire: GET_LOCK + token")
+	_, err = lo.Try(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired)
+	h, err := lo.Holder(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, runtime.Holder{Held: true, Owner: "holder", Token: lease.Token()}, h)
+	before = counter.Count()
+	require.NoError(t, lease.Release(ctx))
+	assert.Equal(t, int64(2), counter.Count()-before, "release: RELEASE_LOCK + row")
+	h, err = lo.Holder(ctx, "")
+	require.NoError(t, err)
+	assert.False(t, h.Held)
+
+	next, err := lo.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, lease.Token()+1, next.Token(), "tokens go on from the lock row")
+	require.NoError(t, next.Release(ctx))
+}
+
+// TestSessionWaitsOnTheServer: a waiter blocks in GET_LOCK (one statement,
+// no polling) and gets the lock when the holder releases it.
+func TestSessionWaitsOnTheServer(t *testing.T) {
+	tdb := testdb.New(t)
+	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	wdb := sql.OpenDB(counter)
+	t.Cleanup(func() { _ = wdb.Close() })
+	name := uniqueName(t, tdb)
+	holder := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second})
+	waiter := sessionNode(t, wdb).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second, Wait: 30 * time.Second})
+	ctx := context.Background()
+	lease, err := holder.Try(ctx, "")
+	require.NoError(t, err)
+	got := make(chan *runtime.Lease, 1)
+	before := counter.Count()
+	go func() {
+		next, err := waiter.Acquire(ctx, "")
+		assert.NoError(t, err)
+		got <- next
+	}()
+	time.Sleep(500 * time.Millisecond)
+	require.NoError(t, lease.Release(ctx))
+	next := <-got
+	assert.Greater(t, next.Token(), lease.Token())
+	// Galera check (first use) + GET_LOCK + token: no polling while waiting.
+	assert.LessOrEqual(t, counter.Count()-before, int64(3))
+	require.NoError(t, next.Release(ctx))
+}
+
+// TestSessionBrokenConnectionEndsTheHolding: killing the pinned connection
+// makes the server drop the lock; the holder's ctx is cancelled with
+// ErrLeaseLost at its next check, and another node gets the lock with a
+// higher token. (The server frees the lock first: see docs/strategies.md.)
+func TestSessionBrokenConnectionEndsTheHolding(t *testing.T) {
+	tdb := testdb.New(t)
+	name := uniqueName(t, tdb)
+	cfg := runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 2 * time.Second, RenewEvery: 100 * time.Millisecond}
+	l := sessionNode(t, tdb.Open(t)).lock(t, cfg)
+	rival := sessionNode(t, tdb.Open(t)).lock(t, cfg)
+	admin := tdb.Open(t)
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	var connID int64
+	require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", runtime.SessionLockNameForTest(sqlstore.Namespace, name, "")).Scan(&connID))
+	_, err = admin.Exec("KILL ?", connID)
+	require.NoError(t, err)
+	select {
+	case <-lease.Done():
+		require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder was not told that its connection broke")
+	}
+	next, err := rival.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Greater(t, next.Token(), lease.Token())
+	require.NoError(t, next.Release(ctx))
+	require.ErrorIs(t, lease.Release(ctx), runtime.ErrLeaseLost)
+}
+
+func TestSessionGuardAndLeader(t *testing.T) {
+	tdb := testdb.New(t)
+	tdb.Exec(t, fencedSchema)
+	db := tdb.Open(t)
+	name := uniqueName(t, tdb)
+	cfg := runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 2 * time.Second}
+	a, b := sessionNode(t, db).lock(t, cfg), sessionNode(t, tdb.Open(t)).lock(t, cfg)
+	ctx := context.Background()
+
+	lease, err := a.Try(ctx, "")
+	require.NoError(t, err)
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, lease.Guard(ctx, tx), "a current session holding passes Guard")
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, lease.Release(ctx))
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, lease.Guard(ctx, tx), runtime.ErrReleased)
+	require.NoError(t, tx.Rollback())
+
+	// Leader election on a session lock hands over through the server's wait.
+	actx, stopA := context.WithCancel(ctx)
+	aElected := make(chan struct{})
+	aDone := make(chan error)
+	go func() {
+		aDone <- a.RunAsLeader(actx, func(ctx context.Context, _ *runtime.Lease) error {
+			close(aElected)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	<-aElected
+	bctx, stopB := context.WithCancel(ctx)
+	bElected := make(chan struct{})
+	bDone := make(chan error)
+	go func() {
+		bDone <- b.RunAsLeader(bctx, func(ctx context.Context, _ *runtime.Lease) error {
+			close(bElected)
+			<-ctx.Done()
+			return nil
+		})
+	}()
+	stopA()
+	require.NoError(t, <-aDone)
+	select {
+	case <-bElected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("follower not elected")
+	}
+	stopB()
+	require.NoError(t, <-bDone)
+}
+
+// galeraStore reports wsrep_on, as a Galera node does.
+type galeraStore struct{ sqlstore.SessionStore }
+
+func (galeraStore) ServerGalera(context.Context) (bool, error) { return true, nil }
+
+func TestSessionRefusedOnGalera(t *testing.T) {
+	tdb := testdb.New(t)
+	c, err := runtime.NewClient(galeraStore{sqlstore.NewSession(tdb.Open(t))})
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "galera", Strategy: runtime.StrategySession, TTL: time.Second})
+	require.NoError(t, err)
+	_, err = l.Try(context.Background(), "")
+	require.ErrorIs(t, err, runtime.ErrUnsupported)
+	assert.Contains(t, err.Error(), "Galera")
+	err = l.RunAsLeader(context.Background(), func(context.Context, *runtime.Lease) error { return nil })
+	require.ErrorIs(t, err, runtime.ErrUnsupported)
+
+	plain, err := runtime.NewClient(sqlstore.New(tdb.Open(t)))
+	require.NoError(t, err)
+	l, err = plain.Lock(runtime.LockConfig{Name: "nosession", Strategy: runtime.StrategySession, TTL: time.Second})
+	require.NoError(t, err)
+	_, err = l.Try(context.Background(), "")
+	require.ErrorIs(t, err, runtime.ErrInvalid, "a store without session support")
+}
+
+func TestSessionLockNames(t *testing.T) {
+	assert.Equal(t, "app_order/42", runtime.SessionLockNameForTest("app_", "order", "42"))
+	assert.Equal(t, "app_master", runtime.SessionLockNameForTest("app_", "master", ""))
+	long := strings.Repeat("x", 100)
+	a := runtime.SessionLockNameForTest("app_", long, "1")
+	b := runtime.SessionLockNameForTest("app_", long, "2")
+	assert.Len(t, a, 64)
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, a, runtime.SessionLockNameForTest("app_", long, "1"), "deterministic")
+	assert.True(t, strings.HasPrefix(a, "lockgen:"), fmt.Sprint(a))
+}
