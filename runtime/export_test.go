@@ -5,10 +5,17 @@ package runtime
 func WaitersForTest(c *Client) int {
 	c.wake.mu.Lock()
 	defer c.wake.mu.Unlock()
-	return len(c.wake.waiters)
+	return len(c.wake.queues)
 }
 
 // SessionLockNameForTest exposes the GET_LOCK name of (name, key).
 func SessionLockNameForTest(namespace, name, key string) string {
 	return sessionLockName(namespace, name, key)
+}
+
+// QueueLenForTest returns how many local waiters queue for (name, key).
+func QueueLenForTest(c *Client, name, key string) int {
+	c.wake.mu.Lock()
+	defer c.wake.mu.Unlock()
+	return len(c.wake.queues[rowKey{name, key}])
 }

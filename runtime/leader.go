@@ -99,8 +99,15 @@ func (l *Lock) IsLeader() bool {
 func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 	var seen Holder
 	b := backoff{next: 5 * time.Millisecond, max: o.poll}
+	k := rowKey{l.cfg.Name, ""}
+	w := l.client.wake.join(k)
+	defer l.client.wake.leave(k, w)
+	select { // local campaigners take turns; only the first polls
+	case <-w.turn:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	for {
-		woken, unsubscribe := l.client.wake.subscribe(rowKey{l.cfg.Name, ""})
 		start := l.client.clock.Now()
 		var lease *Lease
 		var err error
@@ -112,13 +119,10 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 		l.observeAcquire(start, err)
 		switch {
 		case err == nil:
-			unsubscribe()
 			return lease, nil
 		case ctx.Err() != nil:
-			unsubscribe()
 			return nil, ctx.Err()
 		case errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalid):
-			unsubscribe()
 			return nil, err
 		case !errors.Is(err, ErrNotAcquired):
 			l.client.logger.Warn("lockgen: campaign attempt failed", "lock", l.cfg.Name, "error", err)
@@ -129,12 +133,9 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 			}
 		}
 		if l.cfg.Strategy == StrategySession && errors.Is(err, ErrNotAcquired) {
-			unsubscribe() // the attempt already waited on the server
-			continue
+			continue // the attempt already waited on the server
 		}
-		err = sleepOrWake(ctx, l.client.clock, b.step(), woken)
-		unsubscribe()
-		if err != nil {
+		if err := sleepOrWake(ctx, l.client.clock, b.step(), w.wake); err != nil {
 			return nil, err
 		}
 	}

@@ -220,18 +220,25 @@ func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease
 	if l.cfg.Strategy == StrategySession {
 		return l.trySession(ctx, key, l.cfg.Wait) // waits on the server
 	}
+	if l.cfg.Wait == 0 {
+		return l.tryOnce(ctx, key) // try once: no queue, no waiting
+	}
 	clock := l.client.clock
+	k := rowKey{l.cfg.Name, key}
+	w := l.client.wake.join(k)
+	defer l.client.wake.leave(k, w)
+	// Local waiters queue; only the first one polls the database.
+	if err := l.waitTurn(ctx, w, start, key); err != nil {
+		return nil, err
+	}
 	b := backoff{next: 5 * time.Millisecond, max: min(500*time.Millisecond, l.cfg.TTL/2)}
 	for {
-		woken, unsubscribe := l.client.wake.subscribe(rowKey{l.cfg.Name, key})
 		lease, err := l.tryOnce(ctx, key)
 		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, errBusyTransient) {
-			unsubscribe()
 			return lease, err
 		}
 		left := l.cfg.Wait - clock.Now().Sub(start)
 		if left <= 0 {
-			unsubscribe()
 			if errors.Is(err, errBusyTransient) {
 				return nil, err
 			}
@@ -241,13 +248,31 @@ func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			unsubscribe()
 			return nil, fmt.Errorf("lockgen: waiting for %s: %w", l.describe(key), context.Cause(ctx))
-		case <-woken:
+		case <-w.wake:
 		case <-t.C():
 		}
 		t.Stop()
-		unsubscribe()
+	}
+}
+
+// waitTurn waits until w is the first local waiter, the lock's Wait has
+// passed since start (ErrNotAcquired), or ctx ends.
+func (l *Lock) waitTurn(ctx context.Context, w *waiter, start time.Time, key string) error {
+	select {
+	case <-w.turn:
+		return nil
+	default:
+	}
+	t := l.client.clock.NewTimer(max(l.cfg.Wait-l.client.clock.Now().Sub(start), 0))
+	defer t.Stop()
+	select {
+	case <-w.turn:
+		return nil
+	case <-t.C():
+		return ErrNotAcquired
+	case <-ctx.Done():
+		return fmt.Errorf("lockgen: waiting for %s: %w", l.describe(key), context.Cause(ctx))
 	}
 }
 

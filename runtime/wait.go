@@ -6,50 +6,72 @@ import (
 	"time"
 )
 
-// wakeups lets waiters in this process sleep until a holder in this process
-// releases the same lock and key, instead of waiting out their backoff.
+// wakeups queues the waiters of this process per lock row, first come
+// first served. Only the first waiter of a row polls the database; it is
+// woken at once when a holder in this process releases the row, and when it
+// leaves (with the lock, or giving up) the next waiter's turn begins. So a
+// release wakes one waiter, not all of them, and local waiters are served
+// in arrival order.
 type wakeups struct {
-	mu      sync.Mutex
-	waiters map[rowKey]*wakeEntry
+	mu     sync.Mutex
+	queues map[rowKey][]*waiter
 }
 
 type rowKey struct{ name, key string }
 
-type wakeEntry struct {
-	ch   chan struct{}
-	refs int
+// waiter is one Acquire (or campaign) waiting for a row.
+type waiter struct {
+	turn chan struct{} // closed when the waiter is first in its queue
+	wake chan struct{} // a release happened (buffered: never lost)
 }
 
-func newWakeups() *wakeups { return &wakeups{waiters: make(map[rowKey]*wakeEntry)} }
+func newWakeups() *wakeups { return &wakeups{queues: make(map[rowKey][]*waiter)} }
 
-// subscribe returns a channel closed at the next release of k, and a func
-// to call when the caller stops waiting.
-func (w *wakeups) subscribe(k rowKey) (<-chan struct{}, func()) {
+// join queues a new waiter for k.
+func (w *wakeups) join(k rowKey) *waiter {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e := w.waiters[k]
-	if e == nil {
-		e = &wakeEntry{ch: make(chan struct{})}
-		w.waiters[k] = e
+	wt := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
+	q := append(w.queues[k], wt)
+	w.queues[k] = q
+	if len(q) == 1 {
+		close(wt.turn)
 	}
-	e.refs++
-	return e.ch, func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		e.refs--
-		if e.refs == 0 && w.waiters[k] == e {
-			delete(w.waiters, k)
+	return wt
+}
+
+// leave removes wt from k's queue and starts the next waiter's turn.
+func (w *wakeups) leave(k rowKey, wt *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[k]
+	for i, x := range q {
+		if x != wt {
+			continue
 		}
+		q = append(q[:i:i], q[i+1:]...)
+		switch {
+		case len(q) == 0:
+			delete(w.queues, k)
+		case i == 0:
+			w.queues[k] = q
+			close(q[0].turn)
+		default:
+			w.queues[k] = q
+		}
+		return
 	}
 }
 
-// notify wakes every current waiter on k.
+// notify wakes the first waiter on k, if any.
 func (w *wakeups) notify(k rowKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e := w.waiters[k]; e != nil {
-		close(e.ch)
-		delete(w.waiters, k)
+	if q := w.queues[k]; len(q) > 0 {
+		select {
+		case q[0].wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
