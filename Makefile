@@ -33,8 +33,9 @@ lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-bench: db ## print the lock round-trip table (SELECT 1, raw SQL pair, lockgen pair)
+bench: db ## print the lock round-trip table and the handoff latency per strategy
 	cd examples && $(GO) run ./bench
+	cd runtime && $(GO) test -run '^$$' -bench Handoff -benchtime 500x .
 
 demo: db ## generate the quickstart's code and run it against MariaDB
 	cd examples && $(GO) generate ./quickstart && $(GO) run ./quickstart

@@ -184,7 +184,7 @@ func (s *faultStore) LeaseGet(ctx context.Context, name, key string) (runtime.Le
 	return row, found, err
 }
 
-func mysqlConnector(t *testing.T, cfg *mysql.Config) driver.Connector {
+func mysqlConnector(t testing.TB, cfg *mysql.Config) driver.Connector {
 	t.Helper()
 	c, err := mysql.NewConnector(cfg)
 	require.NoError(t, err)
