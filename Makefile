@@ -2,7 +2,7 @@
 # README's quick start; both work on a fresh Debian machine with Go.
 GO ?= go
 # Every Go module of the repository (go.work ties them together).
-MODULES := . runtime examples
+MODULES := . runtime examples lockgenprom
 # -count=1: tests talk to a real server, never reuse cached results.
 TESTFLAGS ?= -race -count=1
 
