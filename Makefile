@@ -36,6 +36,7 @@ lint: ## gofmt and go vet
 bench: db ## print the lock round-trip table and the handoff latency per strategy
 	cd examples && $(GO) run ./bench
 	cd runtime && $(GO) test -run '^$$' -bench Handoff -benchtime 500x .
+	cd runtime && $(GO) test -run '^$$' -bench Hold10kLeases -benchtime 1x .
 
 demo: db ## generate the quickstart's code and run it against MariaDB
 	cd examples && $(GO) generate ./quickstart && $(GO) run ./quickstart

@@ -55,6 +55,28 @@ WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
   AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 LOCK IN SHARE MODE;
 
+-- name: LeaseRenewMany :execrows
+-- LeaseRenewMany renews, in one statement, every listed holding of lock
+-- name by owner: key_tokens pairs each key with its holding's token as
+-- "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
+-- row is renewed only by its own holding, and only while unexpired.
+-- lock_keys lets the primary key narrow the scan. The count is how many
+-- were renewed; LeaseGetMany tells which.
+UPDATE lockgen_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND owner = sqlc.arg(owner)
+  AND lock_key IN (sqlc.slice(lock_keys))
+  AND holding IN (sqlc.slice(holdings))
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseGetMany :many
+-- LeaseGetMany reads the listed rows of lock name, with the time left on
+-- each by the database clock.
+SELECT lock_key, owner, token,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
+
 -- name: SessionGetLock :one
 -- SessionGetLock waits up to timeout_us microseconds, on the server, for the
 -- named session lock (GET_LOCK). 1: acquired by this connection; 0: timed

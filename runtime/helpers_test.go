@@ -25,7 +25,7 @@ type node struct {
 	client *runtime.Client
 }
 
-func newNode(t *testing.T, db *sql.DB, opts ...runtime.Option) *node {
+func newNode(t testing.TB, db *sql.DB, opts ...runtime.Option) *node {
 	t.Helper()
 	c, err := runtime.NewClient(sqlstore.New(db), opts...)
 	require.NoError(t, err)

@@ -54,7 +54,11 @@ func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.T
 	ls.mu.Lock()
 	ls.watchdog = ls.clock.AfterFunc(ls.deadline.Sub(ls.clock.Now()), ls.checkDeadline)
 	ls.mu.Unlock()
-	go ls.renewLoop()
+	if b := l.batcher; b != nil && session == nil {
+		b.add(ls)
+	} else {
+		go ls.renewLoop()
+	}
 	return ls
 }
 
@@ -281,6 +285,9 @@ func (ls *Lease) Release(ctx context.Context) error {
 	ls.mu.Unlock()
 
 	ls.renewCancel()
+	if b := ls.lock.batcher; b != nil && ls.session == nil {
+		b.remove(ls)
+	}
 	<-ls.renewDone
 	var lost error
 	if ls.ctx.Err() != nil {

@@ -51,6 +51,9 @@ type LockConfig struct {
 type Lock struct {
 	client *Client
 	cfg    LockConfig
+	// batcher renews this keyed lock's leases in batches when the store
+	// is a BatchStore; nil otherwise.
+	batcher *batcher
 	// leader is the lease of the current term of a RunAsLeader call on
 	// this Lock, nil between terms.
 	leader atomic.Pointer[Lease]
@@ -91,7 +94,11 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	if cfg.Wait < 0 {
 		return nil, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
 	}
-	return &Lock{client: c, cfg: cfg}, nil
+	l := &Lock{client: c, cfg: cfg}
+	if bs, ok := c.store.(BatchStore); ok && cfg.Keyed && cfg.Strategy == StrategyLease {
+		l.batcher = newBatcher(l, bs)
+	}
+	return l, nil
 }
 
 // Config returns the lock's configuration with defaults applied.

@@ -6,6 +6,7 @@ package sqlcdb
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 )
 
@@ -81,6 +82,66 @@ func (q *Queries) LeaseGet(ctx context.Context, arg LeaseGetParams) (LeaseGetRow
 		&i.RemainingUs,
 	)
 	return i, err
+}
+
+const leaseGetMany = `-- name: LeaseGetMany :many
+SELECT lock_key, owner, token,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM lockgen_locks
+WHERE name = ? AND lock_key IN (/*SLICE:lock_keys*/?)
+`
+
+type LeaseGetManyParams struct {
+	Name     string
+	LockKeys []string
+}
+
+type LeaseGetManyRow struct {
+	LockKey     string
+	Owner       string
+	Token       int64
+	RemainingUs int64
+}
+
+// LeaseGetMany reads the listed rows of lock name, with the time left on
+// each by the database clock.
+func (q *Queries) LeaseGetMany(ctx context.Context, arg LeaseGetManyParams) ([]LeaseGetManyRow, error) {
+	query := leaseGetMany
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Name)
+	if len(arg.LockKeys) > 0 {
+		for _, v := range arg.LockKeys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", strings.Repeat(",?", len(arg.LockKeys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseGetManyRow
+	for rows.Next() {
+		var i LeaseGetManyRow
+		if err := rows.Scan(
+			&i.LockKey,
+			&i.Owner,
+			&i.Token,
+			&i.RemainingUs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const leaseGuard = `-- name: LeaseGuard :one
@@ -172,6 +233,58 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (int64, 
 		arg.Owner,
 		arg.Token,
 	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const leaseRenewMany = `-- name: LeaseRenewMany :execrows
+UPDATE lockgen_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
+WHERE name = ? AND owner = ?
+  AND lock_key IN (/*SLICE:lock_keys*/?)
+  AND holding IN (/*SLICE:holdings*/?)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+`
+
+type LeaseRenewManyParams struct {
+	TtlUs    int64
+	Name     string
+	Owner    string
+	LockKeys []string
+	Holdings []sql.NullString
+}
+
+// LeaseRenewMany renews, in one statement, every listed holding of lock
+// name by owner: key_tokens pairs each key with its holding's token as
+// "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
+// row is renewed only by its own holding, and only while unexpired.
+// lock_keys lets the primary key narrow the scan. The count is how many
+// were renewed; LeaseGetMany tells which.
+func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) (int64, error) {
+	query := leaseRenewMany
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.TtlUs)
+	queryParams = append(queryParams, arg.Name)
+	queryParams = append(queryParams, arg.Owner)
+	if len(arg.LockKeys) > 0 {
+		for _, v := range arg.LockKeys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", strings.Repeat(",?", len(arg.LockKeys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", "NULL", 1)
+	}
+	if len(arg.Holdings) > 0 {
+		for _, v := range arg.Holdings {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:holdings*/?", strings.Repeat(",?", len(arg.Holdings))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:holdings*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
@@ -136,3 +137,25 @@ func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64,
 }
 
 func (c sessionConn) Close() error { return c.conn.Close() }
+
+// LeaseRenewMany implements runtime.BatchStore.
+func (s Store) LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (int64, error) {
+	holdings := make([]sql.NullString, len(keys))
+	for i, k := range keys {
+		holdings[i] = sql.NullString{String: k + ":" + strconv.FormatInt(tokens[i], 10), Valid: true}
+	}
+	return s.q.LeaseRenewMany(ctx, sqlcdb.LeaseRenewManyParams{TtlUs: ttl.Microseconds(), Name: name, Owner: owner, LockKeys: keys, Holdings: holdings})
+}
+
+// LeaseGetMany implements runtime.BatchStore.
+func (s Store) LeaseGetMany(ctx context.Context, name string, keys []string) (map[string]runtime.LeaseRow, error) {
+	rows, err := s.q.LeaseGetMany(ctx, sqlcdb.LeaseGetManyParams{Name: name, LockKeys: keys})
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]runtime.LeaseRow, len(rows))
+	for _, r := range rows {
+		m[r.LockKey] = runtime.LeaseRow{Owner: r.Owner, Token: r.Token, Remaining: time.Duration(r.RemainingUs) * time.Microsecond}
+	}
+	return m, nil
+}

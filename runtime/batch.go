@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// BatchStore is a Store that renews many leases of one lock in one
+// statement. With it, a Client holding many keys of a keyed lock renews
+// them in batches of up to MaxRenewBatch instead of one statement each.
+type BatchStore interface {
+	Store
+	// LeaseRenewMany renews the holdings (keys[i], tokens[i]) of lock name
+	// by owner that are still held and unexpired, to ttl from now by the
+	// database clock, and returns how many it renewed. Each row is matched
+	// with its own key's token.
+	LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (renewed int64, err error)
+	// LeaseGetMany reads the rows of lock name for keys; missing rows are
+	// absent from the map.
+	LeaseGetMany(ctx context.Context, name string, keys []string) (map[string]LeaseRow, error)
+}
+
+// MaxRenewBatch is the most leases one batched renewal statement renews.
+const MaxRenewBatch = 500
+
+// batcher renews the leases a Client holds on one keyed lock. It runs one
+// goroutine while it has leases and none when it has not. Deadlines stay
+// per lease (each has its watchdog); the batcher only extends them.
+type batcher struct {
+	lock  *Lock
+	store BatchStore
+
+	mu      sync.Mutex
+	due     map[*Lease]time.Time // next renewal of each lease, by clock
+	running bool
+	kick    chan struct{}
+
+	// flight is held while a batch's statements run, so that Release can
+	// wait for a batch that includes its lease before freeing the row.
+	flight sync.Mutex
+}
+
+func newBatcher(l *Lock, store BatchStore) *batcher {
+	return &batcher{lock: l, store: store, due: make(map[*Lease]time.Time), kick: make(chan struct{}, 1)}
+}
+
+// add starts renewing ls.
+func (b *batcher) add(ls *Lease) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.due[ls] = ls.clock.Now().Add(ls.nextRenewal(true))
+	if !b.running {
+		b.running = true
+		go b.loop()
+	}
+	b.poke()
+}
+
+// remove stops renewing ls, waiting for a batch in flight, and closes its
+// renewDone. It is safe to call for a lease the batcher dropped already.
+func (b *batcher) remove(ls *Lease) {
+	b.flight.Lock()
+	defer b.flight.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.drop(ls)
+	b.poke()
+}
+
+// drop forgets ls; b.mu is held.
+func (b *batcher) drop(ls *Lease) {
+	if _, ok := b.due[ls]; ok {
+		delete(b.due, ls)
+		close(ls.renewDone)
+	}
+}
+
+func (b *batcher) poke() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (b *batcher) loop() {
+	clock := b.lock.client.clock
+	window := b.lock.cfg.RenewEvery / 4
+	for {
+		b.mu.Lock()
+		if len(b.due) == 0 {
+			b.running = false
+			b.mu.Unlock()
+			return
+		}
+		now := clock.Now()
+		var earliest time.Time
+		var batch []*Lease
+		for ls, at := range b.due {
+			if ls.ctx.Err() != nil { // lost: the watchdog or a renewal said so
+				b.drop(ls)
+				continue
+			}
+			if earliest.IsZero() || at.Before(earliest) {
+				earliest = at
+			}
+			if !at.After(now.Add(window)) { // due soon: renew it with this batch
+				batch = append(batch, ls)
+			}
+		}
+		b.mu.Unlock()
+		if len(batch) == 0 {
+			if earliest.IsZero() {
+				continue
+			}
+			t := clock.NewTimer(earliest.Sub(now))
+			select {
+			case <-t.C():
+			case <-b.kick:
+			}
+			t.Stop()
+			continue
+		}
+		for len(batch) > 0 {
+			n := min(len(batch), MaxRenewBatch)
+			b.renew(batch[:n])
+			batch = batch[n:]
+		}
+	}
+}
+
+// renew renews one batch and sets each lease's next renewal. On a partial
+// or unknown outcome it re-reads the rows and decides per lease by owner
+// and token, as a single renewal does.
+func (b *batcher) renew(batch []*Lease) {
+	b.flight.Lock()
+	defer b.flight.Unlock()
+	b.mu.Lock()
+	live := batch[:0]
+	for _, ls := range batch {
+		if _, ok := b.due[ls]; ok && ls.ctx.Err() == nil {
+			live = append(live, ls)
+		}
+	}
+	b.mu.Unlock()
+	if len(live) == 0 {
+		return
+	}
+	cfg := b.lock.cfg
+	clock := b.lock.client.clock
+	keys := make([]string, len(live))
+	tokens := make([]int64, len(live))
+	for i, ls := range live {
+		keys[i], tokens[i] = ls.id.Key, ls.id.Token
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.TTL-cfg.SafetyMargin)
+	defer cancel()
+
+	sent := clock.Now()
+	n, err := b.store.LeaseRenewMany(ctx, cfg.Name, b.lock.client.owner, keys, tokens, cfg.TTL)
+	if err == nil && n == int64(len(live)) {
+		for _, ls := range live {
+			ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
+		}
+		b.schedule(live, true)
+		return
+	}
+	sent = clock.Now()
+	rows, gerr := b.store.LeaseGetMany(ctx, cfg.Name, keys)
+	if gerr != nil {
+		for range live {
+			b.lock.client.observer.RenewFailed(cfg.Name, cfg.Strategy)
+		}
+		b.lock.client.logger.Warn("lockgen: batched renewal failed", "lock", cfg.Name, "leases", len(live), "error", err, "reread_error", gerr)
+		b.schedule(live, false)
+		return
+	}
+	var held []*Lease
+	for _, ls := range live {
+		row, found := rows[ls.id.Key]
+		if !ls.holds(row, found) {
+			ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
+			continue
+		}
+		ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
+		held = append(held, ls)
+	}
+	// After a definite answer the held ones were renewed; after an error,
+	// retry soon.
+	b.schedule(held, err == nil)
+}
+
+// schedule sets the next renewal of each lease.
+func (b *batcher) schedule(leases []*Lease, renewed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.lock.client.clock.Now()
+	for _, ls := range leases {
+		if _, ok := b.due[ls]; ok {
+			b.due[ls] = now.Add(ls.nextRenewal(renewed))
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// TestManyLeasesRenewInBatches: a client holding 200 keys renews them in
+// batched statements, not one statement per lease, and keeps them all.
+func TestManyLeasesRenewInBatches(t *testing.T) {
+	tdb := testdb.New(t)
+	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	db := sql.OpenDB(counter)
+	t.Cleanup(func() { _ = db.Close() })
+	n := newNode(t, db)
+	ttl := 600 * time.Millisecond // renewal every 200ms
+	l := n.lock(t, runtime.LockConfig{Name: "many", Keyed: true, TTL: ttl})
+	ctx := context.Background()
+	const leases = 200
+	var held []*runtime.Lease
+	for i := 0; i < leases; i++ {
+		lease, err := l.Try(ctx, strconv.Itoa(i))
+		require.NoError(t, err)
+		held = append(held, lease)
+	}
+	before := counter.Count()
+	time.Sleep(3 * ttl)
+	renewals := counter.Count() - before
+	for _, lease := range held {
+		require.NoError(t, lease.Err())
+	}
+	// One statement per lease per renewal would be about 9 x 200 = 1800.
+	assert.Less(t, renewals, int64(leases), "renewals must be batched")
+	assert.Positive(t, renewals)
+	t.Logf("%d statements renewed %d leases over %v", renewals, leases, 3*ttl)
+	for _, lease := range held {
+		require.NoError(t, lease.Release(ctx))
+	}
+}
+
+// TestBatchedRenewalPairsKeysWithTheirOwnTokens: a batch never renews a row
+// whose token belongs to another key of the batch.
+func TestBatchedRenewalPairsKeysWithTheirOwnTokens(t *testing.T) {
+	tdb := testdb.New(t)
+	store := sqlstore.New(tdb.Open(t))
+	ctx := context.Background()
+	ta1, err := store.LeaseAcquire(ctx, "pairs", "a", "me", time.Minute)
+	require.NoError(t, err)
+	ok, err := store.LeaseRelease(ctx, runtime.LeaseID{Name: "pairs", Key: "a", Owner: "me", Token: ta1})
+	require.NoError(t, err)
+	require.True(t, ok)
+	ta, err := store.LeaseAcquire(ctx, "pairs", "a", "me", time.Minute)
+	require.NoError(t, err)
+	tb, err := store.LeaseAcquire(ctx, "pairs", "b", "me", time.Minute)
+	require.NoError(t, err)
+	require.NotEqual(t, ta, tb)
+	n, err := store.LeaseRenewMany(ctx, "pairs", "me", []string{"a", "b"}, []int64{tb, ta}, time.Hour)
+	require.NoError(t, err)
+	assert.Zero(t, n, "swapped tokens renew nothing")
+	n, err = store.LeaseRenewMany(ctx, "pairs", "other", []string{"a", "b"}, []int64{ta, tb}, time.Hour)
+	require.NoError(t, err)
+	assert.Zero(t, n, "another owner renews nothing")
+	n, err = store.LeaseRenewMany(ctx, "pairs", "me", []string{"a", "b"}, []int64{ta, tb}, time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n)
+}
+
+// TestBatchedRenewalLosesOnlyTakenLeases: when one key of a batch is taken
+// over, that lease alone is lost; the others stay held.
+func TestBatchedRenewalLosesOnlyTakenLeases(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Open(t)
+	n := newNode(t, tdb.Open(t))
+	rival := newNode(t, tdb.Open(t))
+	cfg := runtime.LockConfig{Name: "partial", Keyed: true, TTL: 600 * time.Millisecond}
+	l, lr := n.lock(t, cfg), rival.lock(t, cfg)
+	ctx := context.Background()
+	var held []*runtime.Lease
+	for i := 0; i < 10; i++ {
+		lease, err := l.Try(ctx, strconv.Itoa(i))
+		require.NoError(t, err)
+		held = append(held, lease)
+	}
+	// Key 7's row expires under its holder (as after a clock step), and the
+	// rival takes it.
+	_, err := admin.Exec("UPDATE lockgen_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name = 'partial' AND lock_key = '7'")
+	require.NoError(t, err)
+	taken, err := lr.Try(ctx, "7")
+	require.NoError(t, err)
+	select {
+	case <-held[7].Done():
+		require.ErrorIs(t, held[7].Err(), runtime.ErrLeaseLost)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder of the taken key was not told")
+	}
+	time.Sleep(3 * cfg.TTL)
+	for i, lease := range held {
+		if i != 7 {
+			require.NoError(t, lease.Err(), "key %d", i)
+			require.NoError(t, lease.Release(ctx))
+		}
+	}
+	require.ErrorIs(t, held[7].Release(ctx), runtime.ErrLeaseLost)
+	require.NoError(t, taken.Release(ctx))
+}
+
+// batchFaults is the real store with late batch replies and a partition
+// after a number of delivered batch replies.
+type batchFaults struct {
+	sqlstore.Store
+	delay          time.Duration
+	partitionAfter int32
+	replies        atomic.Int32
+	partitioned    atomic.Bool
+}
+
+func (s *batchFaults) LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (int64, error) {
+	if s.partitioned.Load() {
+		return 0, errPartitioned
+	}
+	n, err := s.Store.LeaseRenewMany(ctx, name, owner, keys, tokens, ttl)
+	time.Sleep(s.delay)
+	if err == nil && s.replies.Add(1) >= s.partitionAfter {
+		s.partitioned.Store(true)
+	}
+	return n, err
+}
+
+func (s *batchFaults) LeaseGetMany(ctx context.Context, name string, keys []string) (map[string]runtime.LeaseRow, error) {
+	if s.partitioned.Load() {
+		return nil, errPartitioned
+	}
+	return s.Store.LeaseGetMany(ctx, name, keys)
+}
+
+func (s *batchFaults) LeaseRelease(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	if s.partitioned.Load() {
+		return false, errPartitioned
+	}
+	return s.Store.LeaseRelease(ctx, id)
+}
+
+// TestDeadlineAfterBatchedRenewalsPrecedesExpiry: batched renewals whose
+// replies come late, then a partition: every lease is lost while its row is
+// still held by the database clock.
+func TestDeadlineAfterBatchedRenewalsPrecedesExpiry(t *testing.T) {
+	tdb := testdb.New(t)
+	observer := tdb.Open(t)
+	faults := &batchFaults{Store: sqlstore.New(tdb.Open(t)), delay: 150 * time.Millisecond, partitionAfter: 3}
+	c, err := runtime.NewClient(faults)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "late-batch", Keyed: true, TTL: 600 * time.Millisecond})
+	require.NoError(t, err)
+	var held []*runtime.Lease
+	for i := 0; i < 20; i++ {
+		lease, err := l.Try(context.Background(), strconv.Itoa(i))
+		require.NoError(t, err)
+		held = append(held, lease)
+	}
+	remaining := make([]time.Duration, len(held))
+	var wg sync.WaitGroup
+	for i, lease := range held {
+		wg.Add(1)
+		go func() { // read the row the moment the holder is told
+			defer wg.Done()
+			<-lease.Done()
+			remaining[i] = dbRemaining(t, observer, "late-batch", lease.Key(), lease.Token())
+		}()
+	}
+	wg.Wait()
+	for i, lease := range held {
+		require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost)
+		assert.Greater(t, remaining[i], time.Duration(0), "key %s: the holder must learn of the loss before the row expires", lease.Key())
+	}
+	assert.GreaterOrEqual(t, faults.replies.Load(), int32(3))
+	faults.partitioned.Store(false)
+	for _, lease := range held {
+		_ = lease.Release(context.Background())
+	}
+}
