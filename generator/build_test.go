@@ -87,7 +87,10 @@ func use(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	_ = locks.Owner()
-	names := []string{dlock.MasterLockName, dlock.OrderLockName, dlock.SendSMSLockName, dlock.NightlyReportLockName}
+	names := []string{
+		dlock.MasterLockName, dlock.OrderLockName, dlock.SendSMSLockName, dlock.NightlyReportLockName,
+		dlock.ImportLockName, dlock.TenantMigrationLockName, dlock.SchedulerLockName,
+	}
 	fn := func(ctx context.Context, lease *runtime.Lease) error {
 		var token int64 = lease.Token()
 		_, _ = token, ctx.Err()
@@ -100,7 +103,18 @@ func use(ctx context.Context, db *sql.DB) error {
 		locks.WithOrderLock(ctx, int64(42), fn),
 		locks.WithSendSMSLock(ctx, "+8613800000000", fn),
 		locks.WithNightlyReportLock(ctx, fn),
+		locks.WithImportLock(ctx, fn),
+		locks.WithTenantMigrationLock(ctx, "acme", fn),
+		locks.WithSchedulerLock(ctx, fn),
+		locks.RunAsMaster(ctx, fn),
+		locks.RunAsScheduler(ctx, fn,
+			runtime.OnElected(func(lease *runtime.Lease) {}),
+			runtime.OnRevoked(func(err error) {}),
+			runtime.OnNewLeader(func(leader runtime.Holder) {}),
+			runtime.PollEvery(time.Second),
+		),
 	}
+	var leading bool = locks.IsMasterLeader() || locks.IsSchedulerLeader()
 	lease, err = locks.TryMasterLock(ctx)
 	lease, err = locks.AcquireMasterLock(ctx)
 	holder, err = locks.MasterLockHolder(ctx)
@@ -113,8 +127,19 @@ func use(ctx context.Context, db *sql.DB) error {
 	lease, err = locks.TryNightlyReportLock(ctx)
 	lease, err = locks.AcquireNightlyReportLock(ctx)
 	holder, err = locks.NightlyReportLockHolder(ctx)
+	lease, err = locks.TryImportLock(ctx)
+	lease, err = locks.AcquireImportLock(ctx)
+	holder, err = locks.ImportLockHolder(ctx)
+	lease, err = locks.TryTenantMigrationLock(ctx, "acme")
+	lease, err = locks.AcquireTenantMigrationLock(ctx, "acme")
+	holder, err = locks.TenantMigrationLockHolder(ctx, "acme")
+	lease, err = locks.TrySchedulerLock(ctx)
+	lease, err = locks.AcquireSchedulerLock(ctx)
+	holder, err = locks.SchedulerLockHolder(ctx)
+	holder, err = locks.MasterLeader(ctx)
+	holder, err = locks.SchedulerLeader(ctx)
 	var remaining time.Duration = holder.Remaining
-	_, _, _ = names, lease, remaining
+	_, _, _, _ = names, lease, remaining, leading
 	return errors.Join(append(errs, err)...)
 }
 `

@@ -14,12 +14,15 @@ import (
 const docWidth = 76
 
 // comment formats paragraphs as a // comment wrapped at docWidth, with an
-// empty comment line between paragraphs. The result starts with "//", which
+// empty comment line between paragraphs; empty paragraphs are left out. The result starts with "//", which
 // makes jennifer print it verbatim.
 func comment(paragraphs ...string) string {
 	var lines []string
-	for i, p := range paragraphs {
-		if i > 0 {
+	for _, p := range paragraphs {
+		if p == "" {
+			continue
+		}
+		if len(lines) > 0 {
 			lines = append(lines, "//")
 		}
 		for _, l := range wrap(p, docWidth) {
@@ -65,11 +68,29 @@ func formatDuration(d time.Duration) string {
 }
 
 func (m *model) packageDoc() string {
-	return comment(fmt.Sprintf("Package %s gives typed access to the distributed locks declared in %s. "+
-		"Each lock is a lease: a row of the MySQL/MariaDB table %s that expires by the database clock unless its holder renews it. "+
-		"The runtime (%s) acquires, renews and releases the leases and hands out fencing tokens; "+
-		"this package binds the declared names, keys and timings to it.",
-		m.Package, m.SpecName, m.Table, runtimePath))
+	doc := fmt.Sprintf("Package %s gives typed access to the distributed locks declared in %s. "+
+		"Each lock is a lease: a row of the MySQL/MariaDB table %s that expires by the database clock unless its holder renews it",
+		m.Package, m.SpecName, m.Table)
+	if m.hasSession() {
+		doc += "; a lock of strategy session is instead a server-side named lock (GET_LOCK) held on a pinned connection, " +
+			"with the same row for its fencing token"
+	}
+	held := "leases"
+	if m.hasSession() {
+		held = "locks"
+	}
+	return comment(doc + fmt.Sprintf(". The runtime (%s) acquires, renews and releases the %s and hands out fencing tokens; "+
+		"this package binds the declared names, keys and timings to it.", runtimePath, held))
+}
+
+// hasSession reports whether any lock uses the session strategy.
+func (m *model) hasSession() bool {
+	for _, lk := range m.Locks {
+		if lk.Session {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *model) optionDoc() string {
@@ -106,7 +127,25 @@ func (m *model) newDoc() string {
 		fmt.Sprintf("The table %s must exist: apply %s (relative to %s) with your migration tool. "+
 			"With github.com/go-sql-driver/mysql, open db with parseTime=true.",
 			m.Table, strings.Join(files, " and "), m.SpecName),
+		m.sessionPoolDoc(),
 		"New fails with an error wrapping runtime.ErrInvalid when db is nil or an option is invalid.")
+}
+
+// sessionPoolDoc states what session locks need from the pool, or "" when
+// there are none.
+func (m *model) sessionPoolDoc() string {
+	if !m.hasSession() {
+		return ""
+	}
+	var names []string
+	for _, lk := range m.Locks {
+		if lk.Session {
+			names = append(names, lk.Name)
+		}
+	}
+	return fmt.Sprintf("The session locks (%s) take GET_LOCK on a connection of db that they keep for the whole holding: "+
+		"allow for one open connection per holding in db.SetMaxOpenConns, and connect to the server directly, "+
+		"not through a multiplexing proxy. On a Galera cluster they fail with runtime.ErrUnsupported.", strings.Join(names, ", "))
 }
 
 func (m *model) namesDoc() string {
@@ -143,67 +182,172 @@ func (lk *lockModel) keyDoc() string {
 		"otherwise the call fails with runtime.ErrInvalid.", k.Param)
 }
 
-// leaseDoc states the lease's timing.
+// leaseDoc states the lease's timing: for the lease strategy the TTL and
+// renewal, for the session strategy the pinned connection and its checks.
 func (lk *lockModel) leaseDoc() string {
+	if lk.Session {
+		return fmt.Sprintf("Strategy session: the server keeps the lock as long as the connection pinned for this holding stays open; "+
+			"the holder checks that it still has it every %s", formatDuration(lk.RenewEvery))
+	}
 	return fmt.Sprintf("The lease lasts %s by the database clock and is renewed every %s",
 		formatDuration(lk.TTL), formatDuration(lk.RenewEvery))
+}
+
+// sessionLossDoc says when the holder of a session lock learns that it
+// lost it; ctx names the context that is then cancelled.
+func (lk *lockModel) sessionLossDoc(ctx string) string {
+	return fmt.Sprintf("The server frees the lock the moment that connection breaks, "+
+		"and the holder learns of it only at its next check (or once no check has succeeded for %s), "+
+		"when %s is cancelled with cause runtime.ErrLeaseLost: after others may already have taken the lock. "+
+		"Protect the critical section's writes with the fencing token (lease.Guard in the same database); "+
+		"see docs/strategies.md in github.com/lockgen/lockgen.", formatDuration(lk.TTL-lk.TTL/10), ctx)
 }
 
 // tokenDoc explains the fencing token.
 const tokenDoc = "lease.Token() is the fencing token of this holding, greater than that of every earlier holding: " +
 	"pass it with the writes that a stale holder must not make."
 
+// waitDoc says how waiting for a busy lock works.
+func (lk *lockModel) waitDoc() string {
+	if lk.Session {
+		return "Waiting happens on the server, inside GET_LOCK: no polling, first come first served."
+	}
+	return "Waiting polls with backoff and wakes at once when a holder in this process releases the lock."
+}
+
 func (lk *lockModel) withDoc() string {
 	busy := fmt.Sprintf("If another holder has it, %s waits up to %s for it (less if ctx ends first) and then returns runtime.ErrNotAcquired.",
 		lk.With, formatDuration(lk.Wait))
+	if lk.Session {
+		busy += " " + lk.waitDoc()
+	}
 	if lk.Wait == 0 {
 		busy = fmt.Sprintf("It makes one attempt: if another holder has the lock, %s returns runtime.ErrNotAcquired at once "+
 			"(the lock declares no wait).", lk.With)
+	}
+	loss := lk.leaseDoc() + " while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause runtime.ErrLeaseLost " +
+		"before anyone else can take the lock, and " + lk.With + " returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
+		"the critical section may not have been exclusive to its end."
+	if lk.Session {
+		loss = lk.leaseDoc() + " while fn runs. " + lk.sessionLossDoc("fn's ctx") + " " + lk.With +
+			" then returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
+			"the critical section may not have been exclusive to its end."
 	}
 	return comment(
 		fmt.Sprintf("%s runs fn while holding %s and releases the lock when fn returns or panics "+
 			"(the panic goes on after the release). fn's ctx is done when ctx is. "+
 			"%s returns fn's error, joined with the release error if any. %s", lk.With, lk.what(), lk.With, lk.keyDoc()),
-		busy,
-		lk.leaseDoc()+" while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause runtime.ErrLeaseLost "+
-			"before anyone else can take the lock, and "+lk.With+" returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: "+
-			"the critical section may not have been exclusive to its end.",
-		tokenDoc)
+		busy, loss, tokenDoc)
+}
+
+// heldDoc describes a lease returned by Try and Acquire.
+func (lk *lockModel) heldDoc() string {
+	doc := lk.leaseDoc() + " in the background until lease.Release, which the caller must call. " +
+		"lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or released. "
+	if lk.Session {
+		doc += lk.sessionLossDoc("lease.Context()") + " "
+	}
+	return doc + tokenDoc
 }
 
 func (lk *lockModel) tryDoc() string {
+	unknown := fmt.Sprintf("Any other error means the outcome is unknown: the lock may then stay held, unused, for up to %s.",
+		formatDuration(lk.TTL))
+	if lk.Session {
+		unknown = "Any other error means the lock was not acquired: the runtime releases a server-side lock " +
+			"taken on the way before returning."
+	}
 	return comment(
 		fmt.Sprintf("%s makes one attempt to acquire %s, without waiting, and returns runtime.ErrNotAcquired if another holder has it. %s",
 			lk.Try, lk.what(), lk.keyDoc()),
-		lk.leaseDoc()+" in the background until lease.Release, which the caller must call. "+
-			"lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or released. "+tokenDoc,
-		fmt.Sprintf("Any other error means the outcome is unknown: the lock may then stay held, unused, for up to %s.",
-			formatDuration(lk.TTL)))
+		lk.heldDoc(), unknown)
 }
 
 func (lk *lockModel) acquireDoc() string {
 	first := fmt.Sprintf("%s acquires %s, waiting up to %s (less if ctx ends first) while another holder has it; "+
-		"it then returns runtime.ErrNotAcquired, or ctx's error when ctx ended. "+
-		"Waiting polls with backoff and wakes at once when a holder in this process releases the lock. %s",
-		lk.Acquire, lk.what(), formatDuration(lk.Wait), lk.keyDoc())
+		"it then returns runtime.ErrNotAcquired, or ctx's error when ctx ended. %s %s",
+		lk.Acquire, lk.what(), formatDuration(lk.Wait), lk.waitDoc(), lk.keyDoc())
 	if lk.Wait == 0 {
 		first = fmt.Sprintf("%s acquires %s like %s: the lock declares no wait, so it makes one attempt "+
 			"and returns runtime.ErrNotAcquired if another holder has it. %s", lk.Acquire, lk.what(), lk.Try, lk.keyDoc())
 	}
-	return comment(first,
-		lk.leaseDoc()+" in the background until lease.Release, which the caller must call. "+
-			"lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or released. "+tokenDoc)
+	return comment(first, lk.heldDoc())
 }
 
 func (lk *lockModel) holderDoc() string {
+	if lk.Session {
+		return comment(fmt.Sprintf("%s reads who holds %s: Holder.Held is whether the server has the session lock "+
+			"(GET_LOCK's IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or last holding, "+
+			"from the lock row. Holder.Remaining is always 0: a session lock lasts as long as its holder's connection.", lk.Holder, lk.what()))
+	}
 	return comment(fmt.Sprintf("%s reads who holds %s, by the database clock. "+
 		"Holder.Held is false when nobody does (never acquired, released or expired); "+
 		"Holder.Token is the fencing token of the current or last holding.", lk.Holder, lk.what()))
 }
 
+// exclusionDoc says how far two leaders are kept apart.
+func (lk *lockModel) exclusionDoc() string {
+	if lk.Session {
+		return fmt.Sprintf("Strategy session: the server frees the lock the moment the leader's connection breaks, "+
+			"and the leader learns of it only at its next check (every %s): a follower may be elected before the old leader's fn "+
+			"sees its ctx end. Fence the leader's writes with lease.Token() or lease.Guard; see docs/strategies.md in github.com/lockgen/lockgen.",
+			formatDuration(lk.RenewEvery))
+	}
+	return "Two leaders never run fn at the same time as long as fn stops when its ctx ends: " +
+		"the lease's local deadline cancels it before the database lets a follower in."
+}
+
+// takeoverDoc says how soon a follower replaces a crashed leader.
+func (lk *lockModel) takeoverDoc() string {
+	if lk.Session {
+		return "A leader that crashes is replaced at once: the server frees its lock as soon as it sees the connection close " +
+			"(a host that vanishes without closing it is noticed only when the server's connection gives up)."
+	}
+	return fmt.Sprintf("A leader that crashes is replaced within about its TTL (%s) plus one poll.", formatDuration(lk.TTL))
+}
+
+func (lk *lockModel) runAsDoc() string {
+	ld := lk.Leader
+	return comment(
+		fmt.Sprintf("%s campaigns for leadership of the %s lock until ctx ends. Each time it is elected it runs fn "+
+			"with a ctx that is cancelled, with cause runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx ends), "+
+			"waits for fn to return, gives leadership up and campaigns again after one poll. "+
+			"fn's lease.Token() is the fencing token of the term.", ld.RunAs, lk.Name),
+		lk.exclusionDoc(),
+		"A leader that steps down (fn returned or ctx ended) is replaced by a follower within about one poll. "+lk.takeoverDoc(),
+		fmt.Sprintf("%s returns nil when ctx ends, and an error wrapping runtime.ErrInvalid for a nil fn "+
+			"or runtime.ErrUnsupported when the strategy cannot run safely on the server; "+
+			"other server errors are logged and retried. Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader "+
+			"and runtime.PollEvery (default %s: the smaller of ttl/4 and 500ms).", ld.RunAs, formatDuration(min(lk.TTL/4, 500*time.Millisecond))))
+}
+
+func (lk *lockModel) isLeaderDoc() string {
+	return comment(fmt.Sprintf("%s reports whether a %s call of these Locks leads right now: "+
+		"it is in a term whose lease is neither lost nor released.", lk.Leader.IsLeader, lk.Leader.RunAs))
+}
+
+func (lk *lockModel) currentLeaderDoc() string {
+	what := "by the database clock. Holder.Held is false when nobody leads, Holder.Owner is the leader's owner (see WithOwner), " +
+		"Holder.Token the fencing token of its term and Holder.Remaining what is left of its lease"
+	if lk.Session {
+		what = "from the server and the lock row. Holder.Held is whether the server has the lock, Holder.Owner is the leader's owner (see WithOwner) " +
+			"and Holder.Token the fencing token of its term (Holder.Remaining is always 0 for a session lock)"
+	}
+	return comment(fmt.Sprintf("%s reads the current leader of the %s lock as any observer sees it, %s.",
+		lk.Leader.Current, lk.Name, what))
+}
+
 func (m *model) storeDoc() string {
-	return comment(fmt.Sprintf("store implements runtime.Store with the sqlc-generated queries of %s; "+
-		"each call is one autocommit statement on the pool.", m.DBPackage))
+	return comment(fmt.Sprintf("store implements runtime.Store and runtime.SessionStore with the sqlc-generated queries of %s. "+
+		"Each call of the lease strategy is one autocommit statement on the pool; "+
+		"the session strategy pins one connection of the pool per holding (see sessionConn).", m.DBPackage))
+}
+
+func (m *model) sessionNamespaceDoc() string {
+	return comment(fmt.Sprintf("SessionNamespace implements runtime.SessionStore: the GET_LOCK names of session locks "+
+		"are \"%s<lock name>[/<key>]\" (or a hash of that when longer than 64 characters). "+
+		"They are server-wide, shared by every database on the server, so applications sharing a server "+
+		"need distinct table_prefix values in %s.", m.TablePrefix, m.SpecName))
 }
 
 const (
@@ -218,6 +362,26 @@ const (
 	leaseGuardDoc = "// LeaseGuard implements runtime.Store. It runs in tx, the caller's\n" +
 		"// transaction; ok is true when id still holds the row, which then stays\n" +
 		"// share-locked until tx ends."
+
+	sessionConnDoc = "// SessionConn implements runtime.SessionStore: it pins one connection of the\n" +
+		"// pool for one holding, until the runtime closes it."
+	sessionIsUsedDoc = "// SessionIsUsed implements runtime.SessionStore: whether any connection\n" +
+		"// holds the named GET_LOCK lock."
+	serverGaleraDoc = "// ServerGalera implements runtime.SessionStore: whether the server is a\n" +
+		"// Galera node (wsrep_on), where the session strategy is refused."
+	sessionConnTypeDoc = "// sessionConn implements runtime.SessionConn: the connection pinned for one\n" +
+		"// session-lock holding and the queries bound to it. The server frees the\n" +
+		"// lock when the connection itself ends (it breaks, or the pool closes it)."
+	getLockDoc = "// GetLock implements runtime.SessionConn: GET_LOCK waiting up to timeout on\n" +
+		"// the server; 1 acquired, 0 timed out, -1 error."
+	holdsLockDoc = "// HoldsLock implements runtime.SessionConn: whether this connection holds the\n" +
+		"// named lock."
+	releaseLockDoc = "// ReleaseLock implements runtime.SessionConn: RELEASE_LOCK; 1 released, 0\n" +
+		"// held by another connection, -1 not held at all."
+	sessionTokenDoc = "// Token implements runtime.SessionConn: it records the holding in the lock\n" +
+		"// row and returns the new fencing token, the statement's LastInsertId."
+	closeDoc = "// Close implements runtime.SessionConn: it returns the connection to the\n" +
+		"// pool."
 )
 
 func (m *model) ownerDoc() string {

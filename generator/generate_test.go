@@ -177,4 +177,23 @@ func TestWrap(t *testing.T) {
 	assert.Equal(t, []string{"aa bb", "cc", "dddddddd", "e"}, wrap("aa bb  cc dddddddd e", 5))
 	assert.Nil(t, wrap("   ", 5))
 	assert.Equal(t, "// a b\n//\n// c", comment("a b", "c"))
+	assert.Equal(t, "// a b\n//\n// c", comment("", "a b", "", "c"))
+}
+
+// TestMethodNamesMatchSpec checks that the methods the generator names are
+// those spec.Lock.Methods lists, which Load keeps unique across locks.
+func TestMethodNamesMatchSpec(t *testing.T) {
+	t.Parallel()
+	for _, lk := range []spec.Lock{
+		{Name: "master", GoName: "Master", Strategy: spec.StrategyLease, Leader: true},
+		{Name: "order", GoName: "Order", Strategy: spec.StrategySession, Key: &spec.Key{Name: "id", GoName: "id", Type: "int64"}},
+	} {
+		m := resolveLock(lk)
+		got := []string{m.With, m.Try, m.Acquire, m.Holder}
+		if m.Leader != nil {
+			got = append(got, m.Leader.RunAs, m.Leader.IsLeader, m.Leader.Current)
+		}
+		assert.Equal(t, lk.Methods(), got)
+		assert.Equal(t, lk.Strategy == spec.StrategySession, m.Session)
+	}
 }

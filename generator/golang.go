@@ -138,7 +138,7 @@ func newBody(g *jen.Group, m *model) {
 		jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: nil *sql.DB"), rt("ErrInvalid"))),
 	)
 	g.List(jen.Id("client"), jen.Err()).Op(":=").Add(rt("NewClient")).Call(
-		jen.Id("store").Values(jen.Id("q").Op(":").Qual(m.DBImport, "New").Call(jen.Id("db"))),
+		jen.Id("store").Values(jen.Id("q").Op(":").Qual(m.DBImport, "New").Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")),
 		jen.Id("opts").Op("..."),
 	)
 	g.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err()))
@@ -156,6 +156,9 @@ func newBody(g *jen.Group, m *model) {
 // left out.
 func lockConfig(lk lockModel) *jen.Statement {
 	kvs := []kv{{"Name", jen.Id(lk.NameConst)}}
+	if lk.Session {
+		kvs = append(kvs, kv{"Strategy", rt("StrategySession")})
+	}
 	if lk.Key != nil {
 		kvs = append(kvs, kv{"Keyed", jen.True()})
 	}
@@ -207,7 +210,8 @@ func durationExpr(d time.Duration) *jen.Statement {
 	return jen.Lit(int64(d)) // unreachable: every duration is a whole number of nanoseconds
 }
 
-// lockMethods adds the With, Try, Acquire and Holder methods of lk.
+// lockMethods adds the With, Try, Acquire and Holder methods of lk, then
+// the leader methods of a leader lock.
 func lockMethods(f *jen.File, m *model, lk *lockModel) {
 	recv := jen.Id(m.Receiver).Op("*").Id("Locks")
 	lock := jen.Id(m.Receiver).Dot(lk.Field)
@@ -245,6 +249,26 @@ func lockMethods(f *jen.File, m *model, lk *lockModel) {
 	f.Func().Params(recv.Clone()).Id(lk.Holder).Params(params()...).Params(rt("Holder"), jen.Error()).Block(
 		jen.Return(lock.Clone().Dot("Holder").Call(jen.Id("ctx"), keyExpr(lk))),
 	)
+	if lk.Leader == nil {
+		return
+	}
+	f.Line()
+	f.Comment(lk.runAsDoc())
+	f.Func().Params(recv.Clone()).Id(lk.Leader.RunAs).Params(
+		ctx.Clone(), fn.Clone(), jen.Id("opts").Op("...").Add(rt("LeaderOption")),
+	).Error().Block(
+		jen.Return(lock.Clone().Dot("RunAsLeader").Call(jen.Id("ctx"), jen.Id("fn"), jen.Id("opts").Op("..."))),
+	)
+	f.Line()
+	f.Comment(lk.isLeaderDoc())
+	f.Func().Params(recv.Clone()).Id(lk.Leader.IsLeader).Params().Bool().Block(
+		jen.Return(lock.Clone().Dot("IsLeader").Call()),
+	)
+	f.Line()
+	f.Comment(lk.currentLeaderDoc())
+	f.Func().Params(recv.Clone()).Id(lk.Leader.Current).Params(ctx.Clone()).Params(rt("Holder"), jen.Error()).Block(
+		jen.Return(lock.Clone().Dot("Holder").Call(jen.Id("ctx"), jen.Lit(""))),
+	)
 }
 
 // keyExpr is the runtime key of lk: "" for an unkeyed lock, the parameter
@@ -271,9 +295,12 @@ func storeGlue(m *model) *jen.File {
 	ttlUs := jen.Id("ttl").Dot("Microseconds").Call()
 
 	f.Comment(m.storeDoc())
-	f.Type().Id("store").Struct(jen.Id("q").Op("*").Add(db("Queries")))
+	f.Type().Id("store").Struct(
+		jen.Id("q").Op("*").Add(db("Queries")),
+		jen.Id("db").Op("*").Qual("database/sql", "DB"),
+	)
 	f.Line()
-	f.Var().Id("_").Add(rt("Store")).Op("=").Id("store").Values()
+	f.Var().Id("_").Add(rt("SessionStore")).Op("=").Id("store").Values()
 
 	f.Line()
 	f.Comment(leaseAcquireDoc)
@@ -343,5 +370,98 @@ func storeGlue(m *model) *jen.File {
 		),
 		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
 	)
+	sessionGlue(f, m)
 	return f
+}
+
+// sessionGlue adds the runtime.SessionStore methods of store and the
+// sessionConn type to the store glue.
+func sessionGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("store")
+	crecv := jen.Id("c").Id("sessionConn")
+	lockName := jen.Id("lockName").String()
+	isOne := func(call *jen.Statement) []jen.Code {
+		return []jen.Code{
+			jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(call),
+			jen.Return(jen.Id("n").Op("==").Lit(1), jen.Err()),
+		}
+	}
+
+	f.Line()
+	f.Comment(m.sessionNamespaceDoc())
+	f.Func().Params(recv.Clone()).Id("SessionNamespace").Params().String().Block(
+		jen.Return(jen.Lit(m.TablePrefix)),
+	)
+
+	f.Line()
+	f.Comment(sessionConnDoc)
+	f.Func().Params(recv.Clone()).Id("SessionConn").Params(ctx.Clone()).Params(rt("SessionConn"), jen.Error()).Block(
+		jen.List(jen.Id("conn"), jen.Err()).Op(":=").Id("s").Dot("db").Dot("Conn").Call(jen.Id("ctx")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Return(jen.Id("sessionConn").Values(
+			jen.Id("conn").Op(":").Id("conn"),
+			jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("conn")),
+		), jen.Nil()),
+	)
+
+	f.Line()
+	f.Comment(sessionIsUsedDoc)
+	f.Func().Params(recv.Clone()).Id("SessionIsUsed").Params(ctx.Clone(), lockName.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("s").Dot("q").Dot("SessionIsUsed").Call(jen.Id("ctx"), jen.Id("lockName")))...,
+	)
+
+	f.Line()
+	f.Comment(serverGaleraDoc)
+	f.Func().Params(recv.Clone()).Id("ServerGalera").Params(ctx.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("s").Dot("q").Dot("ServerGalera").Call(jen.Id("ctx")))...,
+	)
+
+	f.Line()
+	f.Comment(sessionConnTypeDoc)
+	f.Type().Id("sessionConn").Struct(
+		jen.Id("conn").Op("*").Qual("database/sql", "Conn"),
+		jen.Id("q").Op("*").Add(db("Queries")),
+	)
+
+	f.Line()
+	f.Comment(getLockDoc)
+	f.Func().Params(crecv.Clone()).Id("GetLock").Params(
+		ctx.Clone(), lockName.Clone(), jen.Id("timeout").Qual("time", "Duration"),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(jen.Id("c").Dot("q").Dot("SessionGetLock").Call(jen.Id("ctx"), literal(db("SessionGetLockParams"),
+			kv{"LockName", jen.Id("lockName")}, kv{"TimeoutUs", jen.Id("timeout").Dot("Microseconds").Call()},
+		))),
+	)
+
+	f.Line()
+	f.Comment(holdsLockDoc)
+	f.Func().Params(crecv.Clone()).Id("HoldsLock").Params(ctx.Clone(), lockName.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("c").Dot("q").Dot("SessionHoldsLock").Call(jen.Id("ctx"), jen.Id("lockName")))...,
+	)
+
+	f.Line()
+	f.Comment(releaseLockDoc)
+	f.Func().Params(crecv.Clone()).Id("ReleaseLock").Params(ctx.Clone(), lockName.Clone()).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(jen.Id("c").Dot("q").Dot("SessionReleaseLock").Call(jen.Id("ctx"), jen.Id("lockName"))),
+	)
+
+	f.Line()
+	f.Comment(sessionTokenDoc)
+	f.Func().Params(crecv.Clone()).Id("Token").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionToken").Call(jen.Id("ctx"), literal(db("SessionTokenParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")},
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+	)
+
+	f.Line()
+	f.Comment(closeDoc)
+	f.Func().Params(crecv.Clone()).Id("Close").Params().Error().Block(
+		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),
+	)
 }

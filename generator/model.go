@@ -67,8 +67,20 @@ type lockModel struct {
 	// Method names.
 	With, Try, Acquire, Holder string
 	TTL, RenewEvery, Wait      time.Duration
+	// Session is true for the session strategy (GET_LOCK on a pinned
+	// connection), false for the default lease strategy.
+	Session bool
 	// Key is nil for an unkeyed lock.
 	Key *keyModel
+	// Leader is nil unless the lock declares leader: true.
+	Leader *leaderModel
+}
+
+// leaderModel names the leader election methods of a leader lock.
+type leaderModel struct {
+	// RunAs campaigns ("RunAsMaster"), IsLeader reports whether this Locks
+	// leads ("IsMasterLeader"), Current reads the leader ("MasterLeader").
+	RunAs, IsLeader, Current string
 }
 
 // keyModel is the key of a keyed lock.
@@ -134,6 +146,10 @@ func resolveLock(lk spec.Lock) lockModel {
 		TTL:        lk.TTL,
 		RenewEvery: lk.RenewEvery,
 		Wait:       lk.Wait,
+		Session:    lk.Strategy == spec.StrategySession,
+	}
+	if lk.Leader {
+		m.Leader = &leaderModel{RunAs: "RunAs" + g, IsLeader: "Is" + g + "Leader", Current: g + "Leader"}
 	}
 	if lk.Key != nil {
 		m.Key = &keyModel{

@@ -29,9 +29,9 @@
 //	lockgen_held_leases{lock,strategy}                 gauge
 //
 // Label values are bounded: lock names as declared in the spec, strategies
-// (such as "lease") and the fixed [runtime.AcquireResult] values. Keys and
-// owners are never labels, so the number of series does not grow with
-// traffic.
+// ([runtime.StrategyLease], [runtime.StrategySession]) and the fixed
+// [runtime.AcquireResult] values. Keys and owners are never labels, so the
+// number of series does not grow with traffic.
 //
 // lockgen_held_leases goes up by one when an acquisition succeeds and down
 // by one when its lease is released. A lease that is lost (see

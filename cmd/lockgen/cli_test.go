@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/generator"
+	"github.com/lockgen/lockgen/generator/spec"
 	"github.com/lockgen/lockgen/internal/goldencase"
 )
 
@@ -231,6 +232,9 @@ func TestInitGenerateCheckBuild(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(src), "\npackage applocks\n")
 	assert.Contains(t, string(src), "func (l *Locks) WithOrderLock(ctx context.Context, orderID int64, fn func(ctx context.Context, lease *runtime.Lease) error) error {")
+	assert.Contains(t, string(src), "func (l *Locks) RunAsMaster(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {")
+	assert.Contains(t, string(src), "func (l *Locks) IsMasterLeader() bool {")
+	assert.Contains(t, string(src), "func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {")
 
 	if testing.Short() {
 		return
@@ -257,6 +261,29 @@ func goBuild(t *testing.T, dir string) {
 		out, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go %v:\n%s", args, out)
 	}
+}
+
+// TestStarterAlternatives checks that the starter shows leader election and
+// the session strategy, and that uncommenting strategy: session (in place of
+// strategy: lease) gives a valid spec.
+func TestStarterAlternatives(t *testing.T) {
+	t.Parallel()
+	data := string(starterSpec("locks"))
+	assert.Contains(t, data, "\n    leader: true ")
+	const lease, session = "\n    strategy: lease ", "\n    # strategy: session "
+	require.Contains(t, data, lease)
+	require.Contains(t, data, session)
+
+	s, err := spec.Load("lockgen.yaml", []byte(data))
+	require.NoError(t, err)
+	assert.Equal(t, spec.StrategyLease, s.Locks[0].Strategy)
+	assert.True(t, s.Locks[0].Leader)
+
+	swapped := strings.Replace(strings.Replace(data, lease, "\n    # strategy: lease ", 1), session, "\n    strategy: session ", 1)
+	s, err = spec.Load("lockgen.yaml", []byte(swapped))
+	require.NoError(t, err)
+	assert.Equal(t, spec.StrategySession, s.Locks[0].Strategy)
+	assert.True(t, s.Locks[0].Leader)
 }
 
 func TestInitRefusesToOverwrite(t *testing.T) {

@@ -17,8 +17,8 @@ func initCommand() *command {
 		name:    "init",
 		args:    "[-f lockgen.yaml] [-package locks]",
 		summary: "write a commented starter lockgen.yaml",
-		doc: `Init writes a starter spec with one plain lock and one keyed lock, every
-option explained in comments. It never overwrites an existing file. Edit it,
+		doc: `Init writes a starter spec with one plain lock (also a leader) and one
+keyed lock, every option explained in comments. It never overwrites an existing file. Edit it,
 then run lockgen generate; the spec's out directory must be inside a Go
 module.`,
 		setup: func(fs *flag.FlagSet) runFunc {
@@ -107,10 +107,16 @@ locks:
   # A plain lock: one lease for the whole application, e.g. for work only
   # one instance may do at a time: WithMasterLock(ctx, fn).
   - name: master      # snake_case; becomes Master in Go
-    strategy: lease   # a row that expires by the database clock; the only strategy so far
+    strategy: lease   # a row that expires by the database clock (the default)
+    # strategy: session  # or GET_LOCK on a pinned connection: waits on the server and frees
+    #                    # at once when the holder dies, but the holder learns of a loss only
+    #                    # after others may have the lock (fence writes with lease.Guard);
+    #                    # refused on Galera. See docs/strategies.md in github.com/lockgen/lockgen.
     ttl: 3s           # how long the lease lasts without renewal (at least 100ms)
     renew_every: 1s   # renewal period while held; default ttl/3, must be below ttl - ttl/10
     wait: 0s          # how long With/Acquire wait for a busy lock; 0 = one attempt
+    leader: true      # also RunAsMaster(ctx, fn): leader election, fn runs on one instance
+                      # at a time; IsMasterLeader() and MasterLeader(ctx) tell who leads
 
   # A keyed lock: one lease per key value, e.g. per order:
   # WithOrderLock(ctx, orderID, fn).

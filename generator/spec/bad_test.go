@@ -264,7 +264,7 @@ var badSpecs = []badSpec{
 	{
 		name: "unknown lock key without a close match",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    owner: me\n",
-		want: []string{`lockgen.yaml:6:5: unknown key "owner" (valid keys: name, strategy, ttl, renew_every, wait, key)`},
+		want: []string{`lockgen.yaml:6:5: unknown key "owner" (valid keys: name, strategy, ttl, renew_every, wait, key, leader)`},
 	},
 	{
 		name: "duplicate lock key",
@@ -313,29 +313,44 @@ var badSpecs = []badSpec{
 		name: "strategy not built yet",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    strategy: session\n  - name: order\n    ttl: 3s\n    strategy: row\n",
 		want: []string{
-			`lockgen.yaml:6:15: strategy "session" is not supported yet (use lease)`,
-			`lockgen.yaml:9:15: strategy "row" is not supported yet (use lease)`,
+			`lockgen.yaml:9:15: strategy "row" is not supported yet (use lease or session)`,
 		},
 	},
 	{
 		name: "unknown strategy",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    strategy: mutex\n  - name: order\n    ttl: 3s\n    strategy: leese\n",
 		want: []string{
-			`lockgen.yaml:6:15: unknown strategy "mutex" (valid strategies: lease)`,
+			`lockgen.yaml:6:15: unknown strategy "mutex" (valid strategies: lease, session)`,
 			`lockgen.yaml:9:15: unknown strategy "leese" (did you mean "lease"?)`,
 		},
 	},
 	{
-		name: "leader",
-		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    leader: true\n",
-		want: []string{`lockgen.yaml:6:5: leader is not supported yet (leader election is not built yet; remove leader)`},
+		name: "unknown strategy close to session",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: master, ttl: 3s, strategy: sesion}\n",
+		want: []string{`lockgen.yaml:4:39: unknown strategy "sesion" (did you mean "session"?)`},
+	},
+	{
+		name: "leader on a keyed lock",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    ttl: 3s\n    leader: true\n    key: {name: order_id, type: int64}\n  - {name: shard, leader: true, key: {name: id, type: string}, ttl: 3s}\n",
+		want: []string{
+			`lockgen.yaml:6:5: a keyed lock cannot be a leader (leader election needs an unkeyed lock; remove key or leader)`,
+			`lockgen.yaml:8:19: a keyed lock cannot be a leader (leader election needs an unkeyed lock; remove key or leader)`,
+		},
+	},
+	{
+		name: "leader methods clash with another lock's",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: master, ttl: 3s, leader: true}\n  - {name: is_master, ttl: 3s, leader: true}\n  - {name: x_lock_holder, ttl: 3s, leader: true}\n  - {name: run_as_x, ttl: 3s}\n  - {name: master_leader, ttl: 3s, leader: true}\n",
+		want: []string{
+			`lockgen.yaml:5:12: locks "master" and "is_master" both generate the method IsMasterLeader ("master" is at line 4; rename one of them)`,
+			`lockgen.yaml:7:12: locks "x_lock_holder" and "run_as_x" both generate the method RunAsXLockHolder ("x_lock_holder" is at line 6; rename one of them)`,
+		},
 	},
 	{
 		name: "leader not a boolean",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    leader: yes\n  - name: order\n    ttl: 3s\n    leader: \"false\"\n",
 		want: []string{
-			`lockgen.yaml:6:13: leader must be true or false, not "yes" (e.g. leader: false)`,
-			`lockgen.yaml:9:13: leader must be true or false, not "false" (e.g. leader: false)`,
+			`lockgen.yaml:6:13: leader must be true or false, not "yes" (e.g. leader: true)`,
+			`lockgen.yaml:9:13: leader must be true or false, not "false" (e.g. leader: true)`,
 		},
 	},
 
@@ -479,7 +494,7 @@ table_prefix: "-"
 			`lockgen.yaml:3:10: package "Locks" is not a lower-case Go package name (use a short lower-case name such as locks)`,
 			`lockgen.yaml:5:11: lock name "Master" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`,
 			`lockgen.yaml:6:10: ttl 1ms is shorter than the minimum of 100ms (a lease must outlast a database round trip; use at least 100ms)`,
-			`lockgen.yaml:7:15: strategy "row" is not supported yet (use lease)`,
+			`lockgen.yaml:7:15: strategy "row" is not supported yet (use lease or session)`,
 			`lockgen.yaml:8:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
 			`lockgen.yaml:9:27: unsupported key type "float64" (supported key types: int64, string)`,
 			`lockgen.yaml:10:15: table_prefix "-" is not a lower-case SQL identifier (use lower-case letters, digits and underscores, starting with a letter, e.g. lockgen_)`,

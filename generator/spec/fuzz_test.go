@@ -58,14 +58,17 @@ func checkSpec(t *testing.T, s *Spec) {
 		t.Fatalf("incomplete spec %+v", s)
 	}
 	goNames := make(map[string]bool)
+	methods := make(map[string]bool)
 	for _, l := range s.Locks {
 		switch {
 		case !snakeCase.MatchString(l.Name) || l.GoName != CamelCase(l.Name):
 			t.Fatalf("bad lock name %q / %q", l.Name, l.GoName)
 		case goNames[l.GoName]:
 			t.Fatalf("duplicate lock GoName %q", l.GoName)
-		case l.Strategy != StrategyLease:
+		case l.Strategy != StrategyLease && l.Strategy != StrategySession:
 			t.Fatalf("bad strategy %q", l.Strategy)
+		case l.Leader && l.Key != nil:
+			t.Fatalf("keyed leader %q", l.Name)
 		case l.TTL < minTTL || l.TTL > maxTTL || l.RenewEvery <= 0 || l.RenewEvery >= l.TTL || l.Wait < 0 || l.Wait > maxWait:
 			t.Fatalf("bad durations %+v", l)
 		case l.Pos.Line < 1 || l.Pos.Col < 1:
@@ -74,5 +77,11 @@ func checkSpec(t *testing.T, s *Spec) {
 			t.Fatalf("bad key %+v", l.Key)
 		}
 		goNames[l.GoName] = true
+		for _, m := range l.Methods() {
+			if methods[m] {
+				t.Fatalf("two locks generate the method %s", m)
+			}
+			methods[m] = true
+		}
 	}
 }

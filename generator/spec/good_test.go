@@ -132,6 +132,50 @@ locks: [{name: "a1", ttl: "24h", wait: 1h}, {name: a_1_b, ttl: 100ms, renew_ever
 		},
 	},
 	{
+		name: "leader and session locks",
+		yaml: `version: 1
+package: locks
+locks:
+  - name: master
+    ttl: 3s
+    leader: true
+  - name: order
+    strategy: session
+    key: {name: order_id, type: int64}
+    ttl: 30s
+    leader: false
+  - {name: scheduler, strategy: session, leader: true, ttl: 10s, wait: 1m}
+  - {name: master_leader, leader: true, ttl: 1s}
+`,
+		want: &Spec{
+			File:        "lockgen.yaml",
+			Version:     1,
+			Package:     "locks",
+			Out:         ".",
+			Migrations:  Migrations{Dir: "migrations", Format: FormatGolangMigrate},
+			TablePrefix: "lockgen_",
+			Locks: []Lock{
+				{
+					Pos: Pos{Line: 4, Col: 5}, Name: "master", GoName: "Master", Strategy: StrategyLease,
+					TTL: 3 * time.Second, RenewEvery: time.Second, Leader: true,
+				},
+				{
+					Pos: Pos{Line: 7, Col: 5}, Name: "order", GoName: "Order", Strategy: StrategySession,
+					TTL: 30 * time.Second, RenewEvery: 10 * time.Second,
+					Key: &Key{Pos: Pos{Line: 9, Col: 10}, Name: "order_id", GoName: "orderID", Type: "int64"},
+				},
+				{
+					Pos: Pos{Line: 12, Col: 5}, Name: "scheduler", GoName: "Scheduler", Strategy: StrategySession,
+					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond, Wait: time.Minute, Leader: true,
+				},
+				{
+					Pos: Pos{Line: 13, Col: 5}, Name: "master_leader", GoName: "MasterLeader", Strategy: StrategyLease,
+					TTL: time.Second, RenewEvery: 333 * time.Millisecond, Leader: true,
+				},
+			},
+		},
+	},
+	{
 		name: "aliases are resolved",
 		yaml: `version: 1
 package: locks
@@ -175,6 +219,13 @@ func TestLoadGoodSpecs(t *testing.T) {
 			assert.Equal(t, tc.want, s)
 		})
 	}
+}
+
+func TestLockMethods(t *testing.T) {
+	assert.Equal(t, []string{"WithOrderLock", "TryOrderLock", "AcquireOrderLock", "OrderLockHolder"},
+		Lock{GoName: "Order"}.Methods())
+	assert.Equal(t, []string{"WithMasterLock", "TryMasterLock", "AcquireMasterLock", "MasterLockHolder", "RunAsMaster", "IsMasterLeader", "MasterLeader"},
+		Lock{GoName: "Master", Leader: true}.Methods())
 }
 
 func TestLoadFile(t *testing.T) {

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -16,7 +17,7 @@ var lockFields = []field{
 	{name: "renew_every", example: "renew_every: 1s"},
 	{name: "wait", example: "wait: 5s"},
 	{name: "key", example: "key: {name: order_id, type: int64}"},
-	{name: "leader", planned: true, example: "leader: false"},
+	{name: "leader", example: "leader: true"},
 }
 
 // keyFields are the keys of a lock's key.
@@ -28,8 +29,8 @@ var keyFields = []field{
 // strategies are the supported lock strategies; plannedStrategies are
 // designed but not built yet.
 var (
-	strategies        = []string{StrategyLease}
-	plannedStrategies = []string{"session", "row"}
+	strategies        = []string{StrategyLease, StrategySession}
+	plannedStrategies = []string{"row"}
 )
 
 // keyTypes are the supported Go types of lock keys.
@@ -64,7 +65,35 @@ func (l *loader) locks(v value) []Lock {
 	for _, item := range items {
 		locks = append(locks, l.lock(resolve(item), &seen))
 	}
+	l.methodClashes(locks, &seen)
 	return locks
+}
+
+// methodClashes reports locks that would generate a method of the same name
+// as an earlier lock, e.g. the leader "master" (IsMasterLeader) and the
+// leader "is_master" (MasterLeader is IsMasterLeader too). Distinct GoNames
+// never clash on the With/Try/Acquire/Holder methods alone; the leader
+// methods can. Each lock is reported once, at its name.
+func (l *loader) methodClashes(locks []Lock, seen *lockNames) {
+	owner := map[string]Lock{} // method -> the first lock generating it
+	for _, lk := range locks {
+		if lk.Name == "" {
+			continue
+		}
+		reported := false
+		for _, m := range lk.Methods() {
+			first, clash := owner[m]
+			if !clash {
+				owner[m] = lk
+				continue
+			}
+			if !reported {
+				l.errorf(seen.byName[lk.Name], fmt.Sprintf("%q is at line %d; rename one of them", first.Name, seen.byName[first.Name].Line),
+					"locks %q and %q both generate the method %s", first.Name, lk.Name, m)
+				reported = true
+			}
+		}
+	}
 }
 
 // lock validates one lock and applies its defaults.
@@ -80,11 +109,11 @@ func (l *loader) lock(n *yaml.Node, seen *lockNames) Lock {
 	if v, ok := fields["strategy"]; ok {
 		lk.Strategy = l.strategy(v)
 	}
-	if v, ok := fields["leader"]; ok {
-		l.leader(v)
-	}
 	if v, ok := fields["key"]; ok {
 		lk.Key = l.key(v)
+	}
+	if v, ok := fields["leader"]; ok {
+		lk.Leader = l.leader(v, fields)
 	}
 	l.timing(&lk, fields)
 	return lk
@@ -141,18 +170,25 @@ func (l *loader) strategy(v value) string {
 	case slices.Contains(strategies, s):
 		return s
 	case slices.Contains(plannedStrategies, s):
-		l.errorf(v.node, "use "+StrategyLease, "strategy %q is not supported yet", s)
+		l.errorf(v.node, "use "+strings.Join(strategies, " or "), "strategy %q is not supported yet", s)
 	default:
 		l.errorf(v.node, choiceHint(s, strategies, "valid strategies"), "unknown strategy %q", s)
 	}
 	return ""
 }
 
-// leader rejects leader: true, which is designed but not built yet.
-func (l *loader) leader(v value) {
-	if on, ok := l.boolean(v); ok && on {
-		l.errorf(v.key, "leader election is not built yet; remove leader", "leader is not supported yet")
+// leader checks a lock's leader flag: only an unkeyed lock can be a
+// leader.
+func (l *loader) leader(v value, fields map[string]value) bool {
+	on, ok := l.boolean(v)
+	if !ok || !on {
+		return false
 	}
+	if _, keyed := fields["key"]; keyed {
+		l.errorf(v.key, "leader election needs an unkeyed lock; remove key or leader", "a keyed lock cannot be a leader")
+		return false
+	}
+	return true
 }
 
 // timing validates ttl, renew_every and wait, and applies their defaults.

@@ -100,3 +100,17 @@ func paramProblem(ident string) string {
 	}
 	return ""
 }
+
+// Methods returns the names of the methods of the generated Locks type that
+// belong to lk, in the order they are generated: With<GoName>Lock,
+// Try<GoName>Lock, Acquire<GoName>Lock and <GoName>LockHolder, then, for a
+// leader, RunAs<GoName>, Is<GoName>Leader and <GoName>Leader. Load rejects
+// specs in which two locks would get a method of the same name.
+func (lk Lock) Methods() []string {
+	g := lk.GoName
+	ms := []string{"With" + g + "Lock", "Try" + g + "Lock", "Acquire" + g + "Lock", g + "LockHolder"}
+	if lk.Leader {
+		ms = append(ms, "RunAs"+g, "Is"+g+"Leader", g+"Leader")
+	}
+	return ms
+}

@@ -57,7 +57,12 @@ const (
 
 // Strategies.
 const (
+	// StrategyLease is a row that expires by the database clock unless its
+	// holder renews it (the default).
 	StrategyLease = "lease"
+	// StrategySession is a server-side named lock (GET_LOCK) on a pinned
+	// connection, plus the lock row for the fencing token.
+	StrategySession = "session"
 )
 
 // Lock is one declared lock.
@@ -71,7 +76,7 @@ type Lock struct {
 	// upper-cased, e.g. "Master", "Order", "SendSMS", "UserID". It is a valid
 	// exported Go identifier.
 	GoName string
-	// Strategy is "lease" (the default and, for now, the only one).
+	// Strategy is "lease" (the default) or "session".
 	Strategy string
 	// TTL is how long a lease lasts without renewal: 100ms to 24h.
 	TTL time.Duration
@@ -83,6 +88,10 @@ type Lock struct {
 	Wait time.Duration
 	// Key, when set, makes the lock keyed: one lease per key value.
 	Key *Key
+	// Leader asks for the leader election methods RunAs<GoName>,
+	// Is<GoName>Leader and <GoName>Leader. Only an unkeyed lock is a
+	// leader (Key is nil).
+	Leader bool
 }
 
 // Key describes the key of a keyed lock.

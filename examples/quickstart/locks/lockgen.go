@@ -71,7 +71,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
 	}
-	client, err := runtime.NewClient(store{q: lockgendb.New(db)}, opts...)
+	client, err := runtime.NewClient(store{q: lockgendb.New(db), db: db}, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,9 @@ CREATE TABLE IF NOT EXISTS lockgen_locks (
     token       BIGINT       NOT NULL DEFAULT 0,
     acquired_at DATETIME(6)  NOT NULL,
     expires_at  DATETIME(6)  NOT NULL,
+    -- holding names one holding of a row, "<lock_key>:<token>", so that a
+    -- batch renewal can match each row with its own holding's token.
+    holding     VARCHAR(212) AS (CONCAT(lock_key, ':', token)) VIRTUAL,
     PRIMARY KEY (name, lock_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 

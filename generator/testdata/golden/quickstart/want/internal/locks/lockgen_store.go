@@ -12,13 +12,16 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 )
 
-// store implements runtime.Store with the sqlc-generated queries of lockgendb;
-// each call is one autocommit statement on the pool.
+// store implements runtime.Store and runtime.SessionStore with the
+// sqlc-generated queries of lockgendb. Each call of the lease strategy is one
+// autocommit statement on the pool; the session strategy pins one connection
+// of the pool per holding (see sessionConn).
 type store struct {
-	q *lockgendb.Queries
+	q  *lockgendb.Queries
+	db *sql.DB
 }
 
-var _ runtime.Store = store{}
+var _ runtime.SessionStore = store{}
 
 // LeaseAcquire implements runtime.Store. The fencing token is the statement's
 // LastInsertId; it is 0 when another holder has the row.
@@ -96,4 +99,87 @@ func (s store) LeaseGuard(ctx context.Context, tx *sql.Tx, id runtime.LeaseID) (
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// SessionNamespace implements runtime.SessionStore: the GET_LOCK names of
+// session locks are "lockgen_<lock name>[/<key>]" (or a hash of that when
+// longer than 64 characters). They are server-wide, shared by every database
+// on the server, so applications sharing a server need distinct table_prefix
+// values in lockgen.yaml.
+func (s store) SessionNamespace() string {
+	return "lockgen_"
+}
+
+// SessionConn implements runtime.SessionStore: it pins one connection of the
+// pool for one holding, until the runtime closes it.
+func (s store) SessionConn(ctx context.Context) (runtime.SessionConn, error) {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sessionConn{conn: conn, q: lockgendb.New(conn)}, nil
+}
+
+// SessionIsUsed implements runtime.SessionStore: whether any connection
+// holds the named GET_LOCK lock.
+func (s store) SessionIsUsed(ctx context.Context, lockName string) (bool, error) {
+	n, err := s.q.SessionIsUsed(ctx, lockName)
+	return n == 1, err
+}
+
+// ServerGalera implements runtime.SessionStore: whether the server is a
+// Galera node (wsrep_on), where the session strategy is refused.
+func (s store) ServerGalera(ctx context.Context) (bool, error) {
+	n, err := s.q.ServerGalera(ctx)
+	return n == 1, err
+}
+
+// sessionConn implements runtime.SessionConn: the connection pinned for one
+// session-lock holding and the queries bound to it. The server frees the
+// lock when the connection itself ends (it breaks, or the pool closes it).
+type sessionConn struct {
+	conn *sql.Conn
+	q    *lockgendb.Queries
+}
+
+// GetLock implements runtime.SessionConn: GET_LOCK waiting up to timeout on
+// the server; 1 acquired, 0 timed out, -1 error.
+func (c sessionConn) GetLock(ctx context.Context, lockName string, timeout time.Duration) (int64, error) {
+	return c.q.SessionGetLock(ctx, lockgendb.SessionGetLockParams{
+		LockName:  lockName,
+		TimeoutUs: timeout.Microseconds(),
+	})
+}
+
+// HoldsLock implements runtime.SessionConn: whether this connection holds the
+// named lock.
+func (c sessionConn) HoldsLock(ctx context.Context, lockName string) (bool, error) {
+	n, err := c.q.SessionHoldsLock(ctx, lockName)
+	return n == 1, err
+}
+
+// ReleaseLock implements runtime.SessionConn: RELEASE_LOCK; 1 released, 0
+// held by another connection, -1 not held at all.
+func (c sessionConn) ReleaseLock(ctx context.Context, lockName string) (int64, error) {
+	return c.q.SessionReleaseLock(ctx, lockName)
+}
+
+// Token implements runtime.SessionConn: it records the holding in the lock
+// row and returns the new fencing token, the statement's LastInsertId.
+func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64, error) {
+	res, err := c.q.SessionToken(ctx, lockgendb.SessionTokenParams{
+		Name:    name,
+		LockKey: key,
+		Owner:   owner,
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// Close implements runtime.SessionConn: it returns the connection to the
+// pool.
+func (c sessionConn) Close() error {
+	return c.conn.Close()
 }

@@ -2,10 +2,12 @@
 
 // Package dlock gives typed access to the distributed locks declared in
 // lockgen.yaml. Each lock is a lease: a row of the MySQL/MariaDB table
-// app_locks that expires by the database clock unless its holder renews it.
-// The runtime (github.com/lockgen/lockgen/runtime) acquires, renews and
-// releases the leases and hands out fencing tokens; this package binds the
-// declared names, keys and timings to it.
+// app_locks that expires by the database clock unless its holder renews it; a
+// lock of strategy session is instead a server-side named lock (GET_LOCK) held
+// on a pinned connection, with the same row for its fencing token. The runtime
+// (github.com/lockgen/lockgen/runtime) acquires, renews and releases the locks
+// and hands out fencing tokens; this package binds the declared names, keys
+// and timings to it.
 package dlock
 
 import (
@@ -48,17 +50,27 @@ const (
 	SendSMSLockName = "send_sms"
 	// NightlyReportLockName is the name of the nightly_report lock.
 	NightlyReportLockName = "nightly_report"
+	// ImportLockName is the name of the import lock.
+	ImportLockName = "import"
+	// TenantMigrationLockName is the name of the tenant_migration lock, keyed by
+	// tenant.
+	TenantMigrationLockName = "tenant_migration"
+	// SchedulerLockName is the name of the scheduler lock.
+	SchedulerLockName = "scheduler"
 )
 
 // Locks gives typed access to the locks declared in lockgen.yaml. It is safe
 // for concurrent use; create one per process (or per node in tests). Two Locks
 // behave like two nodes: a lock held through one is busy for the other.
 type Locks struct {
-	client            *runtime.Client
-	masterLock        *runtime.Lock
-	orderLock         *runtime.Lock
-	sendSMSLock       *runtime.Lock
-	nightlyReportLock *runtime.Lock
+	client              *runtime.Client
+	masterLock          *runtime.Lock
+	orderLock           *runtime.Lock
+	sendSMSLock         *runtime.Lock
+	nightlyReportLock   *runtime.Lock
+	importLock          *runtime.Lock
+	tenantMigrationLock *runtime.Lock
+	schedulerLock       *runtime.Lock
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
@@ -69,13 +81,19 @@ type Locks struct {
 // (relative to lockgen.yaml) with your migration tool. With
 // github.com/go-sql-driver/mysql, open db with parseTime=true.
 //
+// The session locks (import, tenant_migration, scheduler) take GET_LOCK on a
+// connection of db that they keep for the whole holding: allow for one open
+// connection per holding in db.SetMaxOpenConns, and connect to the server
+// directly, not through a multiplexing proxy. On a Galera cluster they fail
+// with runtime.ErrUnsupported.
+//
 // New fails with an error wrapping runtime.ErrInvalid when db is nil or an
 // option is invalid.
 func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
 	}
-	client, err := runtime.NewClient(store{q: lockgendb.New(db)}, opts...)
+	client, err := runtime.NewClient(store{q: lockgendb.New(db), db: db}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -110,6 +128,32 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		TTL:        time.Hour,
 		RenewEvery: 10 * time.Minute,
 		Wait:       90 * time.Second,
+	}); err != nil {
+		return nil, err
+	}
+	if l.importLock, err = client.Lock(runtime.LockConfig{
+		Name:       ImportLockName,
+		Strategy:   runtime.StrategySession,
+		TTL:        10 * time.Second,
+		RenewEvery: 3333 * time.Millisecond,
+		Wait:       30 * time.Second,
+	}); err != nil {
+		return nil, err
+	}
+	if l.tenantMigrationLock, err = client.Lock(runtime.LockConfig{
+		Name:       TenantMigrationLockName,
+		Strategy:   runtime.StrategySession,
+		Keyed:      true,
+		TTL:        5 * time.Second,
+		RenewEvery: 2 * time.Second,
+	}); err != nil {
+		return nil, err
+	}
+	if l.schedulerLock, err = client.Lock(runtime.LockConfig{
+		Name:       SchedulerLockName,
+		Strategy:   runtime.StrategySession,
+		TTL:        6 * time.Second,
+		RenewEvery: 2 * time.Second,
 	}); err != nil {
 		return nil, err
 	}
@@ -177,6 +221,43 @@ func (l *Locks) AcquireMasterLock(ctx context.Context) (*runtime.Lease, error) {
 // Holder.Held is false when nobody does (never acquired, released or expired);
 // Holder.Token is the fencing token of the current or last holding.
 func (l *Locks) MasterLockHolder(ctx context.Context) (runtime.Holder, error) {
+	return l.masterLock.Holder(ctx, "")
+}
+
+// RunAsMaster campaigns for leadership of the master lock until ctx ends. Each
+// time it is elected it runs fn with a ctx that is cancelled, with cause
+// runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx ends),
+// waits for fn to return, gives leadership up and campaigns again after one
+// poll. fn's lease.Token() is the fencing token of the term.
+//
+// Two leaders never run fn at the same time as long as fn stops when its ctx
+// ends: the lease's local deadline cancels it before the database lets a
+// follower in.
+//
+// A leader that steps down (fn returned or ctx ended) is replaced by a
+// follower within about one poll. A leader that crashes is replaced within
+// about its TTL (3s) plus one poll.
+//
+// RunAsMaster returns nil when ctx ends, and an error wrapping
+// runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
+// cannot run safely on the server; other server errors are logged and retried.
+// Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader and
+// runtime.PollEvery (default 500ms: the smaller of ttl/4 and 500ms).
+func (l *Locks) RunAsMaster(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {
+	return l.masterLock.RunAsLeader(ctx, fn, opts...)
+}
+
+// IsMasterLeader reports whether a RunAsMaster call of these Locks leads right
+// now: it is in a term whose lease is neither lost nor released.
+func (l *Locks) IsMasterLeader() bool {
+	return l.masterLock.IsLeader()
+}
+
+// MasterLeader reads the current leader of the master lock as any observer
+// sees it, by the database clock. Holder.Held is false when nobody leads,
+// Holder.Owner is the leader's owner (see WithOwner), Holder.Token the fencing
+// token of its term and Holder.Remaining what is left of its lease.
+func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {
 	return l.masterLock.Holder(ctx, "")
 }
 
@@ -372,4 +453,296 @@ func (l *Locks) AcquireNightlyReportLock(ctx context.Context) (*runtime.Lease, e
 // last holding.
 func (l *Locks) NightlyReportLockHolder(ctx context.Context) (runtime.Holder, error) {
 	return l.nightlyReportLock.Holder(ctx, "")
+}
+
+// WithImportLock runs fn while holding the import lock and releases the lock
+// when fn returns or panics (the panic goes on after the release). fn's ctx is
+// done when ctx is. WithImportLock returns fn's error, joined with the release
+// error if any.
+//
+// If another holder has it, WithImportLock waits up to 30s for it (less if ctx
+// ends first) and then returns runtime.ErrNotAcquired. Waiting happens on the
+// server, inside GET_LOCK: no polling, first come first served.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every
+// 3.333s while fn runs. The server frees the lock the moment that connection
+// breaks, and the holder learns of it only at its next check (or once no check
+// has succeeded for 9s), when fn's ctx is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// WithImportLock then returns an error wrapping runtime.ErrLeaseLost even if
+// fn returned nil: the critical section may not have been exclusive to its
+// end.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithImportLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+	return l.importLock.With(ctx, "", fn)
+}
+
+// TryImportLock makes one attempt to acquire the import lock, without waiting,
+// and returns runtime.ErrNotAcquired if another holder has it.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every
+// 3.333s in the background until lease.Release, which the caller must call.
+// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// released. The server frees the lock the moment that connection breaks, and
+// the holder learns of it only at its next check (or once no check has
+// succeeded for 9s), when lease.Context() is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+//
+// Any other error means the lock was not acquired: the runtime releases a
+// server-side lock taken on the way before returning.
+func (l *Locks) TryImportLock(ctx context.Context) (*runtime.Lease, error) {
+	return l.importLock.Try(ctx, "")
+}
+
+// AcquireImportLock acquires the import lock, waiting up to 30s (less if ctx
+// ends first) while another holder has it; it then returns
+// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
+// the server, inside GET_LOCK: no polling, first come first served.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every
+// 3.333s in the background until lease.Release, which the caller must call.
+// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// released. The server frees the lock the moment that connection breaks, and
+// the holder learns of it only at its next check (or once no check has
+// succeeded for 9s), when lease.Context() is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) AcquireImportLock(ctx context.Context) (*runtime.Lease, error) {
+	return l.importLock.Acquire(ctx, "")
+}
+
+// ImportLockHolder reads who holds the import lock: Holder.Held is whether the
+// server has the session lock (GET_LOCK's IS_USED_LOCK), Holder.Owner and
+// Holder.Token are those of the current or last holding, from the lock row.
+// Holder.Remaining is always 0: a session lock lasts as long as its holder's
+// connection.
+func (l *Locks) ImportLockHolder(ctx context.Context) (runtime.Holder, error) {
+	return l.importLock.Holder(ctx, "")
+}
+
+// WithTenantMigrationLock runs fn while holding the tenant_migration lock for
+// tenant and releases the lock when fn returns or panics (the panic goes on
+// after the release). fn's ctx is done when ctx is. WithTenantMigrationLock
+// returns fn's error, joined with the release error if any. Each tenant value
+// is a lock of its own. tenant is the key stored in the lock row: it must be 1
+// to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+//
+// It makes one attempt: if another holder has the lock,
+// WithTenantMigrationLock returns runtime.ErrNotAcquired at once (the lock
+// declares no wait).
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every 2s
+// while fn runs. The server frees the lock the moment that connection breaks,
+// and the holder learns of it only at its next check (or once no check has
+// succeeded for 4.5s), when fn's ctx is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// WithTenantMigrationLock then returns an error wrapping runtime.ErrLeaseLost
+// even if fn returned nil: the critical section may not have been exclusive to
+// its end.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithTenantMigrationLock(ctx context.Context, tenant string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+	return l.tenantMigrationLock.With(ctx, tenant, fn)
+}
+
+// TryTenantMigrationLock makes one attempt to acquire the tenant_migration
+// lock for tenant, without waiting, and returns runtime.ErrNotAcquired if
+// another holder has it. Each tenant value is a lock of its own. tenant is the
+// key stored in the lock row: it must be 1 to 191 bytes, otherwise the call
+// fails with runtime.ErrInvalid.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every 2s
+// in the background until lease.Release, which the caller must call.
+// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// released. The server frees the lock the moment that connection breaks, and
+// the holder learns of it only at its next check (or once no check has
+// succeeded for 4.5s), when lease.Context() is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+//
+// Any other error means the lock was not acquired: the runtime releases a
+// server-side lock taken on the way before returning.
+func (l *Locks) TryTenantMigrationLock(ctx context.Context, tenant string) (*runtime.Lease, error) {
+	return l.tenantMigrationLock.Try(ctx, tenant)
+}
+
+// AcquireTenantMigrationLock acquires the tenant_migration lock for tenant
+// like TryTenantMigrationLock: the lock declares no wait, so it makes one
+// attempt and returns runtime.ErrNotAcquired if another holder has it. Each
+// tenant value is a lock of its own. tenant is the key stored in the lock row:
+// it must be 1 to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every 2s
+// in the background until lease.Release, which the caller must call.
+// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// released. The server frees the lock the moment that connection breaks, and
+// the holder learns of it only at its next check (or once no check has
+// succeeded for 4.5s), when lease.Context() is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) AcquireTenantMigrationLock(ctx context.Context, tenant string) (*runtime.Lease, error) {
+	return l.tenantMigrationLock.Acquire(ctx, tenant)
+}
+
+// TenantMigrationLockHolder reads who holds the tenant_migration lock for
+// tenant: Holder.Held is whether the server has the session lock (GET_LOCK's
+// IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or
+// last holding, from the lock row. Holder.Remaining is always 0: a session
+// lock lasts as long as its holder's connection.
+func (l *Locks) TenantMigrationLockHolder(ctx context.Context, tenant string) (runtime.Holder, error) {
+	return l.tenantMigrationLock.Holder(ctx, tenant)
+}
+
+// WithSchedulerLock runs fn while holding the scheduler lock and releases the
+// lock when fn returns or panics (the panic goes on after the release). fn's
+// ctx is done when ctx is. WithSchedulerLock returns fn's error, joined with
+// the release error if any.
+//
+// It makes one attempt: if another holder has the lock, WithSchedulerLock
+// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every 2s
+// while fn runs. The server frees the lock the moment that connection breaks,
+// and the holder learns of it only at its next check (or once no check has
+// succeeded for 5.4s), when fn's ctx is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// WithSchedulerLock then returns an error wrapping runtime.ErrLeaseLost even
+// if fn returned nil: the critical section may not have been exclusive to its
+// end.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithSchedulerLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+	return l.schedulerLock.With(ctx, "", fn)
+}
+
+// TrySchedulerLock makes one attempt to acquire the scheduler lock, without
+// waiting, and returns runtime.ErrNotAcquired if another holder has it.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every 2s
+// in the background until lease.Release, which the caller must call.
+// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// released. The server frees the lock the moment that connection breaks, and
+// the holder learns of it only at its next check (or once no check has
+// succeeded for 5.4s), when lease.Context() is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+//
+// Any other error means the lock was not acquired: the runtime releases a
+// server-side lock taken on the way before returning.
+func (l *Locks) TrySchedulerLock(ctx context.Context) (*runtime.Lease, error) {
+	return l.schedulerLock.Try(ctx, "")
+}
+
+// AcquireSchedulerLock acquires the scheduler lock like TrySchedulerLock: the
+// lock declares no wait, so it makes one attempt and returns
+// runtime.ErrNotAcquired if another holder has it.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every 2s
+// in the background until lease.Release, which the caller must call.
+// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// released. The server frees the lock the moment that connection breaks, and
+// the holder learns of it only at its next check (or once no check has
+// succeeded for 5.4s), when lease.Context() is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) AcquireSchedulerLock(ctx context.Context) (*runtime.Lease, error) {
+	return l.schedulerLock.Acquire(ctx, "")
+}
+
+// SchedulerLockHolder reads who holds the scheduler lock: Holder.Held is
+// whether the server has the session lock (GET_LOCK's IS_USED_LOCK),
+// Holder.Owner and Holder.Token are those of the current or last holding, from
+// the lock row. Holder.Remaining is always 0: a session lock lasts as long as
+// its holder's connection.
+func (l *Locks) SchedulerLockHolder(ctx context.Context) (runtime.Holder, error) {
+	return l.schedulerLock.Holder(ctx, "")
+}
+
+// RunAsScheduler campaigns for leadership of the scheduler lock until ctx
+// ends. Each time it is elected it runs fn with a ctx that is cancelled, with
+// cause runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx
+// ends), waits for fn to return, gives leadership up and campaigns again after
+// one poll. fn's lease.Token() is the fencing token of the term.
+//
+// Strategy session: the server frees the lock the moment the leader's
+// connection breaks, and the leader learns of it only at its next check (every
+// 2s): a follower may be elected before the old leader's fn sees its ctx end.
+// Fence the leader's writes with lease.Token() or lease.Guard; see
+// docs/strategies.md in github.com/lockgen/lockgen.
+//
+// A leader that steps down (fn returned or ctx ended) is replaced by a
+// follower within about one poll. A leader that crashes is replaced at once:
+// the server frees its lock as soon as it sees the connection close (a host
+// that vanishes without closing it is noticed only when the server's
+// connection gives up).
+//
+// RunAsScheduler returns nil when ctx ends, and an error wrapping
+// runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
+// cannot run safely on the server; other server errors are logged and retried.
+// Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader and
+// runtime.PollEvery (default 500ms: the smaller of ttl/4 and 500ms).
+func (l *Locks) RunAsScheduler(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {
+	return l.schedulerLock.RunAsLeader(ctx, fn, opts...)
+}
+
+// IsSchedulerLeader reports whether a RunAsScheduler call of these Locks leads
+// right now: it is in a term whose lease is neither lost nor released.
+func (l *Locks) IsSchedulerLeader() bool {
+	return l.schedulerLock.IsLeader()
+}
+
+// SchedulerLeader reads the current leader of the scheduler lock as any
+// observer sees it, from the server and the lock row. Holder.Held is whether
+// the server has the lock, Holder.Owner is the leader's owner (see WithOwner)
+// and Holder.Token the fencing token of its term (Holder.Remaining is always 0
+// for a session lock).
+func (l *Locks) SchedulerLeader(ctx context.Context) (runtime.Holder, error) {
+	return l.schedulerLock.Holder(ctx, "")
 }

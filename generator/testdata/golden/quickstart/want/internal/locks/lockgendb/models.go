@@ -3,6 +3,7 @@
 package lockgendb
 
 import (
+	"database/sql"
 	"time"
 )
 
@@ -13,4 +14,5 @@ type LockgenLock struct {
 	Token      int64
 	AcquiredAt time.Time
 	ExpiresAt  time.Time
+	Holding    sql.NullString
 }

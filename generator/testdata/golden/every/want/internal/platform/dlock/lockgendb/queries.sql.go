@@ -6,6 +6,7 @@ package lockgendb
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 )
 
@@ -81,6 +82,66 @@ func (q *Queries) LeaseGet(ctx context.Context, arg LeaseGetParams) (LeaseGetRow
 		&i.RemainingUs,
 	)
 	return i, err
+}
+
+const leaseGetMany = `-- name: LeaseGetMany :many
+SELECT lock_key, owner, token,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM app_locks
+WHERE name = ? AND lock_key IN (/*SLICE:lock_keys*/?)
+`
+
+type LeaseGetManyParams struct {
+	Name     string
+	LockKeys []string
+}
+
+type LeaseGetManyRow struct {
+	LockKey     string
+	Owner       string
+	Token       int64
+	RemainingUs int64
+}
+
+// LeaseGetMany reads the listed rows of lock name, with the time left on
+// each by the database clock.
+func (q *Queries) LeaseGetMany(ctx context.Context, arg LeaseGetManyParams) ([]LeaseGetManyRow, error) {
+	query := leaseGetMany
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Name)
+	if len(arg.LockKeys) > 0 {
+		for _, v := range arg.LockKeys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", strings.Repeat(",?", len(arg.LockKeys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LeaseGetManyRow
+	for rows.Next() {
+		var i LeaseGetManyRow
+		if err := rows.Scan(
+			&i.LockKey,
+			&i.Owner,
+			&i.Token,
+			&i.RemainingUs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const leaseGuard = `-- name: LeaseGuard :one
@@ -176,4 +237,150 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (int64, 
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const leaseRenewMany = `-- name: LeaseRenewMany :execrows
+UPDATE app_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
+WHERE name = ? AND owner = ?
+  AND lock_key IN (/*SLICE:lock_keys*/?)
+  AND holding IN (/*SLICE:holdings*/?)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+`
+
+type LeaseRenewManyParams struct {
+	TtlUs    int64
+	Name     string
+	Owner    string
+	LockKeys []string
+	Holdings []sql.NullString
+}
+
+// LeaseRenewMany renews, in one statement, every listed holding of lock
+// name by owner: key_tokens pairs each key with its holding's token as
+// "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
+// row is renewed only by its own holding, and only while unexpired.
+// lock_keys lets the primary key narrow the scan. The count is how many
+// were renewed; LeaseGetMany tells which.
+func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) (int64, error) {
+	query := leaseRenewMany
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.TtlUs)
+	queryParams = append(queryParams, arg.Name)
+	queryParams = append(queryParams, arg.Owner)
+	if len(arg.LockKeys) > 0 {
+		for _, v := range arg.LockKeys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", strings.Repeat(",?", len(arg.LockKeys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", "NULL", 1)
+	}
+	if len(arg.Holdings) > 0 {
+		for _, v := range arg.Holdings {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:holdings*/?", strings.Repeat(",?", len(arg.Holdings))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:holdings*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const serverGalera = `-- name: ServerGalera :one
+SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera
+`
+
+// ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and
+// SELECT ... FOR UPDATE are not cluster-wide. MySQL has no such variable and
+// fails with error 1193, which means "not Galera".
+func (q *Queries) ServerGalera(ctx context.Context) (int64, error) {
+	row := q.db.QueryRowContext(ctx, serverGalera)
+	var galera int64
+	err := row.Scan(&galera)
+	return galera, err
+}
+
+const sessionGetLock = `-- name: SessionGetLock :one
+SELECT CAST(IFNULL(GET_LOCK(?, ? / 1000000), -1) AS SIGNED) AS acquired
+`
+
+type SessionGetLockParams struct {
+	LockName  string
+	TimeoutUs interface{}
+}
+
+// SessionGetLock waits up to timeout_us microseconds, on the server, for the
+// named session lock (GET_LOCK). 1: acquired by this connection; 0: timed
+// out; -1: error (killed, or refused).
+func (q *Queries) SessionGetLock(ctx context.Context, arg SessionGetLockParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionGetLock, arg.LockName, arg.TimeoutUs)
+	var acquired int64
+	err := row.Scan(&acquired)
+	return acquired, err
+}
+
+const sessionHoldsLock = `-- name: SessionHoldsLock :one
+SELECT CAST(IFNULL(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED) AS held
+`
+
+// SessionHoldsLock is 1 when this connection holds the named session lock.
+func (q *Queries) SessionHoldsLock(ctx context.Context, lockName string) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionHoldsLock, lockName)
+	var held int64
+	err := row.Scan(&held)
+	return held, err
+}
+
+const sessionIsUsed = `-- name: SessionIsUsed :one
+SELECT CAST(IS_USED_LOCK(?) IS NOT NULL AS SIGNED) AS used
+`
+
+// SessionIsUsed is 1 when any connection holds the named session lock.
+func (q *Queries) SessionIsUsed(ctx context.Context, lockName string) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionIsUsed, lockName)
+	var used int64
+	err := row.Scan(&used)
+	return used, err
+}
+
+const sessionReleaseLock = `-- name: SessionReleaseLock :one
+SELECT CAST(IFNULL(RELEASE_LOCK(?), -1) AS SIGNED) AS released
+`
+
+// SessionReleaseLock releases the named session lock held by this
+// connection. 1: released; 0: held by another connection; -1: not held.
+func (q *Queries) SessionReleaseLock(ctx context.Context, lockName string) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionReleaseLock, lockName)
+	var released int64
+	err := row.Scan(&released)
+	return released, err
+}
+
+const sessionToken = `-- name: SessionToken :execresult
+INSERT INTO app_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (?, ?, ?, LAST_INSERT_ID(1), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+ON DUPLICATE KEY UPDATE
+    token       = LAST_INSERT_ID(token + 1),
+    owner       = VALUES(owner),
+    acquired_at = VALUES(acquired_at),
+    expires_at  = VALUES(expires_at)
+`
+
+type SessionTokenParams struct {
+	Name    string
+	LockKey string
+	Owner   string
+}
+
+// SessionToken records a session-lock holding in the lock row and issues its
+// fencing token (the result's LastInsertId), run right after GET_LOCK
+// succeeded. The row stays "unexpired" until the holding is released, so
+// LeaseGuard works for session locks too.
+func (q *Queries) SessionToken(ctx context.Context, arg SessionTokenParams) (sql.Result, error) {
+	return q.db.ExecContext(ctx, sessionToken, arg.Name, arg.LockKey, arg.Owner)
 }

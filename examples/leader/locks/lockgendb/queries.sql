@@ -1,0 +1,119 @@
+-- name: LeaseAcquire :execresult
+-- LeaseAcquire takes the lock row when it is missing, released or expired by
+-- the database clock, in one autocommit statement. The new fencing token
+-- (previous token + 1, or 1 for a new row) comes back as the result's
+-- LastInsertId; LastInsertId is 0 when the row is held by someone else.
+-- The assignments test expires_at before it is overwritten (MySQL applies
+-- ON DUPLICATE KEY UPDATE assignments left to right).
+INSERT INTO leaderdemo_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (
+    sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(1), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+)
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at);
+
+-- name: LeaseRenew :execrows
+-- LeaseRenew extends a lease that is still held by this owner and token and
+-- has not expired by the database clock. 0 rows: the lease is not held.
+UPDATE leaderdemo_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseRelease :execrows
+-- LeaseRelease frees a lease held by this owner and token; it never touches a
+-- row that another holder has taken since. 0 rows: not held by this holder.
+UPDATE leaderdemo_locks
+SET owner = '', expires_at = LEAST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND))
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token);
+
+-- name: LeaseGet :one
+-- LeaseGet reads the lock row with the time left on it by the database clock
+-- (negative or zero when expired or released).
+SELECT name, lock_key, owner, token, acquired_at, expires_at,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM leaderdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key);
+
+-- name: LeaseGuard :one
+-- LeaseGuard runs inside the caller's own transaction. It returns the token
+-- when the holding (owner, token) is still current and unexpired by the
+-- database clock, and then keeps a shared lock on the row until that
+-- transaction ends: nobody can acquire the lock before the caller's writes
+-- commit (and the holder's own renewals wait for it too). No row: the
+-- holding is over.
+SELECT token
+FROM leaderdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+LOCK IN SHARE MODE;
+
+-- name: LeaseRenewMany :execrows
+-- LeaseRenewMany renews, in one statement, every listed holding of lock
+-- name by owner: key_tokens pairs each key with its holding's token as
+-- "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
+-- row is renewed only by its own holding, and only while unexpired.
+-- lock_keys lets the primary key narrow the scan. The count is how many
+-- were renewed; LeaseGetMany tells which.
+UPDATE leaderdemo_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND owner = sqlc.arg(owner)
+  AND lock_key IN (sqlc.slice(lock_keys))
+  AND holding IN (sqlc.slice(holdings))
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseGetMany :many
+-- LeaseGetMany reads the listed rows of lock name, with the time left on
+-- each by the database clock.
+SELECT lock_key, owner, token,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM leaderdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
+
+-- name: SessionGetLock :one
+-- SessionGetLock waits up to timeout_us microseconds, on the server, for the
+-- named session lock (GET_LOCK). 1: acquired by this connection; 0: timed
+-- out; -1: error (killed, or refused).
+SELECT CAST(IFNULL(GET_LOCK(sqlc.arg(lock_name), sqlc.arg(timeout_us) / 1000000), -1) AS SIGNED) AS acquired;
+
+-- name: SessionHoldsLock :one
+-- SessionHoldsLock is 1 when this connection holds the named session lock.
+SELECT CAST(IFNULL(IS_USED_LOCK(sqlc.arg(lock_name)) = CONNECTION_ID(), 0) AS SIGNED) AS held;
+
+-- name: SessionIsUsed :one
+-- SessionIsUsed is 1 when any connection holds the named session lock.
+SELECT CAST(IS_USED_LOCK(sqlc.arg(lock_name)) IS NOT NULL AS SIGNED) AS used;
+
+-- name: SessionReleaseLock :one
+-- SessionReleaseLock releases the named session lock held by this
+-- connection. 1: released; 0: held by another connection; -1: not held.
+SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released;
+
+-- name: SessionToken :execresult
+-- SessionToken records a session-lock holding in the lock row and issues its
+-- fencing token (the result's LastInsertId), run right after GET_LOCK
+-- succeeded. The row stays "unexpired" until the holding is released, so
+-- LeaseGuard works for session locks too.
+INSERT INTO leaderdemo_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(1), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+ON DUPLICATE KEY UPDATE
+    token       = LAST_INSERT_ID(token + 1),
+    owner       = VALUES(owner),
+    acquired_at = VALUES(acquired_at),
+    expires_at  = VALUES(expires_at);
+
+-- name: ServerGalera :one
+-- ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and
+-- SELECT ... FOR UPDATE are not cluster-wide. MySQL has no such variable and
+-- fails with error 1193, which means "not Galera".
+SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera;
+
+-- Code generated by lockgen. DO NOT EDIT.
+-- (This line ends the file: sqlc would take a first line as the first query's doc comment.)
