@@ -380,6 +380,14 @@ const (
 		"// held by another connection, -1 not held at all."
 	sessionTokenDoc = "// Token implements runtime.SessionConn: it records the holding in the lock\n" +
 		"// row and returns the new fencing token, the statement's LastInsertId."
+	leaseRenewManyDoc = "// LeaseRenewMany implements runtime.BatchStore: one statement renews the\n" +
+		"// holdings (keys[i], tokens[i]) of lock name by owner; each row is matched\n" +
+		"// with its own key's token through the holding column."
+	leaseGetManyDoc = "// LeaseGetMany implements runtime.BatchStore. Missing rows are absent\n" +
+		"// from the map."
+	discardDoc = "// Discard implements runtime.SessionConn: it closes the connection itself\n" +
+		"// (marking it bad so the pool drops it), so the server frees any session\n" +
+		"// lock it still holds."
 	closeDoc = "// Close implements runtime.SessionConn: it returns the connection to the\n" +
 		"// pool."
 )

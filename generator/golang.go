@@ -300,7 +300,10 @@ func storeGlue(m *model) *jen.File {
 		jen.Id("db").Op("*").Qual("database/sql", "DB"),
 	)
 	f.Line()
-	f.Var().Id("_").Add(rt("SessionStore")).Op("=").Id("store").Values()
+	f.Var().Defs(
+		jen.Id("_").Add(rt("SessionStore")).Op("=").Id("store").Values(),
+		jen.Id("_").Add(rt("BatchStore")).Op("=").Id("store").Values(),
+	)
 
 	f.Line()
 	f.Comment(leaseAcquireDoc)
@@ -370,8 +373,56 @@ func storeGlue(m *model) *jen.File {
 		),
 		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
 	)
+	batchGlue(f, m)
 	sessionGlue(f, m)
 	return f
+}
+
+// batchGlue adds the runtime.BatchStore methods of store.
+func batchGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("store")
+	q := jen.Id("s").Dot("q")
+
+	f.Line()
+	f.Comment(leaseRenewManyDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseRenewMany").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("owner")).String(), jen.Id("keys").Index().String(),
+		jen.Id("tokens").Index().Int64(), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.Id("holdings").Op(":=").Make(jen.Index().Qual("database/sql", "NullString"), jen.Len(jen.Id("keys"))),
+		jen.For(jen.List(jen.Id("i"), jen.Id("k")).Op(":=").Range().Id("keys")).Block(
+			jen.Id("holdings").Index(jen.Id("i")).Op("=").Qual("database/sql", "NullString").Values(jen.Dict{
+				jen.Id("String"): jen.Id("k").Op("+").Lit(":").Op("+").Qual("strconv", "FormatInt").Call(jen.Id("tokens").Index(jen.Id("i")), jen.Lit(10)),
+				jen.Id("Valid"):  jen.True(),
+			}),
+		),
+		jen.Return(q.Clone().Dot("LeaseRenewMany").Call(jen.Id("ctx"), literal(db("LeaseRenewManyParams"),
+			kv{"TtlUs", jen.Id("ttl").Dot("Microseconds").Call()}, kv{"Name", jen.Id("name")}, kv{"Owner", jen.Id("owner")},
+			kv{"LockKeys", jen.Id("keys")}, kv{"Holdings", jen.Id("holdings")},
+		))),
+	)
+
+	f.Line()
+	f.Comment(leaseGetManyDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseGetMany").Params(
+		ctx.Clone(), jen.Id("name").String(), jen.Id("keys").Index().String(),
+	).Params(jen.Map(jen.String()).Add(rt("LeaseRow")), jen.Error()).Block(
+		jen.List(jen.Id("rows"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseGetMany").Call(jen.Id("ctx"), literal(db("LeaseGetManyParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKeys", jen.Id("keys")},
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Id("m").Op(":=").Make(jen.Map(jen.String()).Add(rt("LeaseRow")), jen.Len(jen.Id("rows"))),
+		jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
+			jen.Id("m").Index(jen.Id("r").Dot("LockKey")).Op("=").Add(literal(rt("LeaseRow"),
+				kv{"Owner", jen.Id("r").Dot("Owner")},
+				kv{"Token", jen.Id("r").Dot("Token")},
+				kv{"Remaining", jen.Qual("time", "Duration").Call(jen.Id("r").Dot("RemainingUs")).Op("*").Qual("time", "Microsecond")},
+			)),
+		),
+		jen.Return(jen.Id("m"), jen.Nil()),
+	)
 }
 
 // sessionGlue adds the runtime.SessionStore methods of store and the
@@ -462,6 +513,15 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(closeDoc)
 	f.Func().Params(crecv.Clone()).Id("Close").Params().Error().Block(
+		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),
+	)
+
+	f.Line()
+	f.Comment(discardDoc)
+	f.Func().Params(crecv.Clone()).Id("Discard").Params().Error().Block(
+		jen.Id("_").Op("=").Id("c").Dot("conn").Dot("Raw").Call(
+			jen.Func().Params(jen.Any()).Error().Block(jen.Return(jen.Qual("database/sql/driver", "ErrBadConn"))),
+		),
 		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),
 	)
 }

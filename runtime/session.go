@@ -54,6 +54,10 @@ type SessionConn interface {
 	Token(ctx context.Context, name, key, owner string) (int64, error)
 	// Close returns the connection to the pool.
 	Close() error
+	// Discard closes the connection itself instead of returning it to the
+	// pool, so the server drops any session lock it may still hold. The
+	// runtime discards a connection whenever a holding's outcome is unsure.
+	Discard() error
 }
 
 // maxSessionLockName is GET_LOCK's limit on lock names.
@@ -135,13 +139,13 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	got, err := conn.GetLock(ctx, name, wait)
 	switch {
 	case err != nil:
-		_ = conn.Close()
+		_ = conn.Discard() // GET_LOCK may have succeeded on the server
 		return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
 	case got == 0:
 		_ = conn.Close()
 		return nil, ErrNotAcquired
 	case got != 1:
-		_ = conn.Close()
+		_ = conn.Discard()
 		return nil, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
 	}
 	token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner)
@@ -149,7 +153,7 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
 		_, _ = conn.ReleaseLock(rctx, name)
 		cancel()
-		_ = conn.Close()
+		_ = conn.Discard()
 		return nil, fmt.Errorf("lockgen: acquire %s: fencing token: %w", l.describe(key), err)
 	}
 	// The local deadline starts now: the wait on the server is not part of
@@ -190,9 +194,13 @@ func (ls *Lease) renewSession(ctx context.Context) bool {
 func (ls *Lease) releaseSession(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
 	defer cancel()
-	defer ls.session.conn.Close()
 	released, err := ls.session.conn.ReleaseLock(ctx, ls.session.name)
 	_, rowErr := ls.lock.client.store.LeaseRelease(ctx, ls.id)
+	if err == nil && released == 1 {
+		_ = ls.session.conn.Close()
+	} else {
+		_ = ls.session.conn.Discard() // never pool a connection that may hold the lock
+	}
 	switch {
 	case brokenConn(err):
 		return fmt.Errorf("%w: %s: the pinned connection broke before release", ErrLeaseLost, ls.describe())

@@ -1,7 +1,8 @@
 // Command bench measures, on one pool against the same server, what a lock
 // round trip costs: SELECT 1, a hand-written upsert+release pair, and
-// lockgen's acquire+release pair through the generated API, with 1 and 8
-// clients. It prints a table and the ratio lockgen/raw (target >= 0.9).
+// lockgen's acquire+release pair through the generated API (lease and
+// session strategies), with 1 and 8 clients. It prints a table and the ratio
+// lockgen lease/raw (target >= 0.9).
 //
 // It connects to LOCKGEN_DSN (default root@tcp(127.0.0.1:3306)/test).
 package main
@@ -23,27 +24,35 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/lockgen/lockgen/examples/bench/locks"
+	"github.com/lockgen/lockgen/examples/bench/locks/lockgendb"
 )
 
 //go:embed migrations/0001_bench_locks.up.sql
 var migration string
 
-// rawSchema is the table the hand-written pair uses: the same shape as
-// lockgen's, without a fencing token.
+// rawSchema is the table the hand-written pair uses: the same shape and
+// primary key as lockgen's, doing the same job (owner, fencing token,
+// expiry by the database clock), written the obvious way by hand.
 const rawSchema = `CREATE TABLE IF NOT EXISTS bench_raw_locks (
-    name VARCHAR(191) NOT NULL PRIMARY KEY,
-    owner VARCHAR(191) NOT NULL DEFAULT '',
-    expires_at DATETIME(6) NOT NULL
-) ENGINE = InnoDB`
+    name        VARCHAR(191) NOT NULL,
+    lock_key    VARCHAR(191) NOT NULL DEFAULT '',
+    owner       VARCHAR(191) NOT NULL DEFAULT '',
+    token       BIGINT       NOT NULL DEFAULT 0,
+    acquired_at DATETIME(6)  NOT NULL,
+    expires_at  DATETIME(6)  NOT NULL,
+    PRIMARY KEY (name, lock_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`
 
-const rawAcquire = `INSERT INTO bench_raw_locks (name, owner, expires_at)
-VALUES (?, ?, UTC_TIMESTAMP(6) + INTERVAL 10 SECOND)
+const rawAcquire = `INSERT INTO bench_raw_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES ('raw', ?, ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 10 SECOND)
 ON DUPLICATE KEY UPDATE
+    token = IF(expires_at <= UTC_TIMESTAMP(6), token + 1, token),
     owner = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(owner), owner),
+    acquired_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(acquired_at), acquired_at),
     expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)`
 
 const rawRelease = `UPDATE bench_raw_locks SET owner = '', expires_at = UTC_TIMESTAMP(6)
-WHERE name = ? AND owner = ?`
+WHERE name = 'raw' AND lock_key = ? AND owner = ?`
 
 func main() {
 	dur := flag.Duration("d", 3*time.Second, "measuring time per cell")
@@ -86,11 +95,14 @@ const (
 	opSelect  = "SELECT 1"
 	opRaw     = "raw upsert+release pair"
 	opLockgen = "lockgen TryBenchLock+Release pair"
+	opSession = "lockgen session Try+Release pair"
+	opSQLC    = "same SQL via sqlc, no runtime"
 )
 
 type env struct {
-	db    *sql.DB
-	locks *locks.Locks
+	db      *sql.DB
+	locks   *locks.Locks
+	queries *lockgendb.Queries
 }
 
 type op struct {
@@ -123,14 +135,16 @@ func setup(ctx context.Context, dsn string) (*env, error) {
 		db.Close()
 		return nil, err
 	}
-	return &env{db: db, locks: l}, nil
+	return &env{db: db, locks: l, queries: lockgendb.New(db)}, nil
 }
 
 func (e *env) ops() []op {
 	return []op{
 		{opSelect, e.select1},
 		{opRaw, e.rawPair},
+		{opSQLC, e.sqlcPair},
 		{opLockgen, e.lockgenPair},
+		{opSession, e.sessionPair},
 	}
 }
 
@@ -152,8 +166,34 @@ func (e *env) rawPair(ctx context.Context, client int) error {
 	return err
 }
 
+// sqlcPair runs lockgen's acquire and release statements through the
+// generated sqlc queries directly: the SQL's cost without the runtime's.
+func (e *env) sqlcPair(ctx context.Context, client int) error {
+	key := "sqlc-" + strconv.Itoa(client)
+	res, err := e.queries.LeaseAcquire(ctx, lockgendb.LeaseAcquireParams{Name: "bench", LockKey: key, Owner: "bench", TtlUs: 10_000_000})
+	if err != nil {
+		return err
+	}
+	token, err := res.LastInsertId()
+	if err != nil || token == 0 {
+		return fmt.Errorf("sqlc lock %s was not free (%v)", key, err)
+	}
+	_, err = e.queries.LeaseRelease(ctx, lockgendb.LeaseReleaseParams{Name: "bench", LockKey: key, Owner: "bench", Token: token})
+	return err
+}
+
 func (e *env) lockgenPair(ctx context.Context, client int) error {
 	lease, err := e.locks.TryBenchLock(ctx, "lockgen-"+strconv.Itoa(client))
+	if err != nil {
+		return err
+	}
+	return lease.Release(ctx)
+}
+
+// sessionPair is the session strategy's pair: GET_LOCK and the token bump,
+// then RELEASE_LOCK and freeing the row (4 statements, not 2).
+func (e *env) sessionPair(ctx context.Context, client int) error {
+	lease, err := e.locks.TryBenchSessionLock(ctx, "session-"+strconv.Itoa(client))
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,12 @@
 
 // Package locks gives typed access to the distributed locks declared in
 // lockgen.yaml. Each lock is a lease: a row of the MySQL/MariaDB table
-// bench_locks that expires by the database clock unless its holder renews it.
-// The runtime (github.com/lockgen/lockgen/runtime) acquires, renews and
-// releases the leases and hands out fencing tokens; this package binds the
-// declared names, keys and timings to it.
+// bench_locks that expires by the database clock unless its holder renews it;
+// a lock of strategy session is instead a server-side named lock (GET_LOCK)
+// held on a pinned connection, with the same row for its fencing token. The
+// runtime (github.com/lockgen/lockgen/runtime) acquires, renews and releases
+// the locks and hands out fencing tokens; this package binds the declared
+// names, keys and timings to it.
 package locks
 
 import (
@@ -41,14 +43,17 @@ func WithLogger(l *slog.Logger) Option {
 const (
 	// BenchLockName is the name of the bench lock, keyed by client.
 	BenchLockName = "bench"
+	// BenchSessionLockName is the name of the bench_session lock, keyed by client.
+	BenchSessionLockName = "bench_session"
 )
 
 // Locks gives typed access to the locks declared in lockgen.yaml. It is safe
 // for concurrent use; create one per process (or per node in tests). Two Locks
 // behave like two nodes: a lock held through one is busy for the other.
 type Locks struct {
-	client    *runtime.Client
-	benchLock *runtime.Lock
+	client           *runtime.Client
+	benchLock        *runtime.Lock
+	benchSessionLock *runtime.Lock
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
@@ -58,6 +63,12 @@ type Locks struct {
 // The table bench_locks must exist: apply migrations/0001_bench_locks.up.sql
 // (relative to lockgen.yaml) with your migration tool. With
 // github.com/go-sql-driver/mysql, open db with parseTime=true.
+//
+// The session locks (bench_session) take GET_LOCK on a connection of db that
+// they keep for the whole holding: allow for one open connection per holding
+// in db.SetMaxOpenConns, and connect to the server directly, not through a
+// multiplexing proxy. On a Galera cluster they fail with
+// runtime.ErrUnsupported.
 //
 // New fails with an error wrapping runtime.ErrInvalid when db is nil or an
 // option is invalid.
@@ -72,6 +83,15 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	l := &Locks{client: client}
 	if l.benchLock, err = client.Lock(runtime.LockConfig{
 		Name:       BenchLockName,
+		Keyed:      true,
+		TTL:        10 * time.Second,
+		RenewEvery: 3333 * time.Millisecond,
+	}); err != nil {
+		return nil, err
+	}
+	if l.benchSessionLock, err = client.Lock(runtime.LockConfig{
+		Name:       BenchSessionLockName,
+		Strategy:   runtime.StrategySession,
 		Keyed:      true,
 		TTL:        10 * time.Second,
 		RenewEvery: 3333 * time.Millisecond,
@@ -149,4 +169,91 @@ func (l *Locks) AcquireBenchLock(ctx context.Context, client string) (*runtime.L
 // expired); Holder.Token is the fencing token of the current or last holding.
 func (l *Locks) BenchLockHolder(ctx context.Context, client string) (runtime.Holder, error) {
 	return l.benchLock.Holder(ctx, client)
+}
+
+// WithBenchSessionLock runs fn while holding the bench_session lock for client
+// and releases the lock when fn returns or panics (the panic goes on after the
+// release). fn's ctx is done when ctx is. WithBenchSessionLock returns fn's
+// error, joined with the release error if any. Each client value is a lock of
+// its own. client is the key stored in the lock row: it must be 1 to 191
+// bytes, otherwise the call fails with runtime.ErrInvalid.
+//
+// It makes one attempt: if another holder has the lock, WithBenchSessionLock
+// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every
+// 3.333s while fn runs. The server frees the lock the moment that connection
+// breaks, and the holder learns of it only at its next check (or once no check
+// has succeeded for 9s), when fn's ctx is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// WithBenchSessionLock then returns an error wrapping runtime.ErrLeaseLost
+// even if fn returned nil: the critical section may not have been exclusive to
+// its end.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithBenchSessionLock(ctx context.Context, client string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+	return l.benchSessionLock.With(ctx, client, fn)
+}
+
+// TryBenchSessionLock makes one attempt to acquire the bench_session lock for
+// client, without waiting, and returns runtime.ErrNotAcquired if another
+// holder has it. Each client value is a lock of its own. client is the key
+// stored in the lock row: it must be 1 to 191 bytes, otherwise the call fails
+// with runtime.ErrInvalid.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every
+// 3.333s in the background until lease.Release, which the caller must call.
+// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// released. The server frees the lock the moment that connection breaks, and
+// the holder learns of it only at its next check (or once no check has
+// succeeded for 9s), when lease.Context() is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+//
+// Any other error means the lock was not acquired: the runtime releases a
+// server-side lock taken on the way before returning.
+func (l *Locks) TryBenchSessionLock(ctx context.Context, client string) (*runtime.Lease, error) {
+	return l.benchSessionLock.Try(ctx, client)
+}
+
+// AcquireBenchSessionLock acquires the bench_session lock for client like
+// TryBenchSessionLock: the lock declares no wait, so it makes one attempt and
+// returns runtime.ErrNotAcquired if another holder has it. Each client value
+// is a lock of its own. client is the key stored in the lock row: it must be 1
+// to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+//
+// Strategy session: the server keeps the lock as long as the connection pinned
+// for this holding stays open; the holder checks that it still has it every
+// 3.333s in the background until lease.Release, which the caller must call.
+// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// released. The server frees the lock the moment that connection breaks, and
+// the holder learns of it only at its next check (or once no check has
+// succeeded for 9s), when lease.Context() is cancelled with cause
+// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
+// the critical section's writes with the fencing token (lease.Guard in the
+// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) AcquireBenchSessionLock(ctx context.Context, client string) (*runtime.Lease, error) {
+	return l.benchSessionLock.Acquire(ctx, client)
+}
+
+// BenchSessionLockHolder reads who holds the bench_session lock for client:
+// Holder.Held is whether the server has the session lock (GET_LOCK's
+// IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or
+// last holding, from the lock row. Holder.Remaining is always 0: a session
+// lock lasts as long as its holder's connection.
+func (l *Locks) BenchSessionLockHolder(ctx context.Context, client string) (runtime.Holder, error) {
+	return l.benchSessionLock.Holder(ctx, client)
 }

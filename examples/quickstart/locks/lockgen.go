@@ -161,6 +161,43 @@ func (l *Locks) MasterLockHolder(ctx context.Context) (runtime.Holder, error) {
 	return l.masterLock.Holder(ctx, "")
 }
 
+// RunAsMaster campaigns for leadership of the master lock until ctx ends. Each
+// time it is elected it runs fn with a ctx that is cancelled, with cause
+// runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx ends),
+// waits for fn to return, gives leadership up and campaigns again after one
+// poll. fn's lease.Token() is the fencing token of the term.
+//
+// Two leaders never run fn at the same time as long as fn stops when its ctx
+// ends: the lease's local deadline cancels it before the database lets a
+// follower in.
+//
+// A leader that steps down (fn returned or ctx ended) is replaced by a
+// follower within about one poll. A leader that crashes is replaced within
+// about its TTL (3s) plus one poll.
+//
+// RunAsMaster returns nil when ctx ends, and an error wrapping
+// runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
+// cannot run safely on the server; other server errors are logged and retried.
+// Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader and
+// runtime.PollEvery (default 500ms: the smaller of ttl/4 and 500ms).
+func (l *Locks) RunAsMaster(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {
+	return l.masterLock.RunAsLeader(ctx, fn, opts...)
+}
+
+// IsMasterLeader reports whether a RunAsMaster call of these Locks leads right
+// now: it is in a term whose lease is neither lost nor released.
+func (l *Locks) IsMasterLeader() bool {
+	return l.masterLock.IsLeader()
+}
+
+// MasterLeader reads the current leader of the master lock as any observer
+// sees it, by the database clock. Holder.Held is false when nobody leads,
+// Holder.Owner is the leader's owner (see WithOwner), Holder.Token the fencing
+// token of its term and Holder.Remaining what is left of its lease.
+func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {
+	return l.masterLock.Holder(ctx, "")
+}
+
 // WithOrderLock runs fn while holding the order lock for orderID and releases
 // the lock when fn returns or panics (the panic goes on after the release).
 // fn's ctx is done when ctx is. WithOrderLock returns fn's error, joined with

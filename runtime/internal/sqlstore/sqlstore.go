@@ -6,6 +6,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"strconv"
 	"time"
@@ -137,6 +138,11 @@ func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64,
 }
 
 func (c sessionConn) Close() error { return c.conn.Close() }
+
+func (c sessionConn) Discard() error {
+	_ = c.conn.Raw(func(any) error { return driver.ErrBadConn }) // marks it bad: not pooled
+	return c.conn.Close()
+}
 
 // LeaseRenewMany implements runtime.BatchStore.
 func (s Store) LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (int64, error) {

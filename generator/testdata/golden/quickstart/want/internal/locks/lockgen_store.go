@@ -5,7 +5,9 @@ package locks
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"strconv"
 	"time"
 
 	"example.com/quickstart/internal/locks/lockgendb"
@@ -21,7 +23,10 @@ type store struct {
 	db *sql.DB
 }
 
-var _ runtime.SessionStore = store{}
+var (
+	_ runtime.SessionStore = store{}
+	_ runtime.BatchStore   = store{}
+)
 
 // LeaseAcquire implements runtime.Store. The fencing token is the statement's
 // LastInsertId; it is 0 when another holder has the row.
@@ -99,6 +104,47 @@ func (s store) LeaseGuard(ctx context.Context, tx *sql.Tx, id runtime.LeaseID) (
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// LeaseRenewMany implements runtime.BatchStore: one statement renews the
+// holdings (keys[i], tokens[i]) of lock name by owner; each row is matched
+// with its own key's token through the holding column.
+func (s store) LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (int64, error) {
+	holdings := make([]sql.NullString, len(keys))
+	for i, k := range keys {
+		holdings[i] = sql.NullString{
+			String: k + ":" + strconv.FormatInt(tokens[i], 10),
+			Valid:  true,
+		}
+	}
+	return s.q.LeaseRenewMany(ctx, lockgendb.LeaseRenewManyParams{
+		TtlUs:    ttl.Microseconds(),
+		Name:     name,
+		Owner:    owner,
+		LockKeys: keys,
+		Holdings: holdings,
+	})
+}
+
+// LeaseGetMany implements runtime.BatchStore. Missing rows are absent
+// from the map.
+func (s store) LeaseGetMany(ctx context.Context, name string, keys []string) (map[string]runtime.LeaseRow, error) {
+	rows, err := s.q.LeaseGetMany(ctx, lockgendb.LeaseGetManyParams{
+		Name:     name,
+		LockKeys: keys,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]runtime.LeaseRow, len(rows))
+	for _, r := range rows {
+		m[r.LockKey] = runtime.LeaseRow{
+			Owner:     r.Owner,
+			Token:     r.Token,
+			Remaining: time.Duration(r.RemainingUs) * time.Microsecond,
+		}
+	}
+	return m, nil
 }
 
 // SessionNamespace implements runtime.SessionStore: the GET_LOCK names of
@@ -181,5 +227,15 @@ func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64,
 // Close implements runtime.SessionConn: it returns the connection to the
 // pool.
 func (c sessionConn) Close() error {
+	return c.conn.Close()
+}
+
+// Discard implements runtime.SessionConn: it closes the connection itself
+// (marking it bad so the pool drops it), so the server frees any session
+// lock it still holds.
+func (c sessionConn) Discard() error {
+	_ = c.conn.Raw(func(any) error {
+		return driver.ErrBadConn
+	})
 	return c.conn.Close()
 }
