@@ -89,7 +89,7 @@ func use(ctx context.Context, db *sql.DB) error {
 	_ = locks.Owner()
 	names := []string{
 		dlock.MasterLockName, dlock.OrderLockName, dlock.SendSMSLockName, dlock.NightlyReportLockName,
-		dlock.ImportLockName, dlock.TenantMigrationLockName, dlock.SchedulerLockName,
+		dlock.ImportLockName, dlock.TenantMigrationLockName, dlock.SchedulerLockName, dlock.TenantBackupLockName,
 	}
 	fn := func(ctx context.Context, lease *runtime.Lease) error {
 		var token int64 = lease.Token()
@@ -106,6 +106,7 @@ func use(ctx context.Context, db *sql.DB) error {
 		locks.WithImportLock(ctx, fn),
 		locks.WithTenantMigrationLock(ctx, "acme", fn),
 		locks.WithSchedulerLock(ctx, fn),
+		locks.WithTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff", fn),
 		locks.RunAsMaster(ctx, fn),
 		locks.RunAsScheduler(ctx, fn,
 			runtime.OnElected(func(lease *runtime.Lease) {}),
@@ -136,6 +137,9 @@ func use(ctx context.Context, db *sql.DB) error {
 	lease, err = locks.TrySchedulerLock(ctx)
 	lease, err = locks.AcquireSchedulerLock(ctx)
 	holder, err = locks.SchedulerLockHolder(ctx)
+	lease, err = locks.TryTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
+	lease, err = locks.AcquireTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
+	holder, err = locks.TenantBackupLockHolder(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
 	holder, err = locks.MasterLeader(ctx)
 	holder, err = locks.SchedulerLeader(ctx)
 	var remaining time.Duration = holder.Remaining

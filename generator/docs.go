@@ -178,6 +178,10 @@ func (lk *lockModel) keyDoc() string {
 	if k.Decimal {
 		return s + fmt.Sprintf(" The key stored in the lock row is %s in decimal.", k.Param)
 	}
+	if k.UUID {
+		return s + fmt.Sprintf(" %s must be a UUID (8-4-4-4-12 hex digits, any case); it is stored in lower case, "+
+			"so one UUID is one lock however it is spelled. Anything else fails with runtime.ErrInvalid.", k.Param)
+	}
 	return s + fmt.Sprintf(" %s is the key stored in the lock row: it must be 1 to 191 bytes, "+
 		"otherwise the call fails with runtime.ErrInvalid.", k.Param)
 }

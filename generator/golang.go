@@ -161,6 +161,9 @@ func lockConfig(lk lockModel) *jen.Statement {
 	}
 	if lk.Key != nil {
 		kvs = append(kvs, kv{"Keyed", jen.True()})
+		if lk.Key.UUID {
+			kvs = append(kvs, kv{"UUIDKeys", jen.True()})
+		}
 	}
 	kvs = append(kvs, kv{"TTL", durationExpr(lk.TTL)}, kv{"RenewEvery", durationExpr(lk.RenewEvery)})
 	if lk.Wait != 0 {

@@ -93,6 +93,8 @@ type keyModel struct {
 	GoType string
 	// Decimal is true when the key is formatted with strconv.FormatInt.
 	Decimal bool
+	// UUID is true for a uuid key: a string the runtime canonicalizes.
+	UUID bool
 }
 
 // resolve builds the model of s, whose file is in the absolute directory
@@ -155,8 +157,9 @@ func resolveLock(lk spec.Lock) lockModel {
 		m.Key = &keyModel{
 			Name:    lk.Key.Name,
 			Param:   lk.Key.GoName,
-			GoType:  lk.Key.Type,
+			GoType:  goKeyType(lk.Key.Type),
 			Decimal: lk.Key.Type == "int64",
+			UUID:    lk.Key.Type == "uuid",
 		}
 	}
 	return m
@@ -193,4 +196,13 @@ func migrations(m spec.Migrations, prefix string) []sqlFile {
 		{Path: path.Join(m.Dir, "0001_"+base+".down.sql"), Template: templates.LocksDown},
 		{Path: path.Join(m.Dir, "0001_"+base+".up.sql"), Template: templates.LocksUp},
 	}
+}
+
+// goKeyType is the Go parameter type of a spec key type: uuid keys are
+// strings (canonicalized by the runtime), the others are their own type.
+func goKeyType(specType string) string {
+	if specType == "uuid" {
+		return "string"
+	}
+	return specType
 }

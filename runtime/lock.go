@@ -32,6 +32,10 @@ type LockConfig struct {
 	// Keyed locks hold one lease per key; With/Try/Acquire then need a
 	// non-empty key. Unkeyed locks take the empty key only.
 	Keyed bool
+	// UUIDKeys makes keys UUIDs: any case is accepted and stored in
+	// canonical lower-case form, so one UUID is one lock however it is
+	// spelled; anything else fails with ErrInvalid.
+	UUIDKeys bool
 	// TTL is how long a lease lasts by the database clock without renewal.
 	// Required, at least MinTTL.
 	TTL time.Duration
@@ -104,20 +108,29 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 // Config returns the lock's configuration with defaults applied.
 func (l *Lock) Config() LockConfig { return l.cfg }
 
-func (l *Lock) checkKey(key string) error {
+// checkKey validates key for this lock and returns it in the form stored in
+// the lock row (UUID keys in canonical lower-case form).
+func (l *Lock) checkKey(key string) (string, error) {
+	if l.cfg.UUIDKeys && key != "" {
+		canonical, ok := canonicalUUID(key)
+		if !ok {
+			return "", fmt.Errorf("%w: lock %q: key %q is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", ErrInvalid, l.cfg.Name, key)
+		}
+		key = canonical
+	}
 	switch {
 	case l.cfg.Keyed && key == "":
-		return fmt.Errorf("%w: lock %q needs a non-empty key", ErrInvalid, l.cfg.Name)
+		return "", fmt.Errorf("%w: lock %q needs a non-empty key", ErrInvalid, l.cfg.Name)
 	case !l.cfg.Keyed && key != "":
-		return fmt.Errorf("%w: lock %q is not keyed; got key %q", ErrInvalid, l.cfg.Name, key)
+		return "", fmt.Errorf("%w: lock %q is not keyed; got key %q", ErrInvalid, l.cfg.Name, key)
 	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: lock %q: key is %d bytes, the limit is %d", ErrInvalid, l.cfg.Name, len(key), MaxKeyLen)
+		return "", fmt.Errorf("%w: lock %q: key is %d bytes, the limit is %d", ErrInvalid, l.cfg.Name, len(key), MaxKeyLen)
 	case strings.HasSuffix(key, " "):
 		// The lock table's collation ignores trailing spaces: "a" and
 		// "a " would share one row.
-		return fmt.Errorf("%w: lock %q: key %q ends in a space", ErrInvalid, l.cfg.Name, key)
+		return "", fmt.Errorf("%w: lock %q: key %q ends in a space", ErrInvalid, l.cfg.Name, key)
 	}
-	return nil
+	return key, nil
 }
 
 // Try makes one attempt to acquire the lock for key. It returns
@@ -126,7 +139,8 @@ func (l *Lock) checkKey(key string) error {
 // released. An error other than ErrNotAcquired means the outcome is not
 // known; the lock is then at worst held, unused, until its TTL expires.
 func (l *Lock) Try(ctx context.Context, key string) (*Lease, error) {
-	if err := l.checkKey(key); err != nil {
+	key, err := l.checkKey(key)
+	if err != nil {
 		return nil, err
 	}
 	start := l.client.clock.Now()
@@ -214,7 +228,8 @@ func sleep(ctx context.Context, clock Clock, d time.Duration) error {
 // wakes at once when a holder in this process releases the same lock.
 // It returns ErrNotAcquired when the wait ends, or ctx's error.
 func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
-	if err := l.checkKey(key); err != nil {
+	key, err := l.checkKey(key)
+	if err != nil {
 		return nil, err
 	}
 	start := l.client.clock.Now()
@@ -299,7 +314,8 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 	if fn == nil {
 		return fmt.Errorf("%w: nil fn for lock %q", ErrInvalid, l.cfg.Name)
 	}
-	if err := l.checkKey(key); err != nil {
+	key, err = l.checkKey(key)
+	if err != nil {
 		return err
 	}
 	if held, ok := ctx.Value(heldKey{l.client, l.cfg.Name, key}).(*Lease); ok {
@@ -353,7 +369,8 @@ type Holder struct {
 
 // Holder reads who holds the lock for key, by the database clock.
 func (l *Lock) Holder(ctx context.Context, key string) (Holder, error) {
-	if err := l.checkKey(key); err != nil {
+	key, err := l.checkKey(key)
+	if err != nil {
 		return Holder{}, err
 	}
 	if l.cfg.Strategy == StrategySession {
@@ -375,4 +392,25 @@ func (l *Lock) describe(key string) string {
 		return fmt.Sprintf("lock %q", l.cfg.Name)
 	}
 	return fmt.Sprintf("lock %q key %q", l.cfg.Name, key)
+}
+
+// canonicalUUID returns s as a lower-case 8-4-4-4-12 UUID, or false.
+func canonicalUUID(s string) (string, bool) {
+	if len(s) != 36 {
+		return "", false
+	}
+	b := []byte(strings.ToLower(s))
+	for i, c := range b {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return "", false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return "", false
+			}
+		}
+	}
+	return string(b), true
 }

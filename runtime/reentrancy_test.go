@@ -49,3 +49,28 @@ func TestWithIsReentrantForTheSameClientLockAndKey(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, h.Held, "the outermost With released")
 }
+
+// TestUUIDKeys: a UUID is one lock however it is spelled; non-UUIDs are
+// rejected.
+func TestUUIDKeys(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t))
+	l := n.lock(t, runtime.LockConfig{Name: "tenant", Keyed: true, UUIDKeys: true, TTL: 5 * time.Second})
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "6F9619FF-8B86-D011-B42D-00C04FC964FF")
+	require.NoError(t, err)
+	assert.Equal(t, "6f9619ff-8b86-d011-b42d-00c04fc964ff", lease.Key())
+	_, err = l.Try(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired, "the same UUID in lower case is the same lock")
+	for _, bad := range []string{"6f9619ff8b86d011b42d00c04fc964ff", "6f9619ff-8b86-d011-b42d-00c04fc964fg", "x", " 6f9619ff-8b86-d011-b42d-00c04fc964f"} {
+		_, err = l.Try(ctx, bad)
+		require.ErrorIs(t, err, runtime.ErrInvalid, bad)
+	}
+	require.NoError(t, l.With(ctx, "00000000-0000-0000-0000-00000000000A", func(ctx context.Context, outer *runtime.Lease) error {
+		return l.With(ctx, "00000000-0000-0000-0000-00000000000a", func(_ context.Context, inner *runtime.Lease) error {
+			assert.Same(t, outer, inner, "reentrancy sees the canonical key")
+			return nil
+		})
+	}))
+	require.NoError(t, lease.Release(ctx))
+}

@@ -431,7 +431,7 @@ var badSpecs = []badSpec{
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    ttl: 3s\n    key: {name: order_id, type: int}\n  - name: user\n    ttl: 3s\n    key: {name: user_id, type: uuid.UUID}\n",
 		want: []string{
 			`lockgen.yaml:6:33: unsupported key type "int" (did you mean "int64"?)`,
-			`lockgen.yaml:9:32: unsupported key type "uuid.UUID" (supported key types: int64, string)`,
+			`lockgen.yaml:9:32: unsupported key type "uuid.UUID" (supported key types: int64, string, uuid)`,
 		},
 	},
 	{
@@ -496,7 +496,7 @@ table_prefix: "-"
 			`lockgen.yaml:6:10: ttl 1ms is shorter than the minimum of 100ms (a lease must outlast a database round trip; use at least 100ms)`,
 			`lockgen.yaml:7:15: strategy "row" is not supported yet (use lease or session)`,
 			`lockgen.yaml:8:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
-			`lockgen.yaml:9:27: unsupported key type "float64" (supported key types: int64, string)`,
+			`lockgen.yaml:9:27: unsupported key type "float64" (supported key types: int64, string, uuid)`,
 			`lockgen.yaml:10:15: table_prefix "-" is not a lower-case SQL identifier (use lower-case letters, digits and underscores, starting with a letter, e.g. lockgen_)`,
 		},
 	},

@@ -34,7 +34,7 @@ var (
 )
 
 // keyTypes are the supported Go types of lock keys.
-var keyTypes = []string{"int64", "string"}
+var keyTypes = []string{"int64", "string", "uuid"}
 
 // Duration limits of a lock.
 const (

@@ -106,6 +106,7 @@ type Key struct {
 	// predeclared identifier (string, len, nil, ...), and never "ctx" or
 	// "fn", the other parameters of the generated functions.
 	GoName string
-	// Type is the Go type: "int64" or "string".
+	// Type is the spec type: "int64", "string" or "uuid" (a string the
+	// runtime checks and stores in canonical lower case).
 	Type string
 }

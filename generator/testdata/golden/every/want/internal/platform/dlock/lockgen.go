@@ -57,6 +57,9 @@ const (
 	TenantMigrationLockName = "tenant_migration"
 	// SchedulerLockName is the name of the scheduler lock.
 	SchedulerLockName = "scheduler"
+	// TenantBackupLockName is the name of the tenant_backup lock, keyed by
+	// tenant_id.
+	TenantBackupLockName = "tenant_backup"
 )
 
 // Locks gives typed access to the locks declared in lockgen.yaml. It is safe
@@ -71,6 +74,7 @@ type Locks struct {
 	importLock          *runtime.Lock
 	tenantMigrationLock *runtime.Lock
 	schedulerLock       *runtime.Lock
+	tenantBackupLock    *runtime.Lock
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
@@ -154,6 +158,15 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		Strategy:   runtime.StrategySession,
 		TTL:        6 * time.Second,
 		RenewEvery: 2 * time.Second,
+	}); err != nil {
+		return nil, err
+	}
+	if l.tenantBackupLock, err = client.Lock(runtime.LockConfig{
+		Name:       TenantBackupLockName,
+		Keyed:      true,
+		UUIDKeys:   true,
+		TTL:        30 * time.Second,
+		RenewEvery: 10 * time.Second,
 	}); err != nil {
 		return nil, err
 	}
@@ -745,4 +758,74 @@ func (l *Locks) IsSchedulerLeader() bool {
 // for a session lock).
 func (l *Locks) SchedulerLeader(ctx context.Context) (runtime.Holder, error) {
 	return l.schedulerLock.Holder(ctx, "")
+}
+
+// WithTenantBackupLock runs fn while holding the tenant_backup lock for
+// tenantID and releases the lock when fn returns or panics (the panic goes on
+// after the release). fn's ctx is done when ctx is. WithTenantBackupLock
+// returns fn's error, joined with the release error if any. Each tenantID
+// value is a lock of its own. tenantID must be a UUID (8-4-4-4-12 hex digits,
+// any case); it is stored in lower case, so one UUID is one lock however it is
+// spelled. Anything else fails with runtime.ErrInvalid.
+//
+// It makes one attempt: if another holder has the lock, WithTenantBackupLock
+// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+//
+// The lease lasts 30s by the database clock and is renewed every 10s while fn
+// runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
+// runtime.ErrLeaseLost before anyone else can take the lock, and
+// WithTenantBackupLock returns an error wrapping runtime.ErrLeaseLost even if
+// fn returned nil: the critical section may not have been exclusive to its
+// end.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithTenantBackupLock(ctx context.Context, tenantID string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+	return l.tenantBackupLock.With(ctx, tenantID, fn)
+}
+
+// TryTenantBackupLock makes one attempt to acquire the tenant_backup lock for
+// tenantID, without waiting, and returns runtime.ErrNotAcquired if another
+// holder has it. Each tenantID value is a lock of its own. tenantID must be a
+// UUID (8-4-4-4-12 hex digits, any case); it is stored in lower case, so one
+// UUID is one lock however it is spelled. Anything else fails with
+// runtime.ErrInvalid.
+//
+// The lease lasts 30s by the database clock and is renewed every 10s in the
+// background until lease.Release, which the caller must call. lease.Context()
+// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+//
+// Any other error means the outcome is unknown: the lock may then stay held,
+// unused, for up to 30s.
+func (l *Locks) TryTenantBackupLock(ctx context.Context, tenantID string) (*runtime.Lease, error) {
+	return l.tenantBackupLock.Try(ctx, tenantID)
+}
+
+// AcquireTenantBackupLock acquires the tenant_backup lock for tenantID like
+// TryTenantBackupLock: the lock declares no wait, so it makes one attempt and
+// returns runtime.ErrNotAcquired if another holder has it. Each tenantID value
+// is a lock of its own. tenantID must be a UUID (8-4-4-4-12 hex digits, any
+// case); it is stored in lower case, so one UUID is one lock however it is
+// spelled. Anything else fails with runtime.ErrInvalid.
+//
+// The lease lasts 30s by the database clock and is renewed every 10s in the
+// background until lease.Release, which the caller must call. lease.Context()
+// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) AcquireTenantBackupLock(ctx context.Context, tenantID string) (*runtime.Lease, error) {
+	return l.tenantBackupLock.Acquire(ctx, tenantID)
+}
+
+// TenantBackupLockHolder reads who holds the tenant_backup lock for tenantID,
+// by the database clock. Holder.Held is false when nobody does (never
+// acquired, released or expired); Holder.Token is the fencing token of the
+// current or last holding.
+func (l *Locks) TenantBackupLockHolder(ctx context.Context, tenantID string) (runtime.Holder, error) {
+	return l.tenantBackupLock.Holder(ctx, tenantID)
 }
