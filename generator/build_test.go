@@ -140,6 +140,10 @@ func use(ctx context.Context, db *sql.DB) error {
 	lease, err = locks.TryTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
 	lease, err = locks.AcquireTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
 	holder, err = locks.TenantBackupLockHolder(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
+	var pruned int64
+	pruned, err = locks.PruneOrderLocks(ctx, time.Hour)
+	pruned, err = locks.PruneTenantBackupLocks(ctx, time.Hour)
+	_ = pruned
 	holder, err = locks.MasterLeader(ctx)
 	holder, err = locks.SchedulerLeader(ctx)
 	var remaining time.Duration = holder.Remaining

@@ -389,6 +389,9 @@ const (
 		"// with its own key's token through the holding column."
 	leaseGetManyDoc = "// LeaseGetMany implements runtime.BatchStore. Missing rows are absent\n" +
 		"// from the map."
+	leasePruneDoc = "// LeasePrune implements runtime.PruneStore: one statement deletes up to\n" +
+		"// limit keyed rows of lock name that have been free for longer than\n" +
+		"// olderThan by the database clock."
 	discardDoc = "// Discard implements runtime.SessionConn: it closes the connection itself\n" +
 		"// (marking it bad so the pool drops it), so the server frees any session\n" +
 		"// lock it still holds."
@@ -398,4 +401,13 @@ const (
 
 func (m *model) ownerDoc() string {
 	return comment("Owner returns the identity recorded in the lock rows held through these Locks (see WithOwner).")
+}
+
+// pruneDoc documents Prune<Name>Locks.
+func (lk *lockModel) pruneDoc() string {
+	return comment(fmt.Sprintf("%s deletes the rows of the %s lock whose %s values have been free (released or expired) "+
+		"for longer than olderThan by the database clock, %d rows per statement, and returns how many it deleted. "+
+		"Held keys are never touched. A pruned %s acquired again starts its fencing tokens from the database clock in microseconds, "+
+		"above every token it had, so tokens keep rising. Call it from a leader or a timer so the lock table does not grow with every key ever used.",
+		lk.Prune, lk.Name, lk.Key.Param, 1000, lk.Key.Param))
 }

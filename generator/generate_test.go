@@ -190,6 +190,9 @@ func TestMethodNamesMatchSpec(t *testing.T) {
 	} {
 		m := resolveLock(lk)
 		got := []string{m.With, m.Try, m.Acquire, m.Holder}
+		if m.Prune != "" {
+			got = append(got, m.Prune)
+		}
 		if m.Leader != nil {
 			got = append(got, m.Leader.RunAs, m.Leader.IsLeader, m.Leader.Current)
 		}

@@ -252,6 +252,13 @@ func lockMethods(f *jen.File, m *model, lk *lockModel) {
 	f.Func().Params(recv.Clone()).Id(lk.Holder).Params(params()...).Params(rt("Holder"), jen.Error()).Block(
 		jen.Return(lock.Clone().Dot("Holder").Call(jen.Id("ctx"), keyExpr(lk))),
 	)
+	if lk.Prune != "" {
+		f.Line()
+		f.Comment(lk.pruneDoc())
+		f.Func().Params(recv.Clone()).Id(lk.Prune).Params(ctx.Clone(), jen.Id("olderThan").Qual("time", "Duration")).Params(jen.Int64(), jen.Error()).Block(
+			jen.Return(lock.Clone().Dot("Prune").Call(jen.Id("ctx"), jen.Id("olderThan"))),
+		)
+	}
 	if lk.Leader == nil {
 		return
 	}
@@ -306,6 +313,7 @@ func storeGlue(m *model) *jen.File {
 	f.Var().Defs(
 		jen.Id("_").Add(rt("SessionStore")).Op("=").Id("store").Values(),
 		jen.Id("_").Add(rt("BatchStore")).Op("=").Id("store").Values(),
+		jen.Id("_").Add(rt("PruneStore")).Op("=").Id("store").Values(),
 	)
 
 	f.Line()
@@ -377,6 +385,15 @@ func storeGlue(m *model) *jen.File {
 		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
 	)
 	batchGlue(f, m)
+	f.Line()
+	f.Comment(leasePruneDoc)
+	f.Func().Params(recv.Clone()).Id("LeasePrune").Params(
+		ctx.Clone(), jen.Id("name").String(), jen.Id("olderThan").Qual("time", "Duration"), jen.Id("limit").Int(),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(q.Clone().Dot("LeasePrune").Call(jen.Id("ctx"), literal(db("LeasePruneParams"),
+			kv{"Name", jen.Id("name")}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))},
+		))),
+	)
 	sessionGlue(f, m)
 	return f
 }

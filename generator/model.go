@@ -64,8 +64,8 @@ type lockModel struct {
 	NameConst string
 	// Field is the unexported Locks field holding the *runtime.Lock.
 	Field string
-	// Method names.
-	With, Try, Acquire, Holder string
+	// Method names. Prune is empty for an unkeyed lock.
+	With, Try, Acquire, Holder, Prune string
 	TTL, RenewEvery, Wait      time.Duration
 	// Session is true for the session strategy (GET_LOCK on a pinned
 	// connection), false for the default lease strategy.
@@ -154,6 +154,7 @@ func resolveLock(lk spec.Lock) lockModel {
 		m.Leader = &leaderModel{RunAs: "RunAs" + g, IsLeader: "Is" + g + "Leader", Current: g + "Leader"}
 	}
 	if lk.Key != nil {
+		m.Prune = "Prune" + g + "Locks"
 		m.Key = &keyModel{
 			Name:    lk.Key.Name,
 			Param:   lk.Key.GoName,

@@ -45,8 +45,10 @@ type overlapChecker struct {
 	mu        sync.Mutex
 	inside    int
 	lastToken int64
-	entries   int
-	problems  []string
+	// firstToken is the first token seen.
+	firstToken int64
+	entries    int
+	problems   []string
 }
 
 func (c *overlapChecker) enter(token int64) {
@@ -60,6 +62,9 @@ func (c *overlapChecker) enter(token int64) {
 		c.problems = append(c.problems, fmt.Sprintf("token %d after token %d", token, c.lastToken))
 	}
 	c.inside++
+	if c.firstToken == 0 {
+		c.firstToken = token
+	}
 	c.lastToken = token
 }
 

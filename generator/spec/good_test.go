@@ -224,6 +224,8 @@ func TestLoadGoodSpecs(t *testing.T) {
 func TestLockMethods(t *testing.T) {
 	assert.Equal(t, []string{"WithOrderLock", "TryOrderLock", "AcquireOrderLock", "OrderLockHolder"},
 		Lock{GoName: "Order"}.Methods())
+	assert.Equal(t, []string{"WithOrderLock", "TryOrderLock", "AcquireOrderLock", "OrderLockHolder", "PruneOrderLocks"},
+		Lock{GoName: "Order", Key: &Key{Name: "id", GoName: "id", Type: "int64"}}.Methods())
 	assert.Equal(t, []string{"WithMasterLock", "TryMasterLock", "AcquireMasterLock", "MasterLockHolder", "RunAsMaster", "IsMasterLeader", "MasterLeader"},
 		Lock{GoName: "Master", Leader: true}.Methods())
 }

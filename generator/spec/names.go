@@ -109,6 +109,9 @@ func paramProblem(ident string) string {
 func (lk Lock) Methods() []string {
 	g := lk.GoName
 	ms := []string{"With" + g + "Lock", "Try" + g + "Lock", "Acquire" + g + "Lock", g + "LockHolder"}
+	if lk.Key != nil {
+		ms = append(ms, "Prune"+g+"Locks")
+	}
 	if lk.Leader {
 		ms = append(ms, "RunAs"+g, "Is"+g+"Leader", g+"Leader")
 	}

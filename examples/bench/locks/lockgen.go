@@ -171,6 +171,17 @@ func (l *Locks) BenchLockHolder(ctx context.Context, client string) (runtime.Hol
 	return l.benchLock.Holder(ctx, client)
 }
 
+// PruneBenchLocks deletes the rows of the bench lock whose client values have
+// been free (released or expired) for longer than olderThan by the database
+// clock, 1000 rows per statement, and returns how many it deleted. Held keys
+// are never touched. A pruned client acquired again starts its fencing tokens
+// from the database clock in microseconds, above every token it had, so tokens
+// keep rising. Call it from a leader or a timer so the lock table does not
+// grow with every key ever used.
+func (l *Locks) PruneBenchLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.benchLock.Prune(ctx, olderThan)
+}
+
 // WithBenchSessionLock runs fn while holding the bench_session lock for client
 // and releases the lock when fn returns or panics (the panic goes on after the
 // release). fn's ctx is done when ctx is. WithBenchSessionLock returns fn's
@@ -256,4 +267,15 @@ func (l *Locks) AcquireBenchSessionLock(ctx context.Context, client string) (*ru
 // lock lasts as long as its holder's connection.
 func (l *Locks) BenchSessionLockHolder(ctx context.Context, client string) (runtime.Holder, error) {
 	return l.benchSessionLock.Holder(ctx, client)
+}
+
+// PruneBenchSessionLocks deletes the rows of the bench_session lock whose
+// client values have been free (released or expired) for longer than olderThan
+// by the database clock, 1000 rows per statement, and returns how many it
+// deleted. Held keys are never touched. A pruned client acquired again starts
+// its fencing tokens from the database clock in microseconds, above every
+// token it had, so tokens keep rising. Call it from a leader or a timer so the
+// lock table does not grow with every key ever used.
+func (l *Locks) PruneBenchSessionLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.benchSessionLock.Prune(ctx, olderThan)
 }

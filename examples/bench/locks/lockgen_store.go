@@ -26,6 +26,7 @@ type store struct {
 var (
 	_ runtime.SessionStore = store{}
 	_ runtime.BatchStore   = store{}
+	_ runtime.PruneStore   = store{}
 )
 
 // LeaseAcquire implements runtime.Store. The fencing token is the statement's
@@ -145,6 +146,17 @@ func (s store) LeaseGetMany(ctx context.Context, name string, keys []string) (ma
 		}
 	}
 	return m, nil
+}
+
+// LeasePrune implements runtime.PruneStore: one statement deletes up to
+// limit keyed rows of lock name that have been free for longer than
+// olderThan by the database clock.
+func (s store) LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error) {
+	return s.q.LeasePrune(ctx, lockgendb.LeasePruneParams{
+		Name:        name,
+		OlderThanUs: olderThan.Microseconds(),
+		Limit:       int32(limit),
+	})
 }
 
 // SessionNamespace implements runtime.SessionStore: the GET_LOCK names of

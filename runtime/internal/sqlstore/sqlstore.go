@@ -165,3 +165,8 @@ func (s Store) LeaseGetMany(ctx context.Context, name string, keys []string) (ma
 	}
 	return m, nil
 }
+
+// LeasePrune implements runtime.PruneStore.
+func (s Store) LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error) {
+	return s.q.LeasePrune(ctx, sqlcdb.LeasePruneParams{Name: name, OlderThanUs: olderThan.Microseconds(), Limit: int32(limit)})
+}

@@ -13,7 +13,7 @@ import (
 const leaseAcquire = `-- name: LeaseAcquire :execresult
 INSERT INTO bench_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (
-    ?, ?, ?, LAST_INSERT_ID(1), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    ?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
 )
 ON DUPLICATE KEY UPDATE
@@ -32,8 +32,10 @@ type LeaseAcquireParams struct {
 
 // LeaseAcquire takes the lock row when it is missing, released or expired by
 // the database clock, in one autocommit statement. The new fencing token
-// (previous token + 1, or 1 for a new row) comes back as the result's
-// LastInsertId; LastInsertId is 0 when the row is held by someone else.
+// comes back as the result's LastInsertId (0 when the row is held by
+// someone else): the previous token + 1, or, for a new row, the database
+// clock in microseconds since 1970, which is above every token the row had
+// before it was pruned (a row gets at most one acquisition per microsecond).
 // The assignments test expires_at before it is overwritten (MySQL applies
 // ON DUPLICATE KEY UPDATE assignments left to right).
 func (q *Queries) LeaseAcquire(ctx context.Context, arg LeaseAcquireParams) (sql.Result, error) {
@@ -176,6 +178,32 @@ func (q *Queries) LeaseGuard(ctx context.Context, arg LeaseGuardParams) (int64, 
 	var token int64
 	err := row.Scan(&token)
 	return token, err
+}
+
+const leasePrune = `-- name: LeasePrune :execrows
+DELETE FROM bench_locks
+WHERE name = ? AND lock_key <> ''
+  AND expires_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(? AS SIGNED) MICROSECOND
+LIMIT ?
+`
+
+type LeasePruneParams struct {
+	Name        string
+	OlderThanUs int64
+	Limit       int32
+}
+
+// LeasePrune deletes up to row_limit rows of keyed lock name that have been
+// free (released or expired) for longer than older_than_us microseconds by
+// the database clock. A held row never matches; a row acquired meanwhile
+// is re-checked under its row lock and kept. A pruned row that is acquired
+// again starts from the clock (see LeaseAcquire), so tokens keep rising.
+func (q *Queries) LeasePrune(ctx context.Context, arg LeasePruneParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, leasePrune, arg.Name, arg.OlderThanUs, arg.Limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const leaseRelease = `-- name: LeaseRelease :execrows
@@ -363,7 +391,7 @@ func (q *Queries) SessionReleaseLock(ctx context.Context, lockName string) (int6
 
 const sessionToken = `-- name: SessionToken :execresult
 INSERT INTO bench_locks (name, lock_key, owner, token, acquired_at, expires_at)
-VALUES (?, ?, ?, LAST_INSERT_ID(1), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
 ON DUPLICATE KEY UPDATE
     token       = LAST_INSERT_ID(token + 1),
     owner       = VALUES(owner),

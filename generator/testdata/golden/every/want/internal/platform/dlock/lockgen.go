@@ -338,6 +338,17 @@ func (l *Locks) OrderLockHolder(ctx context.Context, orderID int64) (runtime.Hol
 	return l.orderLock.Holder(ctx, strconv.FormatInt(orderID, 10))
 }
 
+// PruneOrderLocks deletes the rows of the order lock whose orderID values have
+// been free (released or expired) for longer than olderThan by the database
+// clock, 1000 rows per statement, and returns how many it deleted. Held keys
+// are never touched. A pruned orderID acquired again starts its fencing tokens
+// from the database clock in microseconds, above every token it had, so tokens
+// keep rising. Call it from a leader or a timer so the lock table does not
+// grow with every key ever used.
+func (l *Locks) PruneOrderLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.orderLock.Prune(ctx, olderThan)
+}
+
 // WithSendSMSLock runs fn while holding the send_sms lock for phone and
 // releases the lock when fn returns or panics (the panic goes on after the
 // release). fn's ctx is done when ctx is. WithSendSMSLock returns fn's error,
@@ -404,6 +415,17 @@ func (l *Locks) AcquireSendSMSLock(ctx context.Context, phone string) (*runtime.
 // last holding.
 func (l *Locks) SendSMSLockHolder(ctx context.Context, phone string) (runtime.Holder, error) {
 	return l.sendSMSLock.Holder(ctx, phone)
+}
+
+// PruneSendSMSLocks deletes the rows of the send_sms lock whose phone values
+// have been free (released or expired) for longer than olderThan by the
+// database clock, 1000 rows per statement, and returns how many it deleted.
+// Held keys are never touched. A pruned phone acquired again starts its
+// fencing tokens from the database clock in microseconds, above every token it
+// had, so tokens keep rising. Call it from a leader or a timer so the lock
+// table does not grow with every key ever used.
+func (l *Locks) PruneSendSMSLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.sendSMSLock.Prune(ctx, olderThan)
 }
 
 // WithNightlyReportLock runs fn while holding the nightly_report lock and
@@ -638,6 +660,17 @@ func (l *Locks) TenantMigrationLockHolder(ctx context.Context, tenant string) (r
 	return l.tenantMigrationLock.Holder(ctx, tenant)
 }
 
+// PruneTenantMigrationLocks deletes the rows of the tenant_migration lock
+// whose tenant values have been free (released or expired) for longer than
+// olderThan by the database clock, 1000 rows per statement, and returns how
+// many it deleted. Held keys are never touched. A pruned tenant acquired again
+// starts its fencing tokens from the database clock in microseconds, above
+// every token it had, so tokens keep rising. Call it from a leader or a timer
+// so the lock table does not grow with every key ever used.
+func (l *Locks) PruneTenantMigrationLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.tenantMigrationLock.Prune(ctx, olderThan)
+}
+
 // WithSchedulerLock runs fn while holding the scheduler lock and releases the
 // lock when fn returns or panics (the panic goes on after the release). fn's
 // ctx is done when ctx is. WithSchedulerLock returns fn's error, joined with
@@ -828,4 +861,15 @@ func (l *Locks) AcquireTenantBackupLock(ctx context.Context, tenantID string) (*
 // current or last holding.
 func (l *Locks) TenantBackupLockHolder(ctx context.Context, tenantID string) (runtime.Holder, error) {
 	return l.tenantBackupLock.Holder(ctx, tenantID)
+}
+
+// PruneTenantBackupLocks deletes the rows of the tenant_backup lock whose
+// tenantID values have been free (released or expired) for longer than
+// olderThan by the database clock, 1000 rows per statement, and returns how
+// many it deleted. Held keys are never touched. A pruned tenantID acquired
+// again starts its fencing tokens from the database clock in microseconds,
+// above every token it had, so tokens keep rising. Call it from a leader or a
+// timer so the lock table does not grow with every key ever used.
+func (l *Locks) PruneTenantBackupLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.tenantBackupLock.Prune(ctx, olderThan)
 }

@@ -1,13 +1,15 @@
 -- name: LeaseAcquire :execresult
 -- LeaseAcquire takes the lock row when it is missing, released or expired by
 -- the database clock, in one autocommit statement. The new fencing token
--- (previous token + 1, or 1 for a new row) comes back as the result's
--- LastInsertId; LastInsertId is 0 when the row is held by someone else.
+-- comes back as the result's LastInsertId (0 when the row is held by
+-- someone else): the previous token + 1, or, for a new row, the database
+-- clock in microseconds since 1970, which is above every token the row had
+-- before it was pruned (a row gets at most one acquisition per microsecond).
 -- The assignments test expires_at before it is overwritten (MySQL applies
 -- ON DUPLICATE KEY UPDATE assignments left to right).
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (
-    sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(1), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
 )
 ON DUPLICATE KEY UPDATE
@@ -77,6 +79,17 @@ SELECT lock_key, owner, token,
 FROM lockgen_locks
 WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
 
+-- name: LeasePrune :execrows
+-- LeasePrune deletes up to row_limit rows of keyed lock name that have been
+-- free (released or expired) for longer than older_than_us microseconds by
+-- the database clock. A held row never matches; a row acquired meanwhile
+-- is re-checked under its row lock and kept. A pruned row that is acquired
+-- again starts from the clock (see LeaseAcquire), so tokens keep rising.
+DELETE FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key <> ''
+  AND expires_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+LIMIT ?;
+
 -- name: SessionGetLock :one
 -- SessionGetLock waits up to timeout_us microseconds, on the server, for the
 -- named session lock (GET_LOCK). 1: acquired by this connection; 0: timed
@@ -102,7 +115,7 @@ SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released
 -- succeeded. The row stays "unexpired" until the holding is released, so
 -- LeaseGuard works for session locks too.
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
-VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(1), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
 ON DUPLICATE KEY UPDATE
     token       = LAST_INSERT_ID(token + 1),
     owner       = VALUES(owner),
