@@ -392,6 +392,8 @@ const (
 	leasePruneDoc = "// LeasePrune implements runtime.PruneStore: one statement deletes up to\n" +
 		"// limit keyed rows of lock name that have been free for longer than\n" +
 		"// olderThan by the database clock."
+	freeDoc = "// Free implements runtime.SessionConn: it marks the row free, on the\n" +
+		"// pinned connection, if id still holds it."
 	discardDoc = "// Discard implements runtime.SessionConn: it closes the connection itself\n" +
 		"// (marking it bad so the pool drops it), so the server frees any session\n" +
 		"// lock it still holds."

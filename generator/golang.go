@@ -531,6 +531,17 @@ func sessionGlue(f *jen.File, m *model) {
 	)
 
 	f.Line()
+	f.Comment(freeDoc)
+	f.Func().Params(crecv.Clone()).Id("Free").Params(
+		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
 	f.Comment(closeDoc)
 	f.Func().Params(crecv.Clone()).Id("Close").Params().Error().Block(
 		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),

@@ -135,7 +135,18 @@ func (b *batcher) loop() {
 // and token, as a single renewal does.
 func (b *batcher) renew(batch []*Lease) {
 	b.flight.Lock()
-	defer b.flight.Unlock()
+	lost := b.renewLocked(batch)
+	b.flight.Unlock()
+	// Outside flight: an Observer or logger that releases a lease of this
+	// lock must not deadlock.
+	for _, ls := range lost {
+		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
+	}
+}
+
+// renewLocked runs the statements of renew with flight held and returns
+// the leases the database showed lost.
+func (b *batcher) renewLocked(batch []*Lease) (lost []*Lease) {
 	b.mu.Lock()
 	live := batch[:0]
 	for _, ls := range batch {
@@ -145,7 +156,7 @@ func (b *batcher) renew(batch []*Lease) {
 	}
 	b.mu.Unlock()
 	if len(live) == 0 {
-		return
+		return nil
 	}
 	cfg := b.lock.cfg
 	clock := b.lock.client.clock
@@ -164,7 +175,7 @@ func (b *batcher) renew(batch []*Lease) {
 			ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
 		}
 		b.schedule(live, true)
-		return
+		return nil
 	}
 	sent = clock.Now()
 	rows, gerr := b.store.LeaseGetMany(ctx, cfg.Name, keys)
@@ -174,13 +185,13 @@ func (b *batcher) renew(batch []*Lease) {
 		}
 		b.lock.client.logger.Warn("lockgen: batched renewal failed", "lock", cfg.Name, "leases", len(live), "error", err, "reread_error", gerr)
 		b.schedule(live, false)
-		return
+		return nil
 	}
 	var held []*Lease
 	for _, ls := range live {
 		row, found := rows[ls.id.Key]
 		if !ls.holds(row, found) {
-			ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
+			lost = append(lost, ls)
 			continue
 		}
 		ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
@@ -189,6 +200,7 @@ func (b *batcher) renew(batch []*Lease) {
 	// After a definite answer the held ones were renewed; after an error,
 	// retry soon.
 	b.schedule(held, err == nil)
+	return lost
 }
 
 // schedule sets the next renewal of each lease.

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -121,7 +122,10 @@ func TestBatchedRenewalLosesOnlyTakenLeases(t *testing.T) {
 // after a number of delivered batch replies.
 type batchFaults struct {
 	sqlstore.Store
-	delay          time.Duration
+	delay time.Duration
+	// lost: the renewal runs, its reply is lost (an error); the re-read's
+	// reply counts toward partitionAfter instead.
+	lost           bool
 	partitionAfter int32
 	replies        atomic.Int32
 	partitioned    atomic.Bool
@@ -133,6 +137,9 @@ func (s *batchFaults) LeaseRenewMany(ctx context.Context, name, owner string, ke
 	}
 	n, err := s.Store.LeaseRenewMany(ctx, name, owner, keys, tokens, ttl)
 	time.Sleep(s.delay)
+	if s.lost {
+		return 0, errReplyLost
+	}
 	if err == nil && s.replies.Add(1) >= s.partitionAfter {
 		s.partitioned.Store(true)
 	}
@@ -143,7 +150,11 @@ func (s *batchFaults) LeaseGetMany(ctx context.Context, name string, keys []stri
 	if s.partitioned.Load() {
 		return nil, errPartitioned
 	}
-	return s.Store.LeaseGetMany(ctx, name, keys)
+	rows, err := s.Store.LeaseGetMany(ctx, name, keys)
+	if err == nil && s.lost && s.replies.Add(1) >= s.partitionAfter {
+		s.partitioned.Store(true)
+	}
+	return rows, err
 }
 
 func (s *batchFaults) LeaseRelease(ctx context.Context, id runtime.LeaseID) (bool, error) {
@@ -157,9 +168,15 @@ func (s *batchFaults) LeaseRelease(ctx context.Context, id runtime.LeaseID) (boo
 // replies come late, then a partition: every lease is lost while its row is
 // still held by the database clock.
 func TestDeadlineAfterBatchedRenewalsPrecedesExpiry(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replyLost=%v", lost), func(t *testing.T) { testDeadlineAfterBatchedRenewals(t, lost) })
+	}
+}
+
+func testDeadlineAfterBatchedRenewals(t *testing.T, lost bool) {
 	tdb := testdb.New(t)
 	observer := tdb.Open(t)
-	faults := &batchFaults{Store: sqlstore.New(tdb.Open(t)), delay: 150 * time.Millisecond, partitionAfter: 3}
+	faults := &batchFaults{Store: sqlstore.New(tdb.Open(t)), delay: 150 * time.Millisecond, partitionAfter: 3, lost: lost}
 	c, err := runtime.NewClient(faults)
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "late-batch", Keyed: true, TTL: 600 * time.Millisecond})

@@ -61,6 +61,12 @@ func (l *Lock) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lea
 	if l.cfg.Keyed {
 		return fmt.Errorf("%w: lock %q is keyed; leader election needs an unkeyed lock", ErrInvalid, l.cfg.Name)
 	}
+	if l.cfg.Strategy == StrategySession {
+		// The server frees a session lock the moment the leader's
+		// connection breaks, before the leader learns of it: a follower
+		// could run fn while the old leader still does.
+		return fmt.Errorf("%w: lock %q uses strategy session; leader election needs strategy lease (a session lock is freed before its holder learns it lost it)", ErrInvalid, l.cfg.Name)
+	}
 	o := leaderOptions{poll: min(l.cfg.TTL/4, 500*time.Millisecond)}
 	for _, opt := range opts {
 		if opt != nil {
@@ -109,13 +115,7 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 	}
 	for {
 		start := l.client.clock.Now()
-		var lease *Lease
-		var err error
-		if l.cfg.Strategy == StrategySession {
-			lease, err = l.trySession(ctx, "", o.poll) // wait on the server, no polling
-		} else {
-			lease, err = l.tryOnce(ctx, "")
-		}
+		lease, err := l.tryOnce(ctx, "")
 		l.observeAcquire(start, err)
 		switch {
 		case err == nil:
@@ -132,9 +132,6 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 				o.onNewLeader(h)
 			}
 		}
-		if l.cfg.Strategy == StrategySession && errors.Is(err, ErrNotAcquired) {
-			continue // the attempt already waited on the server
-		}
 		if err := sleepOrWake(ctx, l.client.clock, b.step(), w.wake); err != nil {
 			return nil, err
 		}
@@ -150,10 +147,13 @@ func (l *Lock) lead(ctx context.Context, lease *Lease, fn func(context.Context, 
 		l.leader.CompareAndSwap(lease, nil)
 		l.client.observer.LeaderChanged(l.cfg.Name, false)
 	}()
-	if o.onElected != nil {
-		o.onElected(lease)
-	}
-	err := runHolding(ctx, lease, fn)
+	err := runHolding(ctx, lease, func(ctx context.Context, lease *Lease) error {
+		// Inside the holding: a panicking callback still releases the lease.
+		if o.onElected != nil {
+			o.onElected(lease)
+		}
+		return fn(ctx, lease)
+	})
 	l.client.logger.Info("lockgen: leadership ended", "lock", l.cfg.Name, "token", lease.Token(), "error", err)
 	if o.onRevoked != nil {
 		o.onRevoked(err)

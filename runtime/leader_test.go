@@ -245,3 +245,19 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+// TestPanicInOnElectedReleasesLeadership: a panicking callback does not
+// leave the lease held (and renewing) with nobody leading.
+func TestPanicInOnElectedReleasesLeadership(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t))
+	l := n.lock(t, runtime.LockConfig{Name: "panicky", TTL: 3 * time.Second})
+	require.PanicsWithValue(t, "boom", func() {
+		_ = l.RunAsLeader(context.Background(), func(context.Context, *runtime.Lease) error { return nil },
+			runtime.OnElected(func(*runtime.Lease) { panic("boom") }))
+	})
+	h, err := l.Holder(context.Background(), "")
+	require.NoError(t, err)
+	assert.False(t, h.Held, "the lease was released")
+	assert.False(t, l.IsLeader())
+}

@@ -194,11 +194,16 @@ func (ls *Lease) renew() bool {
 	if left <= 0 {
 		return false // the watchdog declares the loss
 	}
-	ctx, cancel := context.WithTimeout(ls.renewCtx, left)
-	defer cancel()
 	if ls.session != nil {
+		// Not tied to renewCtx: cancelling a statement makes the driver
+		// close the pinned connection, which would drop the lock under a
+		// Release that only wants the checks to stop.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ls.renewCtx), left)
+		defer cancel()
 		return ls.renewSession(ctx)
 	}
+	ctx, cancel := context.WithTimeout(ls.renewCtx, left)
+	defer cancel()
 	store := ls.lock.client.store
 	sent := ls.clock.Now()
 	ok, err := store.LeaseRenew(ctx, ls.id, cfg.TTL)
@@ -239,7 +244,9 @@ func (ls *Lease) holds(row LeaseRow, found bool) bool {
 // lock on the lock row until tx commits or rolls back, so no new holder can
 // acquire the lock before tx's writes are committed: guarded writes are safe
 // even after a GC pause that outlived the lease. Renewals of this lease wait
-// for tx too, so keep guarded transactions shorter than the TTL.
+// for tx too (and, when a client renews many keys of a lock in one batch,
+// so do the renewals of its other keys): keep guarded transactions well
+// below TTL - TTL/10 - RenewEvery, or the lease is lost.
 //
 // Guard returns an error wrapping ErrLeaseLost when the holding is over (the
 // caller must roll tx back), ErrReleased after Release, ErrInvalid for a nil

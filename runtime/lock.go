@@ -73,6 +73,9 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	if cfg.TTL < MinTTL {
 		return nil, fmt.Errorf("%w: lock %q: ttl %v is below the minimum %v", ErrInvalid, cfg.Name, cfg.TTL, MinTTL)
 	}
+	if cfg.UUIDKeys && !cfg.Keyed {
+		return nil, fmt.Errorf("%w: lock %q: UUIDKeys needs Keyed", ErrInvalid, cfg.Name)
+	}
 	switch cfg.Strategy {
 	case "":
 		cfg.Strategy = StrategyLease
@@ -318,13 +321,20 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	if held, ok := ctx.Value(heldKey{l.client, l.cfg.Name, key}).(*Lease); ok {
+	if held, ok := ctx.Value(heldKey{l.client, l.cfg.Name, key}).(*Lease); ok && !errors.Is(held.Err(), ErrReleased) {
 		// Reentrant call from inside fn: join the holding; the outer With
-		// releases it.
+		// releases it. (A context kept after its holding was released
+		// carries a stale lease: acquire anew then.)
 		if err := held.Err(); err != nil {
 			return err
 		}
-		return fn(ctx, held)
+		joinCtx, cancel := context.WithCancelCause(ctx)
+		stop := context.AfterFunc(held.Context(), func() { cancel(context.Cause(held.Context())) })
+		defer func() {
+			stop()
+			cancel(context.Canceled)
+		}()
+		return fn(joinCtx, held)
 	}
 	lease, err := l.Acquire(ctx, key)
 	if err != nil {

@@ -74,3 +74,39 @@ func TestUUIDKeys(t *testing.T) {
 	}))
 	require.NoError(t, lease.Release(ctx))
 }
+
+// TestReentrancyEdges: a context kept after its holding ended acquires
+// anew; a joined call's context ends with the holding it joined.
+func TestReentrancyEdges(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t))
+	l := n.lock(t, runtime.LockConfig{Name: "edges", TTL: 5 * time.Second})
+	ctx := context.Background()
+	var kept context.Context
+	joinedDone := make(chan error, 1)
+	var outerToken int64
+	require.NoError(t, l.With(ctx, "", func(ctx context.Context, lease *runtime.Lease) error {
+		kept = context.WithoutCancel(ctx) // values survive; the held lease goes stale
+		outerToken = lease.Token()
+		started := make(chan struct{})
+		go func() { // a joined call that outlives the outer fn
+			joinedDone <- l.With(context.WithoutCancel(ctx), "", func(ctx context.Context, _ *runtime.Lease) error {
+				close(started)
+				<-ctx.Done()
+				return context.Cause(ctx)
+			})
+		}()
+		<-started
+		return nil
+	}))
+	select {
+	case err := <-joinedDone:
+		require.ErrorIs(t, err, runtime.ErrReleased, "the joined call's ctx ends with the holding")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a joined call outlived its holding with a live context")
+	}
+	require.NoError(t, l.With(kept, "", func(_ context.Context, lease *runtime.Lease) error {
+		assert.Greater(t, lease.Token(), outerToken, "a stale context acquires anew")
+		return nil
+	}))
+}

@@ -52,6 +52,9 @@ type SessionConn interface {
 	// Token records the holding in the lock row (name, key) and returns its
 	// fencing token.
 	Token(ctx context.Context, name, key, owner string) (int64, error)
+	// Free marks the row free if id still holds it (as Store.LeaseRelease),
+	// on this connection, so releasing needs no second connection.
+	Free(ctx context.Context, id LeaseID) (bool, error)
 	// Close returns the connection to the pool.
 	Close() error
 	// Discard closes the connection itself instead of returning it to the
@@ -194,8 +197,10 @@ func (ls *Lease) renewSession(ctx context.Context) bool {
 func (ls *Lease) releaseSession(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
 	defer cancel()
+	// The row first, while the server lock still keeps the next holder's
+	// token statement out; both on the pinned connection.
+	_, rowErr := ls.session.conn.Free(ctx, ls.id)
 	released, err := ls.session.conn.ReleaseLock(ctx, ls.session.name)
-	_, rowErr := ls.lock.client.store.LeaseRelease(ctx, ls.id)
 	if err == nil && released == 1 {
 		_ = ls.session.conn.Close()
 	} else {

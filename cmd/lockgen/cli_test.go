@@ -270,7 +270,7 @@ func TestStarterAlternatives(t *testing.T) {
 	t.Parallel()
 	data := string(starterSpec("locks"))
 	assert.Contains(t, data, "\n    leader: true ")
-	const lease, session = "\n    strategy: lease ", "\n    # strategy: session "
+	const lease, session = "\n    strategy: lease\n    # strategy: session", "\n    # strategy: session "
 	require.Contains(t, data, lease)
 	require.Contains(t, data, session)
 
@@ -279,11 +279,10 @@ func TestStarterAlternatives(t *testing.T) {
 	assert.Equal(t, spec.StrategyLease, s.Locks[0].Strategy)
 	assert.True(t, s.Locks[0].Leader)
 
-	swapped := strings.Replace(strings.Replace(data, lease, "\n    # strategy: lease ", 1), session, "\n    strategy: session ", 1)
+	swapped := strings.Replace(data, "\n    strategy: lease\n    # strategy: session ", "\n    strategy: session ", 1)
 	s, err = spec.Load("lockgen.yaml", []byte(swapped))
 	require.NoError(t, err)
-	assert.Equal(t, spec.StrategySession, s.Locks[0].Strategy)
-	assert.True(t, s.Locks[0].Leader)
+	assert.Equal(t, spec.StrategySession, s.Locks[1].Strategy, "the keyed lock can switch to session")
 }
 
 func TestInitRefusesToOverwrite(t *testing.T) {

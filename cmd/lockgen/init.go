@@ -108,10 +108,6 @@ locks:
   # one instance may do at a time: WithMasterLock(ctx, fn).
   - name: master      # snake_case; becomes Master in Go
     strategy: lease   # a row that expires by the database clock (the default)
-    # strategy: session  # or GET_LOCK on a pinned connection: waits on the server and frees
-    #                    # at once when the holder dies, but the holder learns of a loss only
-    #                    # after others may have the lock (fence writes with lease.Guard);
-    #                    # refused on Galera. See docs/strategies.md in github.com/lockgen/lockgen.
     ttl: 3s           # how long the lease lasts without renewal (at least 100ms)
     renew_every: 1s   # renewal period while held; default ttl/3, must be below ttl - ttl/10
     wait: 0s          # how long With/Acquire wait for a busy lock; 0 = one attempt
@@ -121,7 +117,12 @@ locks:
   # A keyed lock: one lease per key value, e.g. per order:
   # WithOrderLock(ctx, orderID, fn).
   - name: order
-    key: { name: order_id, type: int64 }   # the key's Go parameter: int64 or string
+    key: { name: order_id, type: int64 }   # the key's Go parameter: int64, string or uuid
+    strategy: lease
+    # strategy: session  # or GET_LOCK on a pinned connection: waits on the server and frees
+    #                    # at once when the holder dies, but the holder learns of a loss only
+    #                    # after others may have the lock (fence writes with lease.Guard);
+    #                    # not for leaders; refused on Galera. See docs/strategies.md.
     ttl: 30s
     wait: 5s
 `

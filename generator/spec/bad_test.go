@@ -338,6 +338,13 @@ var badSpecs = []badSpec{
 		},
 	},
 	{
+		name: "leader on a session lock",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    strategy: session\n    ttl: 3s\n    leader: true\n",
+		want: []string{
+			`lockgen.yaml:7:5: a session lock cannot be a leader: the server frees it before the old leader learns it lost it, so two leaders could run at once (leader election needs strategy lease; remove strategy or leader)`,
+		},
+	},
+	{
 		name: "leader methods clash with another lock's",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: master, ttl: 3s, leader: true}\n  - {name: is_master, ttl: 3s, leader: true}\n  - {name: x_lock_holder, ttl: 3s, leader: true}\n  - {name: run_as_x, ttl: 3s}\n  - {name: master_leader, ttl: 3s, leader: true}\n",
 		want: []string{

@@ -69,6 +69,8 @@ func checkSpec(t *testing.T, s *Spec) {
 			t.Fatalf("bad strategy %q", l.Strategy)
 		case l.Leader && l.Key != nil:
 			t.Fatalf("keyed leader %q", l.Name)
+		case l.Leader && l.Strategy == StrategySession:
+			t.Fatalf("session leader %q", l.Name)
 		case l.TTL < minTTL || l.TTL > maxTTL || l.RenewEvery <= 0 || l.RenewEvery >= l.TTL || l.Wait < 0 || l.Wait > maxWait:
 			t.Fatalf("bad durations %+v", l)
 		case l.Pos.Line < 1 || l.Pos.Col < 1:

@@ -144,7 +144,7 @@ locks:
     key: {name: order_id, type: int64}
     ttl: 30s
     leader: false
-  - {name: scheduler, strategy: session, leader: true, ttl: 10s, wait: 1m}
+  - {name: scheduler, strategy: session, ttl: 10s, wait: 1m}
   - {name: master_leader, leader: true, ttl: 1s}
 `,
 		want: &Spec{
@@ -166,7 +166,7 @@ locks:
 				},
 				{
 					Pos: Pos{Line: 12, Col: 5}, Name: "scheduler", GoName: "Scheduler", Strategy: StrategySession,
-					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond, Wait: time.Minute, Leader: true,
+					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond, Wait: time.Minute,
 				},
 				{
 					Pos: Pos{Line: 13, Col: 5}, Name: "master_leader", GoName: "MasterLeader", Strategy: StrategyLease,

@@ -177,7 +177,7 @@ func (l *loader) strategy(v value) string {
 	return ""
 }
 
-// leader checks a lock's leader flag: only an unkeyed lock can be a
+// leader checks a lock's leader flag: only an unkeyed lease lock can be a
 // leader.
 func (l *loader) leader(v value, fields map[string]value) bool {
 	on, ok := l.boolean(v)
@@ -186,6 +186,11 @@ func (l *loader) leader(v value, fields map[string]value) bool {
 	}
 	if _, keyed := fields["key"]; keyed {
 		l.errorf(v.key, "leader election needs an unkeyed lock; remove key or leader", "a keyed lock cannot be a leader")
+		return false
+	}
+	if st, ok := fields["strategy"]; ok && st.node.Value == StrategySession {
+		l.errorf(v.key, "leader election needs strategy lease; remove strategy or leader",
+			"a session lock cannot be a leader: the server frees it before the old leader learns it lost it, so two leaders could run at once")
 		return false
 	}
 	return true

@@ -236,6 +236,18 @@ func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64,
 	return res.LastInsertId()
 }
 
+// Free implements runtime.SessionConn: it marks the row free, on the
+// pinned connection, if id still holds it.
+func (c sessionConn) Free(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	n, err := c.q.LeaseRelease(ctx, lockgendb.LeaseReleaseParams{
+		Name:    id.Name,
+		LockKey: id.Key,
+		Owner:   id.Owner,
+		Token:   id.Token,
+	})
+	return n > 0, err
+}
+
 // Close implements runtime.SessionConn: it returns the connection to the
 // pool.
 func (c sessionConn) Close() error {

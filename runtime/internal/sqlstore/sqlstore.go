@@ -137,6 +137,11 @@ func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64,
 	return res.LastInsertId()
 }
 
+func (c sessionConn) Free(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	n, err := c.q.LeaseRelease(ctx, sqlcdb.LeaseReleaseParams{Name: id.Name, LockKey: id.Key, Owner: id.Owner, Token: id.Token})
+	return n > 0, err
+}
+
 func (c sessionConn) Close() error { return c.conn.Close() }
 
 func (c sessionConn) Discard() error {

@@ -85,11 +85,11 @@ type Locks struct {
 // (relative to lockgen.yaml) with your migration tool. With
 // github.com/go-sql-driver/mysql, open db with parseTime=true.
 //
-// The session locks (import, tenant_migration, scheduler) take GET_LOCK on a
-// connection of db that they keep for the whole holding: allow for one open
-// connection per holding in db.SetMaxOpenConns, and connect to the server
-// directly, not through a multiplexing proxy. On a Galera cluster they fail
-// with runtime.ErrUnsupported.
+// The session locks (import, tenant_migration) take GET_LOCK on a connection
+// of db that they keep for the whole holding: allow for one open connection
+// per holding in db.SetMaxOpenConns, and connect to the server directly, not
+// through a multiplexing proxy. On a Galera cluster they fail with
+// runtime.ErrUnsupported.
 //
 // New fails with an error wrapping runtime.ErrInvalid when db is nil or an
 // option is invalid.
@@ -155,7 +155,6 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	}
 	if l.schedulerLock, err = client.Lock(runtime.LockConfig{
 		Name:       SchedulerLockName,
-		Strategy:   runtime.StrategySession,
 		TTL:        6 * time.Second,
 		RenewEvery: 2 * time.Second,
 	}); err != nil {
@@ -679,17 +678,11 @@ func (l *Locks) PruneTenantMigrationLocks(ctx context.Context, olderThan time.Du
 // It makes one attempt: if another holder has the lock, WithSchedulerLock
 // returns runtime.ErrNotAcquired at once (the lock declares no wait).
 //
-// Strategy session: the server keeps the lock as long as the connection pinned
-// for this holding stays open; the holder checks that it still has it every 2s
-// while fn runs. The server frees the lock the moment that connection breaks,
-// and the holder learns of it only at its next check (or once no check has
-// succeeded for 5.4s), when fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
-// WithSchedulerLock then returns an error wrapping runtime.ErrLeaseLost even
-// if fn returned nil: the critical section may not have been exclusive to its
-// end.
+// The lease lasts 6s by the database clock and is renewed every 2s while fn
+// runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
+// runtime.ErrLeaseLost before anyone else can take the lock, and
+// WithSchedulerLock returns an error wrapping runtime.ErrLeaseLost even if fn
+// returned nil: the critical section may not have been exclusive to its end.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -701,22 +694,15 @@ func (l *Locks) WithSchedulerLock(ctx context.Context, fn func(ctx context.Conte
 // TrySchedulerLock makes one attempt to acquire the scheduler lock, without
 // waiting, and returns runtime.ErrNotAcquired if another holder has it.
 //
-// Strategy session: the server keeps the lock as long as the connection pinned
-// for this holding stays open; the holder checks that it still has it every 2s
-// in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
-// released. The server frees the lock the moment that connection breaks, and
-// the holder learns of it only at its next check (or once no check has
-// succeeded for 5.4s), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// The lease lasts 6s by the database clock and is renewed every 2s in the
+// background until lease.Release, which the caller must call. lease.Context()
+// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
 //
-// Any other error means the lock was not acquired: the runtime releases a
-// server-side lock taken on the way before returning.
+// Any other error means the outcome is unknown: the lock may then stay held,
+// unused, for up to 6s.
 func (l *Locks) TrySchedulerLock(ctx context.Context) (*runtime.Lease, error) {
 	return l.schedulerLock.Try(ctx, "")
 }
@@ -725,16 +711,9 @@ func (l *Locks) TrySchedulerLock(ctx context.Context) (*runtime.Lease, error) {
 // lock declares no wait, so it makes one attempt and returns
 // runtime.ErrNotAcquired if another holder has it.
 //
-// Strategy session: the server keeps the lock as long as the connection pinned
-// for this holding stays open; the holder checks that it still has it every 2s
-// in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
-// released. The server frees the lock the moment that connection breaks, and
-// the holder learns of it only at its next check (or once no check has
-// succeeded for 5.4s), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// The lease lasts 6s by the database clock and is renewed every 2s in the
+// background until lease.Release, which the caller must call. lease.Context()
+// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
@@ -742,11 +721,9 @@ func (l *Locks) AcquireSchedulerLock(ctx context.Context) (*runtime.Lease, error
 	return l.schedulerLock.Acquire(ctx, "")
 }
 
-// SchedulerLockHolder reads who holds the scheduler lock: Holder.Held is
-// whether the server has the session lock (GET_LOCK's IS_USED_LOCK),
-// Holder.Owner and Holder.Token are those of the current or last holding, from
-// the lock row. Holder.Remaining is always 0: a session lock lasts as long as
-// its holder's connection.
+// SchedulerLockHolder reads who holds the scheduler lock, by the database
+// clock. Holder.Held is false when nobody does (never acquired, released or
+// expired); Holder.Token is the fencing token of the current or last holding.
 func (l *Locks) SchedulerLockHolder(ctx context.Context) (runtime.Holder, error) {
 	return l.schedulerLock.Holder(ctx, "")
 }
@@ -757,17 +734,13 @@ func (l *Locks) SchedulerLockHolder(ctx context.Context) (runtime.Holder, error)
 // ends), waits for fn to return, gives leadership up and campaigns again after
 // one poll. fn's lease.Token() is the fencing token of the term.
 //
-// Strategy session: the server frees the lock the moment the leader's
-// connection breaks, and the leader learns of it only at its next check (every
-// 2s): a follower may be elected before the old leader's fn sees its ctx end.
-// Fence the leader's writes with lease.Token() or lease.Guard; see
-// docs/strategies.md in github.com/lockgen/lockgen.
+// Two leaders never run fn at the same time as long as fn stops when its ctx
+// ends: the lease's local deadline cancels it before the database lets a
+// follower in.
 //
 // A leader that steps down (fn returned or ctx ended) is replaced by a
-// follower within about one poll. A leader that crashes is replaced at once:
-// the server frees its lock as soon as it sees the connection close (a host
-// that vanishes without closing it is noticed only when the server's
-// connection gives up).
+// follower within about one poll. A leader that crashes is replaced within
+// about its TTL (6s) plus one poll.
 //
 // RunAsScheduler returns nil when ctx ends, and an error wrapping
 // runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
@@ -785,10 +758,9 @@ func (l *Locks) IsSchedulerLeader() bool {
 }
 
 // SchedulerLeader reads the current leader of the scheduler lock as any
-// observer sees it, from the server and the lock row. Holder.Held is whether
-// the server has the lock, Holder.Owner is the leader's owner (see WithOwner)
-// and Holder.Token the fencing token of its term (Holder.Remaining is always 0
-// for a session lock).
+// observer sees it, by the database clock. Holder.Held is false when nobody
+// leads, Holder.Owner is the leader's owner (see WithOwner), Holder.Token the
+// fencing token of its term and Holder.Remaining what is left of its lease.
 func (l *Locks) SchedulerLeader(ctx context.Context) (runtime.Holder, error) {
 	return l.schedulerLock.Holder(ctx, "")
 }
