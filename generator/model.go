@@ -66,7 +66,7 @@ type lockModel struct {
 	Field string
 	// Method names. Prune is empty for an unkeyed lock.
 	With, Try, Acquire, Holder, Prune string
-	TTL, RenewEvery, Wait      time.Duration
+	TTL, RenewEvery, Wait             time.Duration
 	// Session is true for the session strategy (GET_LOCK on a pinned
 	// connection), false for the default lease strategy.
 	Session bool
