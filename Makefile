@@ -25,8 +25,7 @@ check-generated: generate ## fail when any generated file differs from what is c
 		echo "check-generated: generated files are stale: run 'make generate' and commit" >&2; exit 1; \
 	fi
 
-test: db ## vet and run every test (race detector on) against MariaDB
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+test: db lint ## gofmt, vet and run every test (race detector on) against MariaDB
 	@for m in $(MODULES); do (cd $$m && echo "== go test $$m" && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 
 lint: ## gofmt and go vet
