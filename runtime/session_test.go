@@ -244,3 +244,40 @@ func TestSessionReleaseNeedsNoSecondConnection(t *testing.T) {
 	require.NoError(t, a.Release(ctx))
 	require.NoError(t, b.Release(ctx))
 }
+
+// TestSessionKilledWaitIsNotAcquired: a GET_LOCK wait killed on the server
+// (KILL QUERY makes it return NULL) is an error, never a holding.
+func TestSessionKilledWaitIsNotAcquired(t *testing.T) {
+	tdb := testdb.New(t)
+	name := uniqueName(t, tdb)
+	holder := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second})
+	waiter := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second, Wait: 30 * time.Second})
+	admin := tdb.Open(t)
+	ctx := context.Background()
+	lease, err := holder.Try(ctx, "")
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		next, err := waiter.Acquire(ctx, "")
+		if err == nil {
+			_ = next.Release(ctx)
+		}
+		got <- err
+	}()
+	var id int64
+	require.Eventually(t, func() bool {
+		err := admin.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%SessionGetLock%' AND INFO NOT LIKE '%PROCESSLIST%' AND DB = ?", tdb.Name).Scan(&id)
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err = admin.Exec("KILL QUERY ?", id)
+	require.NoError(t, err)
+	select {
+	case err := <-got:
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, runtime.ErrNotAcquired)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the killed wait did not return")
+	}
+	require.NoError(t, lease.Err(), "the holder keeps its lock")
+	require.NoError(t, lease.Release(ctx))
+}
