@@ -197,3 +197,40 @@ func mysqlConnector(t testing.TB, cfg *mysql.Config) driver.Connector {
 }
 
 var _ = testdb.DefaultDSN
+
+// contend runs workers goroutines per lock (each lock standing for a node),
+// each taking the lock perWorker times with With, and fails the test on any
+// error, on two holders inside at once, or on a token that does not exceed
+// the one before. It returns the checker for further assertions.
+func contend(t *testing.T, locks []*runtime.Lock, workers, perWorker int) *overlapChecker {
+	t.Helper()
+	chk := &overlapChecker{}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(locks)*workers)
+	for _, l := range locks {
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < perWorker; i++ {
+					if err := l.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
+						chk.enter(lease.Token())
+						defer chk.exit()
+						return context.Cause(ctx)
+					}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	chk.check(t)
+	require.Equal(t, len(locks)*workers*perWorker, chk.entries)
+	return chk
+}

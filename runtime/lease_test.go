@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,40 +102,11 @@ func TestMutualExclusion(t *testing.T) {
 	tdb := testdb.New(t)
 	const pools, workers, perWorker = 3, 16, 12
 	cfg := runtime.LockConfig{Name: "contended", TTL: 2 * time.Second, Wait: time.Minute}
-	var chk overlapChecker
-	var wg sync.WaitGroup
-	errs := make(chan error, pools*workers)
+	var locks []*runtime.Lock
 	for p := 0; p < pools; p++ {
-		n := newNode(t, tdb.Open(t))
-		l := n.lock(t, cfg)
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < perWorker; i++ {
-					err := l.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
-						chk.enter(lease.Token())
-						defer chk.exit()
-						if ctx.Err() != nil {
-							return context.Cause(ctx)
-						}
-						return nil
-					})
-					if err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
+		locks = append(locks, newNode(t, tdb.Open(t)).lock(t, cfg))
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	chk.check(t)
-	assert.Equal(t, pools*workers*perWorker, chk.entries)
+	chk := contend(t, locks, workers, perWorker)
 	assert.Equal(t, int64(pools*workers*perWorker), chk.lastToken-chk.firstToken+1, "one token per acquisition, none skipped")
 }
 

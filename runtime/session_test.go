@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,36 +34,11 @@ func uniqueName(t *testing.T, tdb *testdb.DB) string {
 func TestSessionMutualExclusion(t *testing.T) {
 	tdb := testdb.New(t)
 	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: 2 * time.Second, Wait: time.Minute}
-	const pools, workers, perWorker = 3, 8, 10
-	var chk overlapChecker
-	var wg sync.WaitGroup
-	errs := make(chan error, pools*workers)
-	for p := 0; p < pools; p++ {
-		l := sessionNode(t, tdb.Open(t)).lock(t, cfg)
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < perWorker; i++ {
-					if err := l.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
-						chk.enter(lease.Token())
-						defer chk.exit()
-						return ctx.Err()
-					}); err != nil {
-						errs <- err
-						return
-					}
-				}
-			}()
-		}
+	var locks []*runtime.Lock
+	for p := 0; p < 3; p++ {
+		locks = append(locks, sessionNode(t, tdb.Open(t)).lock(t, cfg))
 	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	chk.check(t)
-	assert.Equal(t, pools*workers*perWorker, chk.entries)
+	contend(t, locks, 8, 10)
 }
 
 // TestSessionStatementsAndHolder: acquire is GET_LOCK plus the token bump,

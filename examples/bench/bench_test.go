@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"os"
 	"sync/atomic"
 	"testing"
+
+	"github.com/lockgen/lockgen/examples/internal/demodb"
 )
 
-func testDSN() string {
-	if dsn := os.Getenv("LOCKGEN_TEST_DSN"); dsn != "" {
-		return dsn
-	}
-	return "root@tcp(127.0.0.1:3306)/test"
-}
+func testDSN() string { return demodb.DSN("LOCKGEN_TEST_DSN") }
 
 // The same operations as the table, as `go test -bench` benchmarks (8
 // parallel clients with -cpu 8, one with -cpu 1).

@@ -25,6 +25,7 @@ import (
 
 	"github.com/lockgen/lockgen/examples/bench/locks"
 	"github.com/lockgen/lockgen/examples/bench/locks/lockgendb"
+	"github.com/lockgen/lockgen/examples/internal/demodb"
 )
 
 //go:embed migrations/0001_bench_locks.up.sql
@@ -57,10 +58,7 @@ WHERE name = 'raw' AND lock_key = ? AND owner = ?`
 func main() {
 	dur := flag.Duration("d", 3*time.Second, "measuring time per cell")
 	flag.Parse()
-	dsn := os.Getenv("LOCKGEN_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
-	}
+	dsn := demodb.DSN("LOCKGEN_DSN")
 	if err := run(context.Background(), dsn, *dur); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)

@@ -12,7 +12,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	_ "embed"
 	"errors"
 	"flag"
@@ -23,10 +22,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/lockgen/lockgen/examples/internal/demodb"
 	"github.com/lockgen/lockgen/examples/leader/locks"
 	"github.com/lockgen/lockgen/lockgenprom"
 	"github.com/lockgen/lockgen/runtime"
@@ -40,10 +39,7 @@ func main() {
 	terms := flag.Int("terms", 6, "leadership terms to run before stopping")
 	listen := flag.String("listen", "127.0.0.1:9464", "address serving /metrics (empty: none)")
 	flag.Parse()
-	dsn := os.Getenv("LOCKGEN_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
-	}
+	dsn := demodb.DSN("LOCKGEN_DSN")
 	reg := prometheus.NewRegistry()
 	if *listen != "" {
 		go func() {
@@ -63,12 +59,11 @@ func main() {
 // run starts the nodes and stops them after the given number of terms.
 // Every line it prints to out is a term's start or end with its token.
 func run(ctx context.Context, dsn string, nodes, terms int, reg prometheus.Registerer, out io.Writer) error {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := demodb.Config(dsn)
 	if err != nil {
-		return fmt.Errorf("dsn: %w", err)
+		return err
 	}
-	cfg.ParseTime = true
-	admin, err := open(cfg)
+	admin, err := demodb.Open(cfg)
 	if err != nil {
 		return err
 	}
@@ -84,7 +79,7 @@ func run(ctx context.Context, dsn string, nodes, terms int, reg prometheus.Regis
 	var wg sync.WaitGroup
 	errs := make(chan error, nodes)
 	for i := 1; i <= nodes; i++ {
-		db, err := open(cfg)
+		db, err := demodb.Open(cfg)
 		if err != nil {
 			return err
 		}
@@ -143,16 +138,4 @@ func logEnd(mu *sync.Mutex, out io.Writer, name string, lease *runtime.Lease, ca
 	}
 	fmt.Fprintf(out, "%s %-14s token=%d\n", name, why, lease.Token())
 	return nil
-}
-
-func open(cfg *mysql.Config) (*sql.DB, error) {
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	db := sql.OpenDB(c)
-	if err := db.Ping(); err != nil {
-		return nil, fmt.Errorf("connect to %s (is MariaDB running? `make db` starts it): %w", cfg.Addr, err)
-	}
-	return db, nil
 }

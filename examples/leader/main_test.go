@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
@@ -12,16 +11,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/examples/internal/demodb"
 )
 
 // TestLeaderExample runs three nodes for six terms and checks the log: terms
 // never overlap (each starts after the previous one ended), tokens
 // increase, and the leader gauge is exported.
 func TestLeaderExample(t *testing.T) {
-	dsn := os.Getenv("LOCKGEN_TEST_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
-	}
+	dsn := demodb.DSN("LOCKGEN_TEST_DSN")
 	var out bytes.Buffer
 	reg := prometheus.NewRegistry()
 	require.NoError(t, run(context.Background(), dsn, 3, 6, reg, &out))

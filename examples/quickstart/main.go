@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -21,8 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
+	"github.com/lockgen/lockgen/examples/internal/demodb"
 	"github.com/lockgen/lockgen/examples/quickstart/locks"
 	"github.com/lockgen/lockgen/runtime"
 )
@@ -31,10 +29,7 @@ import (
 var migration string
 
 func main() {
-	dsn := os.Getenv("LOCKGEN_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
-	}
+	dsn := demodb.DSN("LOCKGEN_DSN")
 	if err := run(context.Background(), dsn, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
@@ -44,13 +39,12 @@ func main() {
 // run applies the migration on dsn, then lets the nodes contend; every line
 // it prints to out names a holder and its fencing token.
 func run(ctx context.Context, dsn string, out io.Writer) error {
-	cfg, err := mysql.ParseDSN(dsn)
+	cfg, err := demodb.Config(dsn)
 	if err != nil {
-		return fmt.Errorf("LOCKGEN_DSN: %w", err)
+		return err
 	}
-	cfg.ParseTime = true // required: the generated queries scan DATETIME into time.Time
 
-	admin, err := open(cfg)
+	admin, err := demodb.Open(cfg)
 	if err != nil {
 		return err
 	}
@@ -64,7 +58,7 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, nodes)
 	for i := 1; i <= nodes; i++ {
-		db, err := open(cfg) // one pool per node, as on separate machines
+		db, err := demodb.Open(cfg) // one pool per node, as on separate machines
 		if err != nil {
 			return err
 		}
@@ -127,16 +121,4 @@ func work(ctx context.Context, l *locks.Locks, name string, rounds int, out io.W
 		time.Sleep(100 * time.Millisecond) // work outside the lock lets the others in
 	}
 	return nil
-}
-
-func open(cfg *mysql.Config) (*sql.DB, error) {
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	db := sql.OpenDB(c)
-	if err := db.Ping(); err != nil {
-		return nil, fmt.Errorf("connect to %s (is MariaDB running? `make db` starts it): %w", cfg.Addr, err)
-	}
-	return db, nil
 }

@@ -3,23 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
 	"regexp"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/examples/internal/demodb"
 )
 
 // TestQuickstart runs the example against the test server and checks what
 // it printed: every holding of each lock has a higher token than the one
 // before, in the order the holdings happened.
 func TestQuickstart(t *testing.T) {
-	dsn := os.Getenv("LOCKGEN_TEST_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
-	}
+	dsn := demodb.DSN("LOCKGEN_TEST_DSN")
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), dsn, &out))
 
