@@ -5,10 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/lockgen/lockgen/examples/internal/demodb"
+	"github.com/lockgen/lockgen/examples/internal/exampletest"
 )
-
-func testDSN() string { return demodb.DSN("LOCKGEN_TEST_DSN") }
 
 // The same operations as the table, as `go test -bench` benchmarks (8
 // parallel clients with -cpu 8, one with -cpu 1).
@@ -18,7 +16,7 @@ func BenchmarkLockgenPair(b *testing.B) { benchOp(b, opLockgen) }
 
 func benchOp(b *testing.B, name string) {
 	ctx := context.Background()
-	e, err := setup(ctx, testDSN())
+	e, err := setup(ctx, exampletest.FreshDSN(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +44,7 @@ func benchOp(b *testing.B, name string) {
 // proves the benchmark still measures working code.
 func TestOperationsWork(t *testing.T) {
 	ctx := context.Background()
-	e, err := setup(ctx, testDSN())
+	e, err := setup(ctx, exampletest.FreshDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

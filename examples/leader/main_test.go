@@ -12,14 +12,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockgen/lockgen/examples/internal/demodb"
+	"github.com/lockgen/lockgen/examples/internal/exampletest"
 )
 
 // TestLeaderExample runs three nodes for six terms and checks the log: terms
 // never overlap (each starts after the previous one ended), tokens
 // increase, and the leader gauge is exported.
 func TestLeaderExample(t *testing.T) {
-	dsn := demodb.DSN("LOCKGEN_TEST_DSN")
+	dsn := exampletest.FreshDSN(t)
 	var out bytes.Buffer
 	reg := prometheus.NewRegistry()
 	require.NoError(t, run(context.Background(), dsn, 3, 6, reg, &out))

@@ -10,14 +10,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockgen/lockgen/examples/internal/demodb"
+	"github.com/lockgen/lockgen/examples/internal/exampletest"
 )
 
 // TestQuickstart runs the example against the test server and checks what
 // it printed: every holding of each lock has a higher token than the one
 // before, in the order the holdings happened.
 func TestQuickstart(t *testing.T) {
-	dsn := demodb.DSN("LOCKGEN_TEST_DSN")
+	dsn := exampletest.FreshDSN(t)
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), dsn, &out))
 
