@@ -36,6 +36,9 @@ type batcher struct {
 	due     map[*Lease]time.Time // next renewal of each lease, by clock
 	running bool
 	kick    chan struct{}
+	// wakeAt is when the sleeping loop wakes next; zero while it works
+	// (it then rescans everything before sleeping again).
+	wakeAt time.Time
 
 	// flight is held while a batch's statements run, so that Release can
 	// wait for a batch that includes its lease before freeing the row.
@@ -50,12 +53,16 @@ func newBatcher(l *Lock, store BatchStore) *batcher {
 func (b *batcher) add(ls *Lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.due[ls] = ls.clock.Now().Add(ls.nextRenewal(true))
+	at := ls.clock.Now().Add(ls.nextRenewal(true))
+	b.due[ls] = at
 	if !b.running {
 		b.running = true
 		go b.loop()
+		return
 	}
-	b.poke()
+	if !b.wakeAt.IsZero() && at.Before(b.wakeAt) {
+		b.poke() // due before the loop would wake
+	}
 }
 
 // remove stops renewing ls, waiting for a batch in flight, and closes its
@@ -66,7 +73,9 @@ func (b *batcher) remove(ls *Lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.drop(ls)
-	b.poke()
+	if len(b.due) == 0 {
+		b.poke() // let the loop end now
+	}
 }
 
 // drop forgets ls; b.mu is held.
@@ -108,6 +117,10 @@ func (b *batcher) loop() {
 			if !at.After(now.Add(window)) { // due soon: renew it with this batch
 				batch = append(batch, ls)
 			}
+		}
+		b.wakeAt = time.Time{}
+		if len(batch) == 0 {
+			b.wakeAt = earliest
 		}
 		b.mu.Unlock()
 		if len(batch) == 0 {
