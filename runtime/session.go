@@ -96,19 +96,25 @@ type galeraCheck struct {
 func (c *Client) refuseGalera(ctx context.Context, ss SessionStore, strategy string) error {
 	g := &c.galera
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.checked {
-		galera, err := ss.ServerGalera(ctx)
+	checked, galera := g.checked, g.galera
+	g.mu.Unlock()
+	if !checked {
+		// Not under g.mu: each first caller waits only for its own query,
+		// bounded by its own ctx (concurrent first callers may each ask).
+		var err error
+		galera, err = ss.ServerGalera(ctx)
 		var me *mysql.MySQLError
 		if errors.As(err, &me) && me.Number == 1193 { // unknown variable: MySQL, not Galera
-			err = nil
+			galera, err = false, nil
 		}
 		if err != nil {
 			return fmt.Errorf("lockgen: checking for Galera: %w", err)
 		}
+		g.mu.Lock()
 		g.checked, g.galera = true, galera
+		g.mu.Unlock()
 	}
-	if g.galera {
+	if galera {
 		return fmt.Errorf("%w: strategy %q on a Galera cluster (wsrep_on): each node grants GET_LOCK and row locks on its own, so two holders could run at once; use strategy lease", ErrUnsupported, strategy)
 	}
 	return nil
