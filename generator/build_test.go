@@ -19,9 +19,6 @@ import (
 // builds, vets and runs it against this repository's runtime module (through
 // a go.work), the way an application would.
 func TestGeneratedCodeBuildsAndVets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds with the go command")
-	}
 	t.Parallel()
 	goExe, err := exec.LookPath("go")
 	require.NoError(t, err, "the go command is needed to build generated code")

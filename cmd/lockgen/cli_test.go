@@ -236,9 +236,6 @@ func TestInitGenerateCheckBuild(t *testing.T) {
 	assert.Contains(t, string(src), "func (l *Locks) IsMasterLeader() bool {")
 	assert.Contains(t, string(src), "func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {")
 
-	if testing.Short() {
-		return
-	}
 	goBuild(t, dir)
 }
 
