@@ -158,12 +158,21 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		return nil, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
 	}
 	token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner)
-	if err != nil {
+	if err != nil || token == 0 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
-		_, _ = conn.ReleaseLock(rctx, name)
+		released, rerr := conn.ReleaseLock(rctx, name)
 		cancel()
-		_ = conn.Discard()
-		return nil, fmt.Errorf("lockgen: acquire %s: fencing token: %w", l.describe(key), err)
+		if err != nil || rerr != nil || released != 1 {
+			_ = conn.Discard()
+		} else {
+			_ = conn.Close()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("lockgen: acquire %s: fencing token: %w", l.describe(key), err)
+		}
+		// The row is held by a live lease of the same lock (a node still
+		// running the lease strategy): busy, whatever GET_LOCK said.
+		return nil, fmt.Errorf("%w: %s is held by a lease-strategy holder", ErrNotAcquired, l.describe(key))
 	}
 	// The local deadline starts now: the wait on the server is not part of
 	// the holding, and the server keeps the lock as long as the connection.

@@ -255,3 +255,37 @@ func TestSessionKilledWaitIsNotAcquired(t *testing.T) {
 	require.NoError(t, lease.Err(), "the holder keeps its lock")
 	require.NoError(t, lease.Release(ctx))
 }
+
+// TestSessionAndLeaseNeverShareALock: during a rolling change of strategy,
+// nodes running lease and nodes running session for the same lock exclude
+// each other: GET_LOCK alone does not let a session holder take a row that
+// a live lease holds.
+func TestSessionAndLeaseNeverShareALock(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Open(t)
+	name := uniqueName(t, tdb)
+	lease := newNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, TTL: 5 * time.Second})
+	session := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second})
+	ctx := context.Background()
+
+	held, err := lease.Try(ctx, "")
+	require.NoError(t, err)
+	_, err = session.Try(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired, "a live lease keeps session holders out")
+	var used sql.NullInt64
+	require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", runtime.SessionLockNameForTest(sqlstore.Namespace, name, "")).Scan(&used))
+	assert.False(t, used.Valid, "the refused session attempt gave its GET_LOCK back")
+	require.NoError(t, held.Release(ctx))
+
+	s, err := session.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Greater(t, s.Token(), held.Token())
+	_, err = lease.Try(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired, "a session holding keeps lease holders out")
+	require.NoError(t, s.Release(ctx))
+
+	l2, err := lease.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Greater(t, l2.Token(), s.Token())
+	require.NoError(t, l2.Release(ctx))
+}

@@ -393,10 +393,10 @@ const sessionToken = `-- name: SessionToken :execresult
 INSERT INTO bench_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
 ON DUPLICATE KEY UPDATE
-    token       = LAST_INSERT_ID(token + 1),
-    owner       = VALUES(owner),
-    acquired_at = VALUES(acquired_at),
-    expires_at  = VALUES(expires_at)
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(acquired_at), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(expires_at), expires_at)
 `
 
 type SessionTokenParams struct {
@@ -407,8 +407,12 @@ type SessionTokenParams struct {
 
 // SessionToken records a session-lock holding in the lock row and issues its
 // fencing token (the result's LastInsertId), run right after GET_LOCK
-// succeeded. The row stays "unexpired" until the holding is released, so
-// LeaseGuard works for session locks too.
+// succeeded. GET_LOCK excludes other session holders; the row itself is
+// taken only when it is free or held by a session holding (expires_at is
+// the far-future marker while a session holds it), never from a live lease
+// of the same lock (as during a rolling change of strategy): then
+// LastInsertId is 0. The row stays "unexpired" until the holding is
+// released, so LeaseGuard works for session locks too.
 func (q *Queries) SessionToken(ctx context.Context, arg SessionTokenParams) (sql.Result, error) {
 	return q.db.ExecContext(ctx, sessionToken, arg.Name, arg.LockKey, arg.Owner)
 }

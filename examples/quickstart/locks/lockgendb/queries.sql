@@ -112,15 +112,19 @@ SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released
 -- name: SessionToken :execresult
 -- SessionToken records a session-lock holding in the lock row and issues its
 -- fencing token (the result's LastInsertId), run right after GET_LOCK
--- succeeded. The row stays "unexpired" until the holding is released, so
--- LeaseGuard works for session locks too.
+-- succeeded. GET_LOCK excludes other session holders; the row itself is
+-- taken only when it is free or held by a session holding (expires_at is
+-- the far-future marker while a session holds it), never from a live lease
+-- of the same lock (as during a rolling change of strategy): then
+-- LastInsertId is 0. The row stays "unexpired" until the holding is
+-- released, so LeaseGuard works for session locks too.
 INSERT INTO quickstart_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
 ON DUPLICATE KEY UPDATE
-    token       = LAST_INSERT_ID(token + 1),
-    owner       = VALUES(owner),
-    acquired_at = VALUES(acquired_at),
-    expires_at  = VALUES(expires_at);
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(acquired_at), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(expires_at), expires_at);
 
 -- name: ServerGalera :one
 -- ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and
