@@ -159,16 +159,3 @@ func (l *Lock) lead(ctx context.Context, lease *Lease, fn func(context.Context, 
 		o.onRevoked(err)
 	}
 }
-
-// sleepOrWake waits for d, a wake-up, or the end of ctx (returning its cause).
-func sleepOrWake(ctx context.Context, clock Clock, d time.Duration, woken <-chan struct{}) error {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-woken:
-	case <-t.C():
-	}
-	return nil
-}

@@ -193,7 +193,7 @@ func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
 			if attempt == maxRetries {
 				return nil, fmt.Errorf("lockgen: acquire %s: %w: %w", l.describe(key), errBusyTransient, err)
 			}
-			if err := sleep(ctx, clock, b.step()); err != nil {
+			if err := sleepOrWake(ctx, clock, b.step(), nil); err != nil {
 				return nil, err
 			}
 			continue
@@ -211,18 +211,6 @@ func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
 			return nil, fmt.Errorf("%w: acquiring %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
 		}
 		return newLease(ctx, l, key, token, sent, nil), nil
-	}
-}
-
-// sleep waits for d on clock, or until ctx ends (returning its cause).
-func sleep(ctx context.Context, clock Clock, d time.Duration) error {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C():
-		return nil
 	}
 }
 

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -88,4 +89,18 @@ func (b *backoff) step() time.Duration {
 		return d
 	}
 	return half + rand.N(half+1)
+}
+
+// sleepOrWake waits for d on clock, a wake-up (woken may be nil), or the
+// end of ctx (returning its cause).
+func sleepOrWake(ctx context.Context, clock Clock, d time.Duration, woken <-chan struct{}) error {
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-woken:
+	case <-t.C():
+	}
+	return nil
 }
