@@ -16,7 +16,6 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
-	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
 
 // node is one simulated application node: its own pool and Client.
@@ -196,7 +195,6 @@ func mysqlConnector(t testing.TB, cfg *mysql.Config) driver.Connector {
 	return c
 }
 
-var _ = testdb.DefaultDSN
 
 // contend runs workers goroutines per lock (each lock standing for a node),
 // each taking the lock perWorker times with With, and fails the test on any
