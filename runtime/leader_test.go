@@ -94,10 +94,10 @@ func TestLeaderElectionNeverOverlaps(t *testing.T) {
 func TestLeaderHandsOverOnGracefulStop(t *testing.T) {
 	tdb := testdb.New(t)
 	cfg := runtime.LockConfig{Name: "graceful", TTL: 3 * time.Second}
-	a, b := newNode(t, tdb.Open(t), runtime.WithOwner("a")), newNode(t, tdb.Open(t), runtime.WithOwner("b"))
+	rec := &recorder{}
+	a, b := newNode(t, tdb.Open(t), runtime.WithOwner("a"), runtime.WithObserver(rec)), newNode(t, tdb.Open(t), runtime.WithOwner("b"))
 	la, lb := a.lock(t, cfg), b.lock(t, cfg)
 
-	rec := &recorder{}
 	var elected, revoked []string
 	var mu sync.Mutex
 	actx, stopA := context.WithCancel(context.Background())
@@ -150,7 +150,8 @@ func TestLeaderHandsOverOnGracefulStop(t *testing.T) {
 	require.NotEmpty(t, seen)
 	assert.Equal(t, "a", seen[0].Owner)
 	assert.Equal(t, aToken, seen[0].Token)
-	_ = rec
+	assert.Equal(t, 1, rec.count("leader graceful"), "the observer saw a's term start")
+	assert.Equal(t, 1, rec.count("follower graceful"), "and end")
 }
 
 func TestRunAsLeaderMisuse(t *testing.T) {
