@@ -195,7 +195,6 @@ func mysqlConnector(t testing.TB, cfg *mysql.Config) driver.Connector {
 	return c
 }
 
-
 // contend runs workers goroutines per lock (each lock standing for a node),
 // each taking the lock perWorker times with With, and fails the test on any
 // error, on two holders inside at once, or on a token that does not exceed
