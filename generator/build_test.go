@@ -87,6 +87,7 @@ func use(ctx context.Context, db *sql.DB) error {
 	names := []string{
 		dlock.MasterLockName, dlock.OrderLockName, dlock.SendSMSLockName, dlock.NightlyReportLockName,
 		dlock.ImportLockName, dlock.TenantMigrationLockName, dlock.SchedulerLockName, dlock.TenantBackupLockName,
+		dlock.LedgerLockName,
 	}
 	fn := func(ctx context.Context, lease *runtime.Lease) error {
 		var token int64 = lease.Token()
@@ -104,6 +105,11 @@ func use(ctx context.Context, db *sql.DB) error {
 		locks.WithTenantMigrationLock(ctx, "acme", fn),
 		locks.WithSchedulerLock(ctx, fn),
 		locks.WithTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff", fn),
+		locks.WithLedgerLock(ctx, "acct-1", fn),
+		locks.WithLedgerLockTx(ctx, "acct-1", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+			_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance - 1 WHERE id = ?", "acct-1")
+			return err
+		}),
 		locks.RunAsMaster(ctx, fn),
 		locks.RunAsScheduler(ctx, fn,
 			runtime.OnElected(func(lease *runtime.Lease) {}),
@@ -137,9 +143,13 @@ func use(ctx context.Context, db *sql.DB) error {
 	lease, err = locks.TryTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
 	lease, err = locks.AcquireTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
 	holder, err = locks.TenantBackupLockHolder(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff")
+	lease, err = locks.TryLedgerLock(ctx, "acct-1")
+	lease, err = locks.AcquireLedgerLock(ctx, "acct-1")
+	holder, err = locks.LedgerLockHolder(ctx, "acct-1")
 	var pruned int64
 	pruned, err = locks.PruneOrderLocks(ctx, time.Hour)
 	pruned, err = locks.PruneTenantBackupLocks(ctx, time.Hour)
+	pruned, err = locks.PruneLedgerLocks(ctx, time.Hour)
 	_ = pruned
 	holder, err = locks.MasterLeader(ctx)
 	holder, err = locks.SchedulerLeader(ctx)

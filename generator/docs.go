@@ -83,10 +83,11 @@ func (m *model) packageDoc() string {
 		"this package binds the declared names, keys and timings to it.", runtimePath, held))
 }
 
-// hasSession reports whether any lock uses the session strategy.
+// hasSession reports whether any lock pins a connection per holding (the
+// session and row strategies).
 func (m *model) hasSession() bool {
 	for _, lk := range m.Locks {
-		if lk.Session {
+		if lk.Session || lk.Row {
 			return true
 		}
 	}
@@ -139,11 +140,11 @@ func (m *model) sessionPoolDoc() string {
 	}
 	var names []string
 	for _, lk := range m.Locks {
-		if lk.Session {
+		if lk.Session || lk.Row {
 			names = append(names, lk.Name)
 		}
 	}
-	return fmt.Sprintf("The session locks (%s) take GET_LOCK on a connection of db that they keep for the whole holding: "+
+	return fmt.Sprintf("The session and row locks (%s) keep a connection of db for the whole holding (GET_LOCK, or the holding's transaction): "+
 		"allow for one open connection per holding in db.SetMaxOpenConns, and connect to the server directly, "+
 		"not through a multiplexing proxy. On a Galera cluster they fail with runtime.ErrUnsupported.", strings.Join(names, ", "))
 }
@@ -189,6 +190,10 @@ func (lk *lockModel) keyDoc() string {
 // leaseDoc states the lease's timing: for the lease strategy the TTL and
 // renewal, for the session strategy the pinned connection and its checks.
 func (lk *lockModel) leaseDoc() string {
+	if lk.Row {
+		return "Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a transaction that lasts the holding; " +
+			"the server frees it when that transaction ends, also when the holder's connection dies, and then rolls back the transaction's writes"
+	}
 	if lk.Session {
 		return fmt.Sprintf("Strategy session: the server keeps the lock as long as the connection pinned for this holding stays open; "+
 			"the holder checks that it still has it every %s", formatDuration(lk.RenewEvery))
@@ -213,6 +218,9 @@ const tokenDoc = "lease.Token() is the fencing token of this holding, greater th
 
 // waitDoc says how waiting for a busy lock works.
 func (lk *lockModel) waitDoc() string {
+	if lk.Row {
+		return "Waiting happens on the server, in the row lock's queue (innodb_lock_wait_timeout, in whole seconds): no polling, first come first served."
+	}
 	if lk.Session {
 		return "Waiting happens on the server, inside GET_LOCK: no polling, first come first served."
 	}
@@ -222,7 +230,7 @@ func (lk *lockModel) waitDoc() string {
 func (lk *lockModel) withDoc() string {
 	busy := fmt.Sprintf("If another holder has it, %s waits up to %s for it (less if ctx ends first) and then returns runtime.ErrNotAcquired.",
 		lk.With, formatDuration(lk.Wait))
-	if lk.Session {
+	if lk.Session || lk.Row {
 		busy += " " + lk.waitDoc()
 	}
 	if lk.Wait == 0 {
@@ -232,6 +240,9 @@ func (lk *lockModel) withDoc() string {
 	loss := lk.leaseDoc() + " while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause runtime.ErrLeaseLost " +
 		"before anyone else can take the lock, and " + lk.With + " returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
 		"the critical section may not have been exclusive to its end."
+	if lk.Row {
+		loss = lk.leaseDoc() + ". " + rowLossDoc(lk.With)
+	}
 	if lk.Session {
 		loss = lk.leaseDoc() + " while fn runs. " + lk.sessionLossDoc("fn's ctx") + " " + lk.With +
 			" then returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
@@ -244,8 +255,32 @@ func (lk *lockModel) withDoc() string {
 		busy, loss, tokenDoc)
 }
 
+// rowLossDoc says when the holder of a row lock learns that it lost it;
+// with names the function that reports it.
+func rowLossDoc(with string) string {
+	return "A row lock is not renewed and has no ttl: if the server ends the transaction early (the connection broke, " +
+		"or a deadlock in the transaction's own statements rolled it back), the holder learns of it at the release, " +
+		"when " + with + " returns an error wrapping runtime.ErrLeaseLost. Writes made in the holding's transaction " +
+		"(lease.Tx()) are rolled back with the lock and are always safe; protect other writes with the fencing token."
+}
+
+// withTxDoc documents With<Name>LockTx.
+func (lk *lockModel) withTxDoc() string {
+	return comment(
+		fmt.Sprintf("%s is %s with fn also given the holding's transaction, tx, which keeps the lock row locked: "+
+			"fn's writes in tx commit atomically with the release when fn returns nil, and roll back, with the lock, "+
+			"when fn returns an error or panics. fn must not Commit or Rollback tx. "+
+			"Called again inside fn with fn's ctx, it joins the holding and gets the same tx; the outermost call decides commit or rollback.",
+			lk.WithTx, lk.With),
+		rowLossDoc(lk.WithTx), tokenDoc)
+}
+
 // heldDoc describes a lease returned by Try and Acquire.
 func (lk *lockModel) heldDoc() string {
+	if lk.Row {
+		return lk.leaseDoc() + ". The holding lasts until lease.Release, which the caller must call: it commits the transaction (lease.Tx()), " +
+			"and writes made in it commit with the release. " + tokenDoc
+	}
 	doc := lk.leaseDoc() + " in the background until lease.Release, which the caller must call. " +
 		"lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or released. "
 	if lk.Session {
@@ -260,6 +295,10 @@ func (lk *lockModel) tryDoc() string {
 	if lk.Session {
 		unknown = "Any other error means the lock was not acquired: the runtime releases a server-side lock " +
 			"taken on the way before returning."
+	}
+	if lk.Row {
+		unknown = "Any other error means the lock was not acquired: the runtime rolls back the transaction " +
+			"(or drops its connection) before returning."
 	}
 	return comment(
 		fmt.Sprintf("%s makes one attempt to acquire %s, without waiting, and returns runtime.ErrNotAcquired if another holder has it. %s",
@@ -279,6 +318,11 @@ func (lk *lockModel) acquireDoc() string {
 }
 
 func (lk *lockModel) holderDoc() string {
+	if lk.Row {
+		return comment(fmt.Sprintf("%s reads who holds %s, reading the lock row uncommitted (a row holding commits only at its release): "+
+			"Holder.Held is whether a holding is live, Holder.Owner and Holder.Token are those of the current or last holding. "+
+			"Holder.Remaining is always 0: a row lock lasts as long as its transaction.", lk.Holder, lk.what()))
+	}
 	if lk.Session {
 		return comment(fmt.Sprintf("%s reads who holds %s: Holder.Held is whether the server has the session lock "+
 			"(GET_LOCK's IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or last holding, "+
@@ -397,6 +441,20 @@ const (
 	discardDoc = "// Discard implements runtime.SessionConn: it closes the connection itself\n" +
 		"// (marking it bad so the pool drops it), so the server frees any session\n" +
 		"// lock it still holds."
+	rowBeginDoc = "// RowBegin implements runtime.RowStore: it pins a connection, sets its lock\n" +
+		"// wait timeout and begins the holding's READ COMMITTED transaction."
+	rowPeekDoc = "// RowPeek implements runtime.RowStore: LeaseGet in a READ UNCOMMITTED\n" +
+		"// transaction, so a live row-strategy holding (uncommitted) shows."
+	rowTxTypeDoc = "// rowTx implements runtime.RowTx: the transaction of one row-strategy\n" +
+		"// holding and the queries bound to it."
+	lockNowaitDoc = "// LockNowait implements runtime.RowTx: SELECT ... FOR UPDATE NOWAIT on the\n" +
+		"// lock row; false when the row does not exist."
+	lockWaitDoc = "// LockWait implements runtime.RowTx: it creates the lock row or waits for\n" +
+		"// its row lock."
+	rowTakeDoc = "// Take implements runtime.RowTx: it records the holding in the locked row\n" +
+		"// and returns the new fencing token, the statement's LastInsertId."
+	rowFreeDoc = "// Free implements runtime.RowTx: it marks the row free, in the holding's\n" +
+		"// transaction, if id still holds it."
 	closeDoc = "// Close implements runtime.SessionConn: it returns the connection to the\n" +
 		"// pool."
 )

@@ -156,8 +156,11 @@ func newBody(g *jen.Group, m *model) {
 // left out.
 func lockConfig(lk lockModel) *jen.Statement {
 	kvs := []kv{{"Name", jen.Id(lk.NameConst)}}
-	if lk.Session {
+	switch {
+	case lk.Session:
 		kvs = append(kvs, kv{"Strategy", rt("StrategySession")})
+	case lk.Row:
+		kvs = append(kvs, kv{"Strategy", rt("StrategyRow")})
 	}
 	if lk.Key != nil {
 		kvs = append(kvs, kv{"Keyed", jen.True()})
@@ -165,7 +168,9 @@ func lockConfig(lk lockModel) *jen.Statement {
 			kvs = append(kvs, kv{"UUIDKeys", jen.True()})
 		}
 	}
-	kvs = append(kvs, kv{"TTL", durationExpr(lk.TTL)}, kv{"RenewEvery", durationExpr(lk.RenewEvery)})
+	if !lk.Row { // a row lock has no ttl
+		kvs = append(kvs, kv{"TTL", durationExpr(lk.TTL)}, kv{"RenewEvery", durationExpr(lk.RenewEvery)})
+	}
 	if lk.Wait != 0 {
 		kvs = append(kvs, kv{"Wait", durationExpr(lk.Wait)})
 	}
@@ -237,6 +242,18 @@ func lockMethods(f *jen.File, m *model, lk *lockModel) {
 	f.Func().Params(recv.Clone()).Id(lk.With).Params(params(fn)...).Error().Block(
 		jen.Return(lock.Clone().Dot("With").Call(jen.Id("ctx"), keyExpr(lk), jen.Id("fn"))),
 	)
+	if lk.WithTx != "" {
+		txFn := jen.Id("fn").Func().Params(
+			jen.Id("ctx").Qual("context", "Context"),
+			jen.Id("tx").Op("*").Qual("database/sql", "Tx"),
+			jen.Id("lease").Op("*").Add(rt("Lease")),
+		).Error()
+		f.Line()
+		f.Comment(lk.withTxDoc())
+		f.Func().Params(recv.Clone()).Id(lk.WithTx).Params(params(txFn)...).Error().Block(
+			jen.Return(lock.Clone().Dot("WithTx").Call(jen.Id("ctx"), keyExpr(lk), jen.Id("fn"))),
+		)
+	}
 	f.Line()
 	f.Comment(lk.tryDoc())
 	f.Func().Params(recv.Clone()).Id(lk.Try).Params(params()...).Params(leaseResult...).Block(
@@ -312,6 +329,7 @@ func storeGlue(m *model) *jen.File {
 	f.Line()
 	f.Var().Defs(
 		jen.Id("_").Add(rt("SessionStore")).Op("=").Id("store").Values(),
+		jen.Id("_").Add(rt("RowStore")).Op("=").Id("store").Values(),
 		jen.Id("_").Add(rt("BatchStore")).Op("=").Id("store").Values(),
 		jen.Id("_").Add(rt("PruneStore")).Op("=").Id("store").Values(),
 	)
@@ -395,6 +413,7 @@ func storeGlue(m *model) *jen.File {
 		))),
 	)
 	sessionGlue(f, m)
+	rowGlue(f, m)
 	return f
 }
 
@@ -554,5 +573,84 @@ func sessionGlue(f *jen.File, m *model) {
 			jen.Func().Params(jen.Any()).Error().Block(jen.Return(jen.Qual("database/sql/driver", "ErrBadConn"))),
 		),
 		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),
+	)
+}
+
+// rowGlue adds the runtime.RowStore methods of store and the rowTx type to
+// the store glue.
+func rowGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("store")
+	trecv := jen.Id("t").Id("rowTx")
+	nameKey := jen.List(jen.Id("name"), jen.Id("key")).String()
+	params := func(typ string, kvs ...kv) *jen.Statement { return literal(db(typ), kvs...) }
+	nk := []kv{{"Name", jen.Id("name")}, {"LockKey", jen.Id("key")}}
+
+	f.Line()
+	f.Comment(rowBeginDoc)
+	f.Func().Params(recv.Clone()).Id("RowBegin").Params(ctx.Clone(), jen.Id("lockWait").Qual("time", "Duration")).Params(rt("RowTx"), jen.Error()).Block(
+		jen.List(jen.Id("rc"), jen.Err()).Op(":=").Add(rt("BeginRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Id("lockWait")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Return(jen.Id("rowTx").Values(
+			jen.Id("RowConn").Op(":").Id("rc"),
+			jen.Id("q").Op(":").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("rc").Dot("Tx").Call()),
+		), jen.Nil()),
+	)
+
+	f.Line()
+	f.Comment(rowPeekDoc)
+	f.Func().Params(recv.Clone()).Id("RowPeek").Params(ctx.Clone(), nameKey.Clone()).Params(
+		jen.Id("row").Add(rt("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error(),
+	).Block(
+		jen.Err().Op("=").Add(rt("PeekRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("tx").Op("*").Qual("database/sql", "Tx")).Error().Block(
+			jen.List(jen.Id("row"), jen.Id("found"), jen.Err()).Op("=").Id("store").Values(
+				jen.Id("q").Op(":").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("tx")),
+			).Dot("LeaseGet").Call(jen.Id("ctx"), jen.Id("name"), jen.Id("key")),
+			jen.Return(jen.Err()),
+		)),
+		jen.Return(jen.Id("row"), jen.Id("found"), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(rowTxTypeDoc)
+	f.Type().Id("rowTx").Struct(
+		jen.Op("*").Add(rt("RowConn")),
+		jen.Id("q").Op("*").Add(db("Queries")),
+	)
+
+	f.Line()
+	f.Comment(lockNowaitDoc)
+	f.Func().Params(trecv.Clone()).Id("LockNowait").Params(ctx.Clone(), nameKey.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowLockNowait").Call(jen.Id("ctx"), params("RowLockNowaitParams", nk...)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(jen.Return(jen.False(), jen.Nil())),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(lockWaitDoc)
+	f.Func().Params(trecv.Clone()).Id("LockWait").Params(ctx.Clone(), nameKey.Clone()).Error().Block(
+		jen.Return(jen.Id("t").Dot("q").Dot("RowLock").Call(jen.Id("ctx"), params("RowLockParams", nk...))),
+	)
+
+	f.Line()
+	f.Comment(rowTakeDoc)
+	f.Func().Params(trecv.Clone()).Id("Take").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowTake").Call(jen.Id("ctx"), params("RowTakeParams", append(nk, kv{"Owner", jen.Id("owner")})...)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+	)
+
+	f.Line()
+	f.Comment(rowFreeDoc)
+	f.Func().Params(trecv.Clone()).Id("Free").Params(
+		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
 	)
 }

@@ -64,12 +64,16 @@ type lockModel struct {
 	NameConst string
 	// Field is the unexported Locks field holding the *runtime.Lock.
 	Field string
-	// Method names. Prune is empty for an unkeyed lock.
-	With, Try, Acquire, Holder, Prune string
-	TTL, RenewEvery, Wait             time.Duration
+	// Method names. Prune is empty for an unkeyed lock, WithTx for any
+	// strategy but row.
+	With, Try, Acquire, Holder, Prune, WithTx string
+	TTL, RenewEvery, Wait                     time.Duration
 	// Session is true for the session strategy (GET_LOCK on a pinned
 	// connection), false for the default lease strategy.
 	Session bool
+	// Row is true for the row strategy (SELECT ... FOR UPDATE in a
+	// transaction held for the critical section); it has no TTL.
+	Row bool
 	// Key is nil for an unkeyed lock.
 	Key *keyModel
 	// Leader is nil unless the lock declares leader: true.
@@ -149,6 +153,10 @@ func resolveLock(lk spec.Lock) lockModel {
 		RenewEvery: lk.RenewEvery,
 		Wait:       lk.Wait,
 		Session:    lk.Strategy == spec.StrategySession,
+		Row:        lk.Strategy == spec.StrategyRow,
+	}
+	if m.Row {
+		m.WithTx = m.With + "Tx"
 	}
 	if lk.Leader {
 		m.Leader = &leaderModel{RunAs: "RunAs" + g, IsLeader: "Is" + g + "Leader", Current: g + "Leader"}

@@ -126,6 +126,41 @@ ON DUPLICATE KEY UPDATE
     acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(acquired_at), acquired_at),
     expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(expires_at), expires_at);
 
+-- name: RowLockNowait :one
+-- RowLockNowait locks the lock row FOR UPDATE inside a row-strategy
+-- holding's transaction without waiting: a row locked by another holding
+-- fails at once with the server's lock-wait error. No row: nothing locked
+-- (the transaction is READ COMMITTED, so no gap lock either).
+SELECT token
+FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+FOR UPDATE NOWAIT;
+
+-- name: RowLock :exec
+-- RowLock runs inside a row-strategy holding's transaction: it creates the
+-- lock row (free, uncommitted) or waits, up to innodb_lock_wait_timeout,
+-- for its exclusive row lock. It changes nothing in an existing row.
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), '', CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE token = token;
+
+-- name: RowTake :execresult
+-- RowTake runs inside a row-strategy holding's transaction after its row
+-- lock was granted, and records the holding (uncommitted until the
+-- release). The fencing token (the result's LastInsertId) is
+-- GREATEST(token + 1, the database clock in µs at this statement): a holder
+-- whose transaction is rolled back (it crashed) loses its token bump, but
+-- this statement starts after that holder's bump, so the next holding still
+-- gets a greater token. A committed live lease of the same lock (a node
+-- still running the lease strategy) is never taken: LastInsertId is then 0.
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at);
+
 -- name: ServerGalera :one
 -- ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and
 -- SELECT ... FOR UPDATE are not cluster-wide. MySQL has no such variable and

@@ -61,11 +61,11 @@ func (l *Lock) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lea
 	if l.cfg.Keyed {
 		return fmt.Errorf("%w: lock %q is keyed; leader election needs an unkeyed lock", ErrInvalid, l.cfg.Name)
 	}
-	if l.cfg.Strategy == StrategySession {
-		// The server frees a session lock the moment the leader's
-		// connection breaks, before the leader learns of it: a follower
-		// could run fn while the old leader still does.
-		return fmt.Errorf("%w: lock %q uses strategy session; leader election needs strategy lease (a session lock is freed before its holder learns it lost it)", ErrInvalid, l.cfg.Name)
+	if l.cfg.Strategy != StrategyLease {
+		// The server frees a session lock or a row lock the moment the
+		// leader's connection breaks, before the leader learns of it: a
+		// follower could run fn while the old leader still does.
+		return fmt.Errorf("%w: lock %q uses strategy %s; leader election needs strategy lease (a %s lock is freed before its holder learns it lost it)", ErrInvalid, l.cfg.Name, l.cfg.Strategy, l.cfg.Strategy)
 	}
 	o := leaderOptions{poll: min(l.cfg.TTL/4, 500*time.Millisecond)}
 	for _, opt := range opts {

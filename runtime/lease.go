@@ -19,6 +19,8 @@ type Lease struct {
 	// session is the pinned connection of a session-strategy holding; nil
 	// for the lease strategy.
 	session *sessionHolding
+	// row is the transaction of a row-strategy holding; nil otherwise.
+	row *rowHolding
 
 	// ctx ends when the lease is lost (cause wraps ErrLeaseLost) or
 	// released (cause ErrReleased).
@@ -33,12 +35,22 @@ type Lease struct {
 	mu       sync.Mutex
 	deadline time.Time // local deadline, by clock
 	released bool
-	watchdog Timer
+	abort    bool  // a row holding rolls back instead of committing
+	watchdog Timer // nil for a row holding, which has no deadline
+}
+
+// holding is what a Lease holds besides its lock row: nothing for the
+// lease strategy, a pinned connection (session) or a transaction (row).
+type holding struct {
+	session *sessionHolding
+	row     *rowHolding
 }
 
 // newLease starts renewal and the local-deadline watchdog for a lease whose
-// acquire request was sent at sent.
-func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.Time, session *sessionHolding) *Lease {
+// acquire request was sent at sent. A row holding has neither: the server
+// keeps its row lock as long as its transaction.
+func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.Time, h holding) *Lease {
+	session := h.session
 	parent := context.WithoutCancel(ctx)
 	ls := &Lease{
 		lock:      l,
@@ -46,11 +58,17 @@ func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.T
 		clock:     l.client.clock,
 		acquired:  sent,
 		session:   session,
+		row:       h.row,
 		renewDone: make(chan struct{}),
 		deadline:  sent.Add(l.cfg.TTL - l.cfg.SafetyMargin),
 	}
 	ls.ctx, ls.cancel = context.WithCancelCause(parent)
 	ls.renewCtx, ls.renewCancel = context.WithCancel(parent)
+	if h.row != nil {
+		ls.deadline = time.Time{}
+		close(ls.renewDone)
+		return ls
+	}
 	ls.mu.Lock()
 	ls.watchdog = ls.clock.AfterFunc(ls.deadline.Sub(ls.clock.Now()), ls.checkDeadline)
 	ls.mu.Unlock()
@@ -264,6 +282,10 @@ func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	if err := ls.Err(); err != nil {
 		return err
 	}
+	if ls.row != nil && tx != ls.row.tx.Tx() {
+		// Another transaction would wait for the holding's own row lock.
+		return fmt.Errorf("%w: %s uses strategy row: write in the holding's own transaction (Lease.Tx), which needs no Guard", ErrInvalid, ls.describe())
+	}
 	ok, err := ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
 	if err != nil {
 		return fmt.Errorf("lockgen: guard %s token %d: %w", ls.describe(), ls.id.Token, err)
@@ -288,7 +310,10 @@ func (ls *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %s token %d was already released", ErrReleased, ls.describe(), ls.id.Token)
 	}
 	ls.released = true
-	ls.watchdog.Stop()
+	if ls.watchdog != nil {
+		ls.watchdog.Stop()
+	}
+	abort := ls.abort
 	ls.mu.Unlock()
 
 	ls.renewCancel()
@@ -302,9 +327,12 @@ func (ls *Lease) Release(ctx context.Context) error {
 	}
 	ls.cancel(ErrReleased)
 	var err error
-	if ls.session != nil {
+	switch {
+	case ls.session != nil:
 		err = ls.releaseSession(ctx)
-	} else {
+	case ls.row != nil:
+		err = ls.releaseRowTx(ctx, abort)
+	default:
 		err = ls.releaseRow(ctx)
 	}
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})

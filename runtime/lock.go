@@ -26,8 +26,9 @@ const (
 type LockConfig struct {
 	// Name identifies the lock's rows. Required, at most MaxNameLen bytes.
 	Name string
-	// Strategy is StrategyLease (the default, also "") or StrategySession
-	// (which needs a SessionStore and refuses Galera clusters).
+	// Strategy is StrategyLease (the default, also ""), StrategySession
+	// (which needs a SessionStore) or StrategyRow (which needs a RowStore);
+	// both of the latter refuse Galera clusters.
 	Strategy string
 	// Keyed locks hold one lease per key; With/Try/Acquire then need a
 	// non-empty key. Unkeyed locks take the empty key only.
@@ -37,7 +38,9 @@ type LockConfig struct {
 	// spelled; anything else fails with ErrInvalid.
 	UUIDKeys bool
 	// TTL is how long a lease lasts by the database clock without renewal.
-	// Required, at least MinTTL.
+	// Required, at least MinTTL, except for StrategyRow, which has no TTL
+	// (the server holds a row lock as long as its transaction) and ignores
+	// TTL, RenewEvery and SafetyMargin.
 	TTL time.Duration
 	// RenewEvery is the renewal period. Default TTL/3. It must leave room
 	// for the safety margin: RenewEvery < TTL - SafetyMargin.
@@ -70,9 +73,6 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	if cfg.Name == "" || len(cfg.Name) > MaxNameLen {
 		return nil, fmt.Errorf("%w: lock name must be 1 to %d bytes", ErrInvalid, MaxNameLen)
 	}
-	if cfg.TTL < MinTTL {
-		return nil, fmt.Errorf("%w: lock %q: ttl %v is below the minimum %v", ErrInvalid, cfg.Name, cfg.TTL, MinTTL)
-	}
 	if cfg.UUIDKeys && !cfg.Keyed {
 		return nil, fmt.Errorf("%w: lock %q: UUIDKeys needs Keyed", ErrInvalid, cfg.Name)
 	}
@@ -80,8 +80,22 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	case "":
 		cfg.Strategy = StrategyLease
 	case StrategyLease, StrategySession:
+	case StrategyRow:
+		if cfg.RenewEvery != 0 || cfg.SafetyMargin != 0 {
+			return nil, fmt.Errorf("%w: lock %q: strategy row is not renewed; leave RenewEvery and SafetyMargin zero", ErrInvalid, cfg.Name)
+		}
+		if cfg.Wait < 0 {
+			return nil, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
+		}
+		if strings.HasSuffix(cfg.Name, " ") {
+			return nil, fmt.Errorf("%w: lock name %q ends in a space", ErrInvalid, cfg.Name)
+		}
+		return &Lock{client: c, cfg: cfg}, nil
 	default:
-		return nil, fmt.Errorf("%w: lock %q: unknown strategy %q (lease or session)", ErrInvalid, cfg.Name, cfg.Strategy)
+		return nil, fmt.Errorf("%w: lock %q: unknown strategy %q (lease, session or row)", ErrInvalid, cfg.Name, cfg.Strategy)
+	}
+	if cfg.TTL < MinTTL {
+		return nil, fmt.Errorf("%w: lock %q: ttl %v is below the minimum %v", ErrInvalid, cfg.Name, cfg.TTL, MinTTL)
 	}
 	if cfg.SafetyMargin == 0 {
 		cfg.SafetyMargin = cfg.TTL / 10
@@ -178,8 +192,11 @@ const (
 var errBusyTransient = errors.New("lockgen: transient server errors")
 
 func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
-	if l.cfg.Strategy == StrategySession {
+	switch l.cfg.Strategy {
+	case StrategySession:
 		return l.trySession(ctx, key, 0)
+	case StrategyRow:
+		return l.tryRow(ctx, key, 0)
 	}
 	clock := l.client.clock
 	b := backoff{next: retryBackoff, max: 20 * retryBackoff}
@@ -210,7 +227,7 @@ func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
 			cancel()
 			return nil, fmt.Errorf("%w: acquiring %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
 		}
-		return newLease(ctx, l, key, token, sent, nil), nil
+		return newLease(ctx, l, key, token, sent, holding{}), nil
 	}
 }
 
@@ -243,6 +260,10 @@ func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease
 	// Local waiters queue; only the first one polls the database.
 	if err := l.waitTurn(ctx, w, start, key); err != nil {
 		return nil, err
+	}
+	if l.cfg.Strategy == StrategyRow {
+		// The first local waiter waits in the server's row lock queue.
+		return l.tryRow(ctx, key, max(l.cfg.Wait-clock.Now().Sub(start), 0))
 	}
 	b := backoff{next: 5 * time.Millisecond, max: min(500*time.Millisecond, l.cfg.TTL/2)}
 	for {
@@ -345,13 +366,20 @@ type heldKey struct {
 func runHolding(ctx context.Context, lease *Lease, fn func(ctx context.Context, lease *Lease) error) (err error) {
 	fnCtx, cancel := context.WithCancelCause(context.WithValue(ctx, heldKey{lease.lock.client, lease.id.Name, lease.id.Key}, lease))
 	stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
+	returned := false
 	defer func() {
 		stop()
 		cancel(context.Canceled)
+		if !returned {
+			// fn panicked: a row holding's writes roll back.
+			lease.abortOnRelease()
+		}
 		// Runs on panic too; the panic then goes on with its stack intact.
 		err = errors.Join(err, lease.Release(ctx))
 	}()
-	return fn(fnCtx, lease)
+	err = fn(fnCtx, lease)
+	returned = true
+	return err
 }
 
 // Holder is the current holder of a lock as the database sees it.
@@ -371,8 +399,11 @@ func (l *Lock) Holder(ctx context.Context, key string) (Holder, error) {
 	if err != nil {
 		return Holder{}, err
 	}
-	if l.cfg.Strategy == StrategySession {
+	switch l.cfg.Strategy {
+	case StrategySession:
 		return l.sessionHolder(ctx, key)
+	case StrategyRow:
+		return l.rowHolder(ctx, key)
 	}
 	row, found, err := l.client.store.LeaseGet(ctx, l.cfg.Name, key)
 	if err != nil {

@@ -93,7 +93,12 @@ type galeraCheck struct {
 	galera  bool
 }
 
-func (c *Client) refuseGalera(ctx context.Context, ss SessionStore, strategy string) error {
+// galeraStore is a store that can tell whether the server is a Galera node.
+type galeraStore interface {
+	ServerGalera(ctx context.Context) (bool, error)
+}
+
+func (c *Client) refuseGalera(ctx context.Context, ss galeraStore, strategy string) error {
 	g := &c.galera
 	g.mu.Lock()
 	checked, galera := g.checked, g.galera
@@ -176,7 +181,7 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	}
 	// The local deadline starts now: the wait on the server is not part of
 	// the holding, and the server keeps the lock as long as the connection.
-	return newLease(ctx, l, key, token, l.client.clock.Now(), &sessionHolding{conn: conn, name: name}), nil
+	return newLease(ctx, l, key, token, l.client.clock.Now(), holding{session: &sessionHolding{conn: conn, name: name}}), nil
 }
 
 // brokenConn reports whether err means the pinned connection is gone, in

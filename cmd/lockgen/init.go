@@ -123,6 +123,9 @@ locks:
     #                    # at once when the holder dies, but the holder learns of a loss only
     #                    # after others may have the lock (fence writes with lease.Guard);
     #                    # not for leaders; refused on Galera. See docs/strategies.md.
+    # strategy: row      # or SELECT ... FOR UPDATE in a transaction held while fn runs:
+    #                    # WithOrderLockTx(ctx, orderID, fn) hands fn the *sql.Tx, whose
+    #                    # writes commit with the release; no ttl or renew_every then.
     ttl: 30s
     wait: 5s
 `

@@ -119,7 +119,7 @@ var badSpecs = []badSpec{
 		yaml: "version: 1\npackage: locks\nlocks:\n  - &base {name: master, ttl: 3s}\n  - <<: *base\n    name: other\n",
 		want: []string{
 			`lockgen.yaml:5:5: merge keys (<<) are not supported (write the keys out in full)`,
-			`lockgen.yaml:5:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
+			`lockgen.yaml:5:5: missing required key "ttl" (add it, e.g. ttl: 3s; only strategy row has none)`,
 		},
 	},
 	{
@@ -252,7 +252,7 @@ var badSpecs = []badSpec{
 		name: "misspelled lock key",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    tll: 3s\n",
 		want: []string{
-			`lockgen.yaml:4:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
+			`lockgen.yaml:4:5: missing required key "ttl" (add it, e.g. ttl: 3s; only strategy row has none)`,
 			`lockgen.yaml:5:5: unknown key "tll" (did you mean "ttl"?)`,
 		},
 	},
@@ -276,7 +276,7 @@ var badSpecs = []badSpec{
 		yaml: "version: 1\npackage: locks\nlocks:\n  - {}\n",
 		want: []string{
 			`lockgen.yaml:4:5: missing required key "name" (add it, e.g. name: master)`,
-			`lockgen.yaml:4:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
+			`lockgen.yaml:4:5: missing required key "ttl" (add it, e.g. ttl: 3s; only strategy row has none)`,
 		},
 	},
 	{
@@ -310,17 +310,32 @@ var badSpecs = []badSpec{
 		want: []string{`lockgen.yaml:6:12: lock names "user_id" and "user_i_d" are both UserID in Go ("user_id" is at line 4; rename one of them)`},
 	},
 	{
-		name: "strategy not built yet",
-		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    strategy: session\n  - name: order\n    ttl: 3s\n    strategy: row\n",
+		name: "row lock with ttl and renew_every",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    ttl: 3s\n    renew_every: 1s\n    strategy: row\n",
 		want: []string{
-			`lockgen.yaml:9:15: strategy "row" is not supported yet (use lease or session)`,
+			`lockgen.yaml:5:5: strategy row takes no ttl (remove ttl: the server holds a row lock for as long as the holding's transaction, with no lease to renew)`,
+			`lockgen.yaml:6:5: strategy row takes no renew_every (remove renew_every: the server holds a row lock for as long as the holding's transaction, with no lease to renew)`,
+		},
+	},
+	{
+		name: "row lock as leader",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    strategy: row\n    leader: true\n",
+		want: []string{
+			`lockgen.yaml:6:5: a row lock cannot be a leader: the server frees it before the old leader learns it lost it, so two leaders could run at once (leader election needs strategy lease; remove strategy or leader)`,
+		},
+	},
+	{
+		name: "row lock with a bad wait",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    strategy: row\n    wait: -1s\n",
+		want: []string{
+			`lockgen.yaml:6:11: wait must not be negative, not -1s (use 0 to try once, or e.g. wait: 5s)`,
 		},
 	},
 	{
 		name: "unknown strategy",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    strategy: mutex\n  - name: order\n    ttl: 3s\n    strategy: leese\n",
 		want: []string{
-			`lockgen.yaml:6:15: unknown strategy "mutex" (valid strategies: lease, session)`,
+			`lockgen.yaml:6:15: unknown strategy "mutex" (valid strategies: lease, session, row)`,
 			`lockgen.yaml:9:15: unknown strategy "leese" (did you mean "lease"?)`,
 		},
 	},
@@ -490,7 +505,7 @@ package: Locks
 locks:
   - name: Master
     ttl: 1ms
-    strategy: row
+    strategy: rows
   - name: order
     key: {name: id, type: float64}
 table_prefix: "-"
@@ -501,8 +516,8 @@ table_prefix: "-"
 			`lockgen.yaml:3:10: package "Locks" is not a lower-case Go package name (use a short lower-case name such as locks)`,
 			`lockgen.yaml:5:11: lock name "Master" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`,
 			`lockgen.yaml:6:10: ttl 1ms is shorter than the minimum of 100ms (a lease must outlast a database round trip; use at least 100ms)`,
-			`lockgen.yaml:7:15: strategy "row" is not supported yet (use lease or session)`,
-			`lockgen.yaml:8:5: missing required key "ttl" (add it, e.g. ttl: 3s)`,
+			`lockgen.yaml:7:15: unknown strategy "rows" (did you mean "row"?)`,
+			`lockgen.yaml:8:5: missing required key "ttl" (add it, e.g. ttl: 3s; only strategy row has none)`,
 			`lockgen.yaml:9:27: unsupported key type "float64" (supported key types: int64, string, uuid)`,
 			`lockgen.yaml:10:15: table_prefix "-" is not a lower-case SQL identifier (use lower-case letters, digits and underscores, starting with a letter, e.g. lockgen_)`,
 		},

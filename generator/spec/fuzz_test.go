@@ -65,13 +65,15 @@ func checkSpec(t *testing.T, s *Spec) {
 			t.Fatalf("bad lock name %q / %q", l.Name, l.GoName)
 		case goNames[l.GoName]:
 			t.Fatalf("duplicate lock GoName %q", l.GoName)
-		case l.Strategy != StrategyLease && l.Strategy != StrategySession:
+		case l.Strategy != StrategyLease && l.Strategy != StrategySession && l.Strategy != StrategyRow:
 			t.Fatalf("bad strategy %q", l.Strategy)
 		case l.Leader && l.Key != nil:
 			t.Fatalf("keyed leader %q", l.Name)
-		case l.Leader && l.Strategy == StrategySession:
-			t.Fatalf("session leader %q", l.Name)
-		case l.TTL < minTTL || l.TTL > maxTTL || l.RenewEvery <= 0 || l.RenewEvery >= l.TTL || l.Wait < 0 || l.Wait > maxWait:
+		case l.Leader && l.Strategy != StrategyLease:
+			t.Fatalf("%s leader %q", l.Strategy, l.Name)
+		case l.Strategy == StrategyRow && (l.TTL != 0 || l.RenewEvery != 0 || l.Wait < 0 || l.Wait > maxWait):
+			t.Fatalf("bad row durations %+v", l)
+		case l.Strategy != StrategyRow && (l.TTL < minTTL || l.TTL > maxTTL || l.RenewEvery <= 0 || l.RenewEvery >= l.TTL || l.Wait < 0 || l.Wait > maxWait):
 			t.Fatalf("bad durations %+v", l)
 		case l.Pos.Line < 1 || l.Pos.Col < 1:
 			t.Fatalf("bad position %+v", l)

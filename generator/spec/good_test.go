@@ -146,6 +146,7 @@ locks:
     leader: false
   - {name: scheduler, strategy: session, ttl: 10s, wait: 1m}
   - {name: master_leader, leader: true, ttl: 1s}
+  - {name: ledger, strategy: row, key: {name: account, type: string}, wait: 2s}
 `,
 		want: &Spec{
 			File:        "lockgen.yaml",
@@ -171,6 +172,10 @@ locks:
 				{
 					Pos: Pos{Line: 13, Col: 5}, Name: "master_leader", GoName: "MasterLeader", Strategy: StrategyLease,
 					TTL: time.Second, RenewEvery: 333 * time.Millisecond, Leader: true,
+				},
+				{
+					Pos: Pos{Line: 14, Col: 5}, Name: "ledger", GoName: "Ledger", Strategy: StrategyRow, Wait: 2 * time.Second,
+					Key: &Key{Pos: Pos{Line: 14, Col: 40}, Name: "account", GoName: "account", Type: "string"},
 				},
 			},
 		},

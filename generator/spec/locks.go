@@ -13,7 +13,7 @@ import (
 var lockFields = []field{
 	{name: "name", required: true, example: "name: master"},
 	{name: "strategy", example: "strategy: lease"},
-	{name: "ttl", required: true, example: "ttl: 3s"},
+	{name: "ttl", example: "ttl: 3s"}, // required unless strategy is row (checked in timing)
 	{name: "renew_every", example: "renew_every: 1s"},
 	{name: "wait", example: "wait: 5s"},
 	{name: "key", example: "key: {name: order_id, type: int64}"},
@@ -29,8 +29,8 @@ var keyFields = []field{
 // strategies are the supported lock strategies; plannedStrategies are
 // designed but not built yet.
 var (
-	strategies        = []string{StrategyLease, StrategySession}
-	plannedStrategies = []string{"row"}
+	strategies        = []string{StrategyLease, StrategySession, StrategyRow}
+	plannedStrategies = []string{}
 )
 
 // keyTypes are the supported Go types of lock keys.
@@ -115,7 +115,7 @@ func (l *loader) lock(n *yaml.Node, seen *lockNames) Lock {
 	if v, ok := fields["leader"]; ok {
 		lk.Leader = l.leader(v, fields)
 	}
-	l.timing(&lk, fields)
+	l.timing(&lk, n, fields)
 	return lk
 }
 
@@ -188,16 +188,33 @@ func (l *loader) leader(v value, fields map[string]value) bool {
 		l.errorf(v.key, "leader election needs an unkeyed lock; remove key or leader", "a keyed lock cannot be a leader")
 		return false
 	}
-	if st, ok := fields["strategy"]; ok && st.node.Value == StrategySession {
+	if st, ok := fields["strategy"]; ok && (st.node.Value == StrategySession || st.node.Value == StrategyRow) {
 		l.errorf(v.key, "leader election needs strategy lease; remove strategy or leader",
-			"a session lock cannot be a leader: the server frees it before the old leader learns it lost it, so two leaders could run at once")
+			"a %s lock cannot be a leader: the server frees it before the old leader learns it lost it, so two leaders could run at once", st.node.Value)
 		return false
 	}
 	return true
 }
 
 // timing validates ttl, renew_every and wait, and applies their defaults.
-func (l *loader) timing(lk *Lock, fields map[string]value) {
+// A row lock has no ttl and is not renewed: the server holds its row lock
+// for as long as the holding's transaction.
+func (l *loader) timing(lk *Lock, n *yaml.Node, fields map[string]value) {
+	if lk.Strategy == StrategyRow {
+		for _, k := range []string{"ttl", "renew_every"} {
+			if v, ok := fields[k]; ok {
+				l.errorf(v.key, "remove "+k+": the server holds a row lock for as long as the holding's transaction, with no lease to renew",
+					"strategy row takes no %s", k)
+			}
+		}
+		if v, ok := fields["wait"]; ok {
+			lk.Wait = l.wait(v)
+		}
+		return
+	}
+	if _, ok := fields["ttl"]; !ok {
+		l.errorf(n, "add it, e.g. ttl: 3s; only strategy row has none", "missing required key %q", "ttl")
+	}
 	ttlOK := false
 	if v, ok := fields["ttl"]; ok {
 		lk.TTL, ttlOK = l.ttl(v)

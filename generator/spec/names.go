@@ -112,6 +112,9 @@ func (lk Lock) Methods() []string {
 	if lk.Key != nil {
 		ms = append(ms, "Prune"+g+"Locks")
 	}
+	if lk.Strategy == StrategyRow {
+		ms = append(ms, "With"+g+"LockTx")
+	}
 	if lk.Leader {
 		ms = append(ms, "RunAs"+g, "Is"+g+"Leader", g+"Leader")
 	}

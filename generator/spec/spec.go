@@ -63,6 +63,9 @@ const (
 	// StrategySession is a server-side named lock (GET_LOCK) on a pinned
 	// connection, plus the lock row for the fencing token.
 	StrategySession = "session"
+	// StrategyRow holds the lock row's row lock (SELECT ... FOR UPDATE) in a
+	// transaction that lasts the critical section; it has no ttl.
+	StrategyRow = "row"
 )
 
 // Lock is one declared lock.
@@ -76,9 +79,10 @@ type Lock struct {
 	// upper-cased, e.g. "Master", "Order", "SendSMS", "UserID". It is a valid
 	// exported Go identifier.
 	GoName string
-	// Strategy is "lease" (the default) or "session".
+	// Strategy is "lease" (the default), "session" or "row".
 	Strategy string
-	// TTL is how long a lease lasts without renewal: 100ms to 24h.
+	// TTL is how long a lease lasts without renewal: 100ms to 24h. Zero
+	// for strategy row, which has no ttl (and no RenewEvery).
 	TTL time.Duration
 	// RenewEvery is how often a held lease is renewed; default TTL/3,
 	// must be > 0 and < TTL.

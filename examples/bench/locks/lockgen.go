@@ -64,11 +64,11 @@ type Locks struct {
 // (relative to lockgen.yaml) with your migration tool. With
 // github.com/go-sql-driver/mysql, open db with parseTime=true.
 //
-// The session locks (bench_session) take GET_LOCK on a connection of db that
-// they keep for the whole holding: allow for one open connection per holding
-// in db.SetMaxOpenConns, and connect to the server directly, not through a
-// multiplexing proxy. On a Galera cluster they fail with
-// runtime.ErrUnsupported.
+// The session and row locks (bench_session) keep a connection of db for the
+// whole holding (GET_LOCK, or the holding's transaction): allow for one open
+// connection per holding in db.SetMaxOpenConns, and connect to the server
+// directly, not through a multiplexing proxy. On a Galera cluster they fail
+// with runtime.ErrUnsupported.
 //
 // New fails with an error wrapping runtime.ErrInvalid when db is nil or an
 // option is invalid.

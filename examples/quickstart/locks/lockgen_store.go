@@ -25,6 +25,7 @@ type store struct {
 
 var (
 	_ runtime.SessionStore = store{}
+	_ runtime.RowStore     = store{}
 	_ runtime.BatchStore   = store{}
 	_ runtime.PruneStore   = store{}
 )
@@ -262,4 +263,79 @@ func (c sessionConn) Discard() error {
 		return driver.ErrBadConn
 	})
 	return c.conn.Close()
+}
+
+// RowBegin implements runtime.RowStore: it pins a connection, sets its lock
+// wait timeout and begins the holding's READ COMMITTED transaction.
+func (s store) RowBegin(ctx context.Context, lockWait time.Duration) (runtime.RowTx, error) {
+	rc, err := runtime.BeginRow(ctx, s.db, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	return rowTx{RowConn: rc, q: s.q.WithTx(rc.Tx())}, nil
+}
+
+// RowPeek implements runtime.RowStore: LeaseGet in a READ UNCOMMITTED
+// transaction, so a live row-strategy holding (uncommitted) shows.
+func (s store) RowPeek(ctx context.Context, name, key string) (row runtime.LeaseRow, found bool, err error) {
+	err = runtime.PeekRow(ctx, s.db, func(tx *sql.Tx) error {
+		row, found, err = store{q: s.q.WithTx(tx)}.LeaseGet(ctx, name, key)
+		return err
+	})
+	return row, found, err
+}
+
+// rowTx implements runtime.RowTx: the transaction of one row-strategy
+// holding and the queries bound to it.
+type rowTx struct {
+	*runtime.RowConn
+	q *lockgendb.Queries
+}
+
+// LockNowait implements runtime.RowTx: SELECT ... FOR UPDATE NOWAIT on the
+// lock row; false when the row does not exist.
+func (t rowTx) LockNowait(ctx context.Context, name, key string) (bool, error) {
+	_, err := t.q.RowLockNowait(ctx, lockgendb.RowLockNowaitParams{
+		Name:    name,
+		LockKey: key,
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// LockWait implements runtime.RowTx: it creates the lock row or waits for
+// its row lock.
+func (t rowTx) LockWait(ctx context.Context, name, key string) error {
+	return t.q.RowLock(ctx, lockgendb.RowLockParams{
+		Name:    name,
+		LockKey: key,
+	})
+}
+
+// Take implements runtime.RowTx: it records the holding in the locked row
+// and returns the new fencing token, the statement's LastInsertId.
+func (t rowTx) Take(ctx context.Context, name, key, owner string) (int64, error) {
+	res, err := t.q.RowTake(ctx, lockgendb.RowTakeParams{
+		Name:    name,
+		LockKey: key,
+		Owner:   owner,
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// Free implements runtime.RowTx: it marks the row free, in the holding's
+// transaction, if id still holds it.
+func (t rowTx) Free(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	n, err := t.q.LeaseRelease(ctx, lockgendb.LeaseReleaseParams{
+		Name:    id.Name,
+		LockKey: id.Key,
+		Owner:   id.Owner,
+		Token:   id.Token,
+	})
+	return n > 0, err
 }

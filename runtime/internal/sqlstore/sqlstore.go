@@ -175,3 +175,53 @@ func (s Store) LeaseGetMany(ctx context.Context, name string, keys []string) (ma
 func (s Store) LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error) {
 	return s.q.LeasePrune(ctx, sqlcdb.LeasePruneParams{Name: name, OlderThanUs: olderThan.Microseconds(), Limit: int32(limit)})
 }
+
+var _ runtime.RowStore = SessionStore{}
+
+// RowBegin implements runtime.RowStore.
+func (s SessionStore) RowBegin(ctx context.Context, lockWait time.Duration) (runtime.RowTx, error) {
+	rc, err := runtime.BeginRow(ctx, s.db, lockWait)
+	if err != nil {
+		return nil, err
+	}
+	return rowTx{RowConn: rc, q: s.q.WithTx(rc.Tx())}, nil
+}
+
+// RowPeek implements runtime.RowStore.
+func (s SessionStore) RowPeek(ctx context.Context, name, key string) (row runtime.LeaseRow, found bool, err error) {
+	err = runtime.PeekRow(ctx, s.db, func(tx *sql.Tx) error {
+		row, found, err = Store{q: s.q.WithTx(tx)}.LeaseGet(ctx, name, key)
+		return err
+	})
+	return row, found, err
+}
+
+type rowTx struct {
+	*runtime.RowConn
+	q *sqlcdb.Queries
+}
+
+func (t rowTx) LockNowait(ctx context.Context, name, key string) (bool, error) {
+	_, err := t.q.RowLockNowait(ctx, sqlcdb.RowLockNowaitParams{Name: name, LockKey: key})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (t rowTx) LockWait(ctx context.Context, name, key string) error {
+	return t.q.RowLock(ctx, sqlcdb.RowLockParams{Name: name, LockKey: key})
+}
+
+func (t rowTx) Take(ctx context.Context, name, key, owner string) (int64, error) {
+	res, err := t.q.RowTake(ctx, sqlcdb.RowTakeParams{Name: name, LockKey: key, Owner: owner})
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func (t rowTx) Free(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	n, err := t.q.LeaseRelease(ctx, sqlcdb.LeaseReleaseParams{Name: id.Name, LockKey: id.Key, Owner: id.Owner, Token: id.Token})
+	return n > 0, err
+}

@@ -54,9 +54,34 @@ func (c *countingConn) PrepareContext(ctx context.Context, query string) (driver
 	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
 }
 
+// BeginTx counts START TRANSACTION, plus the SET TRANSACTION the MySQL
+// driver sends first for a non-default isolation level; COMMIT and ROLLBACK
+// are counted by the returned transaction.
 func (c *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	c.n.Add(1)
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if opts.Isolation != driver.IsolationLevel(0) {
+		c.n.Add(1)
+	}
+	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return countingTx{Tx: tx, n: c.n}, nil
+}
+
+type countingTx struct {
+	driver.Tx
+	n *atomic.Int64
+}
+
+func (t countingTx) Commit() error {
+	t.n.Add(1)
+	return t.Tx.Commit()
+}
+
+func (t countingTx) Rollback() error {
+	t.n.Add(1)
+	return t.Tx.Rollback()
 }
 
 func (c *countingConn) Ping(ctx context.Context) error {

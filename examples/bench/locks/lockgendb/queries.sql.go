@@ -319,6 +319,76 @@ func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) 
 	return result.RowsAffected()
 }
 
+const rowLock = `-- name: RowLock :exec
+INSERT INTO bench_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (?, ?, '', CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE token = token
+`
+
+type RowLockParams struct {
+	Name    string
+	LockKey string
+}
+
+// RowLock runs inside a row-strategy holding's transaction: it creates the
+// lock row (free, uncommitted) or waits, up to innodb_lock_wait_timeout,
+// for its exclusive row lock. It changes nothing in an existing row.
+func (q *Queries) RowLock(ctx context.Context, arg RowLockParams) error {
+	_, err := q.db.ExecContext(ctx, rowLock, arg.Name, arg.LockKey)
+	return err
+}
+
+const rowLockNowait = `-- name: RowLockNowait :one
+SELECT token
+FROM bench_locks
+WHERE name = ? AND lock_key = ?
+FOR UPDATE NOWAIT
+`
+
+type RowLockNowaitParams struct {
+	Name    string
+	LockKey string
+}
+
+// RowLockNowait locks the lock row FOR UPDATE inside a row-strategy
+// holding's transaction without waiting: a row locked by another holding
+// fails at once with the server's lock-wait error. No row: nothing locked
+// (the transaction is READ COMMITTED, so no gap lock either).
+func (q *Queries) RowLockNowait(ctx context.Context, arg RowLockNowaitParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, rowLockNowait, arg.Name, arg.LockKey)
+	var token int64
+	err := row.Scan(&token)
+	return token, err
+}
+
+const rowTake = `-- name: RowTake :execresult
+INSERT INTO bench_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at)
+`
+
+type RowTakeParams struct {
+	Name    string
+	LockKey string
+	Owner   string
+}
+
+// RowTake runs inside a row-strategy holding's transaction after its row
+// lock was granted, and records the holding (uncommitted until the
+// release). The fencing token (the result's LastInsertId) is
+// GREATEST(token + 1, the database clock in µs at this statement): a holder
+// whose transaction is rolled back (it crashed) loses its token bump, but
+// this statement starts after that holder's bump, so the next holding still
+// gets a greater token. A committed live lease of the same lock (a node
+// still running the lease strategy) is never taken: LastInsertId is then 0.
+func (q *Queries) RowTake(ctx context.Context, arg RowTakeParams) (sql.Result, error) {
+	return q.db.ExecContext(ctx, rowTake, arg.Name, arg.LockKey, arg.Owner)
+}
+
 const serverGalera = `-- name: ServerGalera :one
 SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera
 `

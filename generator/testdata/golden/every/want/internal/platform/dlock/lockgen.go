@@ -60,6 +60,8 @@ const (
 	// TenantBackupLockName is the name of the tenant_backup lock, keyed by
 	// tenant_id.
 	TenantBackupLockName = "tenant_backup"
+	// LedgerLockName is the name of the ledger lock, keyed by account.
+	LedgerLockName = "ledger"
 )
 
 // Locks gives typed access to the locks declared in lockgen.yaml. It is safe
@@ -75,6 +77,7 @@ type Locks struct {
 	tenantMigrationLock *runtime.Lock
 	schedulerLock       *runtime.Lock
 	tenantBackupLock    *runtime.Lock
+	ledgerLock          *runtime.Lock
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
@@ -85,10 +88,11 @@ type Locks struct {
 // (relative to lockgen.yaml) with your migration tool. With
 // github.com/go-sql-driver/mysql, open db with parseTime=true.
 //
-// The session locks (import, tenant_migration) take GET_LOCK on a connection
-// of db that they keep for the whole holding: allow for one open connection
-// per holding in db.SetMaxOpenConns, and connect to the server directly, not
-// through a multiplexing proxy. On a Galera cluster they fail with
+// The session and row locks (import, tenant_migration, ledger) keep a
+// connection of db for the whole holding (GET_LOCK, or the holding's
+// transaction): allow for one open connection per holding in
+// db.SetMaxOpenConns, and connect to the server directly, not through a
+// multiplexing proxy. On a Galera cluster they fail with
 // runtime.ErrUnsupported.
 //
 // New fails with an error wrapping runtime.ErrInvalid when db is nil or an
@@ -166,6 +170,14 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		UUIDKeys:   true,
 		TTL:        30 * time.Second,
 		RenewEvery: 10 * time.Second,
+	}); err != nil {
+		return nil, err
+	}
+	if l.ledgerLock, err = client.Lock(runtime.LockConfig{
+		Name:     LedgerLockName,
+		Strategy: runtime.StrategyRow,
+		Keyed:    true,
+		Wait:     2 * time.Second,
 	}); err != nil {
 		return nil, err
 	}
@@ -844,4 +856,116 @@ func (l *Locks) TenantBackupLockHolder(ctx context.Context, tenantID string) (ru
 // timer so the lock table does not grow with every key ever used.
 func (l *Locks) PruneTenantBackupLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.tenantBackupLock.Prune(ctx, olderThan)
+}
+
+// WithLedgerLock runs fn while holding the ledger lock for account and
+// releases the lock when fn returns or panics (the panic goes on after the
+// release). fn's ctx is done when ctx is. WithLedgerLock returns fn's error,
+// joined with the release error if any. Each account value is a lock of its
+// own. account is the key stored in the lock row: it must be 1 to 191 bytes,
+// otherwise the call fails with runtime.ErrInvalid.
+//
+// If another holder has it, WithLedgerLock waits up to 2s for it (less if ctx
+// ends first) and then returns runtime.ErrNotAcquired. Waiting happens on the
+// server, in the row lock's queue (innodb_lock_wait_timeout, in whole
+// seconds): no polling, first come first served.
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. A row lock is not renewed and has no ttl: if
+// the server ends the transaction early (the connection broke, or a deadlock
+// in the transaction's own statements rolled it back), the holder learns of it
+// at the release, when WithLedgerLock returns an error wrapping
+// runtime.ErrLeaseLost. Writes made in the holding's transaction (lease.Tx())
+// are rolled back with the lock and are always safe; protect other writes with
+// the fencing token.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithLedgerLock(ctx context.Context, account string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+	return l.ledgerLock.With(ctx, account, fn)
+}
+
+// WithLedgerLockTx is WithLedgerLock with fn also given the holding's
+// transaction, tx, which keeps the lock row locked: fn's writes in tx commit
+// atomically with the release when fn returns nil, and roll back, with the
+// lock, when fn returns an error or panics. fn must not Commit or Rollback tx.
+// Called again inside fn with fn's ctx, it joins the holding and gets the same
+// tx; the outermost call decides commit or rollback.
+//
+// A row lock is not renewed and has no ttl: if the server ends the transaction
+// early (the connection broke, or a deadlock in the transaction's own
+// statements rolled it back), the holder learns of it at the release, when
+// WithLedgerLockTx returns an error wrapping runtime.ErrLeaseLost. Writes made
+// in the holding's transaction (lease.Tx()) are rolled back with the lock and
+// are always safe; protect other writes with the fencing token.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithLedgerLockTx(ctx context.Context, account string, fn func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error) error {
+	return l.ledgerLock.WithTx(ctx, account, fn)
+}
+
+// TryLedgerLock makes one attempt to acquire the ledger lock for account,
+// without waiting, and returns runtime.ErrNotAcquired if another holder has
+// it. Each account value is a lock of its own. account is the key stored in
+// the lock row: it must be 1 to 191 bytes, otherwise the call fails with
+// runtime.ErrInvalid.
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. The holding lasts until lease.Release, which
+// the caller must call: it commits the transaction (lease.Tx()), and writes
+// made in it commit with the release. lease.Token() is the fencing token of
+// this holding, greater than that of every earlier holding: pass it with the
+// writes that a stale holder must not make.
+//
+// Any other error means the lock was not acquired: the runtime rolls back the
+// transaction (or drops its connection) before returning.
+func (l *Locks) TryLedgerLock(ctx context.Context, account string) (*runtime.Lease, error) {
+	return l.ledgerLock.Try(ctx, account)
+}
+
+// AcquireLedgerLock acquires the ledger lock for account, waiting up to 2s
+// (less if ctx ends first) while another holder has it; it then returns
+// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
+// the server, in the row lock's queue (innodb_lock_wait_timeout, in whole
+// seconds): no polling, first come first served. Each account value is a lock
+// of its own. account is the key stored in the lock row: it must be 1 to 191
+// bytes, otherwise the call fails with runtime.ErrInvalid.
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. The holding lasts until lease.Release, which
+// the caller must call: it commits the transaction (lease.Tx()), and writes
+// made in it commit with the release. lease.Token() is the fencing token of
+// this holding, greater than that of every earlier holding: pass it with the
+// writes that a stale holder must not make.
+func (l *Locks) AcquireLedgerLock(ctx context.Context, account string) (*runtime.Lease, error) {
+	return l.ledgerLock.Acquire(ctx, account)
+}
+
+// LedgerLockHolder reads who holds the ledger lock for account, reading the
+// lock row uncommitted (a row holding commits only at its release):
+// Holder.Held is whether a holding is live, Holder.Owner and Holder.Token are
+// those of the current or last holding. Holder.Remaining is always 0: a row
+// lock lasts as long as its transaction.
+func (l *Locks) LedgerLockHolder(ctx context.Context, account string) (runtime.Holder, error) {
+	return l.ledgerLock.Holder(ctx, account)
+}
+
+// PruneLedgerLocks deletes the rows of the ledger lock whose account values
+// have been free (released or expired) for longer than olderThan by the
+// database clock, 1000 rows per statement, and returns how many it deleted.
+// Held keys are never touched. A pruned account acquired again starts its
+// fencing tokens from the database clock in microseconds, above every token it
+// had, so tokens keep rising. Call it from a leader or a timer so the lock
+// table does not grow with every key ever used.
+func (l *Locks) PruneLedgerLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.ledgerLock.Prune(ctx, olderThan)
 }
