@@ -15,13 +15,14 @@ import (
 
 // TestQuickstart runs the example against the test server and checks what
 // it printed: every holding of each lock has a higher token than the one
-// before, in the order the holdings happened.
+// before, in the order the holdings happened, and no increment of the
+// account balance made under the row lock was lost.
 func TestQuickstart(t *testing.T) {
 	dsn := exampletest.FreshDSN(t)
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), dsn, &out))
 
-	re := regexp.MustCompile(`(?m)^node-\d holds (master|order 42) +token=(\d+)$`)
+	re := regexp.MustCompile(`(?m)^node-\d holds (master|order 42|account 7) +token=(\d+)$`)
 	last := map[string]int64{}
 	count := map[string]int{}
 	for _, m := range re.FindAllStringSubmatch(out.String(), -1) {
@@ -33,5 +34,7 @@ func TestQuickstart(t *testing.T) {
 	}
 	assert.Equal(t, 9, count["master"], out.String())
 	assert.Equal(t, 9, count["order 42"], out.String())
+	assert.Equal(t, 9, count["account 7"], out.String())
+	assert.Contains(t, out.String(), "observer: account 7 balance=9", "every read-add-write under the row lock counted")
 	assert.Contains(t, out.String(), "observer: master held=false last token="+strconv.FormatInt(last["master"], 10))
 }

@@ -3,8 +3,10 @@
 // Package locks gives typed access to the distributed locks declared in
 // lockgen.yaml. Each lock is a lease: a row of the MySQL/MariaDB table
 // quickstart_locks that expires by the database clock unless its holder renews
-// it. The runtime (github.com/lockgen/lockgen/runtime) acquires, renews and
-// releases the leases and hands out fencing tokens; this package binds the
+// it; a lock of strategy session is instead a server-side named lock
+// (GET_LOCK) held on a pinned connection, with the same row for its fencing
+// token. The runtime (github.com/lockgen/lockgen/runtime) acquires, renews and
+// releases the locks and hands out fencing tokens; this package binds the
 // declared names, keys and timings to it.
 package locks
 
@@ -45,15 +47,18 @@ const (
 	MasterLockName = "master"
 	// OrderLockName is the name of the order lock, keyed by order_id.
 	OrderLockName = "order"
+	// AccountLockName is the name of the account lock, keyed by account_id.
+	AccountLockName = "account"
 )
 
 // Locks gives typed access to the locks declared in lockgen.yaml. It is safe
 // for concurrent use; create one per process (or per node in tests). Two Locks
 // behave like two nodes: a lock held through one is busy for the other.
 type Locks struct {
-	client     *runtime.Client
-	masterLock *runtime.Lock
-	orderLock  *runtime.Lock
+	client      *runtime.Client
+	masterLock  *runtime.Lock
+	orderLock   *runtime.Lock
+	accountLock *runtime.Lock
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
@@ -64,6 +69,12 @@ type Locks struct {
 // migrations/0001_quickstart_locks.up.sql (relative to lockgen.yaml) with your
 // migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
+//
+// The session and row locks (account) keep a connection of db for the whole
+// holding (GET_LOCK, or the holding's transaction): allow for one open
+// connection per holding in db.SetMaxOpenConns, and connect to the server
+// directly, not through a multiplexing proxy. On a Galera cluster they fail
+// with runtime.ErrUnsupported.
 //
 // New fails with an error wrapping runtime.ErrInvalid when db is nil or an
 // option is invalid.
@@ -90,6 +101,14 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		TTL:        30 * time.Second,
 		RenewEvery: 10 * time.Second,
 		Wait:       5 * time.Second,
+	}); err != nil {
+		return nil, err
+	}
+	if l.accountLock, err = client.Lock(runtime.LockConfig{
+		Name:     AccountLockName,
+		Strategy: runtime.StrategyRow,
+		Keyed:    true,
+		Wait:     5 * time.Second,
 	}); err != nil {
 		return nil, err
 	}
@@ -271,4 +290,113 @@ func (l *Locks) OrderLockHolder(ctx context.Context, orderID int64) (runtime.Hol
 // grow with every key ever used.
 func (l *Locks) PruneOrderLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.orderLock.Prune(ctx, olderThan)
+}
+
+// WithAccountLock runs fn while holding the account lock for accountID and
+// releases the lock when fn returns or panics (the panic goes on after the
+// release). fn's ctx is done when ctx is. WithAccountLock returns fn's error,
+// joined with the release error if any. Each accountID value is a lock of its
+// own. The key stored in the lock row is accountID in decimal.
+//
+// If another holder has it, WithAccountLock waits up to 5s for it (less if ctx
+// ends first) and then returns runtime.ErrNotAcquired. Waiting happens on the
+// server, in the row lock's queue (innodb_lock_wait_timeout, in whole
+// seconds): no polling, first come first served.
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. A row lock is not renewed and has no ttl: if
+// the server ends the transaction early (the connection broke, or a deadlock
+// in the transaction's own statements rolled it back), the holder learns of it
+// at the release, when WithAccountLock returns an error wrapping
+// runtime.ErrLeaseLost. Writes made in the holding's transaction (lease.Tx())
+// are rolled back with the lock and are always safe; protect other writes with
+// the fencing token.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithAccountLock(ctx context.Context, accountID int64, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+	return l.accountLock.With(ctx, strconv.FormatInt(accountID, 10), fn)
+}
+
+// WithAccountLockTx is WithAccountLock with fn also given the holding's
+// transaction, tx, which keeps the lock row locked: fn's writes in tx commit
+// atomically with the release when fn returns nil, and roll back, with the
+// lock, when fn returns an error or panics. fn must not Commit or Rollback tx.
+// Called again inside fn with fn's ctx, it joins the holding and gets the same
+// tx; the outermost call decides commit or rollback.
+//
+// A row lock is not renewed and has no ttl: if the server ends the transaction
+// early (the connection broke, or a deadlock in the transaction's own
+// statements rolled it back), the holder learns of it at the release, when
+// WithAccountLockTx returns an error wrapping runtime.ErrLeaseLost. Writes
+// made in the holding's transaction (lease.Tx()) are rolled back with the lock
+// and are always safe; protect other writes with the fencing token.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithAccountLockTx(ctx context.Context, accountID int64, fn func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error) error {
+	return l.accountLock.WithTx(ctx, strconv.FormatInt(accountID, 10), fn)
+}
+
+// TryAccountLock makes one attempt to acquire the account lock for accountID,
+// without waiting, and returns runtime.ErrNotAcquired if another holder has
+// it. Each accountID value is a lock of its own. The key stored in the lock
+// row is accountID in decimal.
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. The holding lasts until lease.Release, which
+// the caller must call: it commits the transaction (lease.Tx()), and writes
+// made in it commit with the release. lease.Token() is the fencing token of
+// this holding, greater than that of every earlier holding: pass it with the
+// writes that a stale holder must not make.
+//
+// Any other error means the lock was not acquired: the runtime rolls back the
+// transaction (or drops its connection) before returning.
+func (l *Locks) TryAccountLock(ctx context.Context, accountID int64) (*runtime.Lease, error) {
+	return l.accountLock.Try(ctx, strconv.FormatInt(accountID, 10))
+}
+
+// AcquireAccountLock acquires the account lock for accountID, waiting up to 5s
+// (less if ctx ends first) while another holder has it; it then returns
+// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
+// the server, in the row lock's queue (innodb_lock_wait_timeout, in whole
+// seconds): no polling, first come first served. Each accountID value is a
+// lock of its own. The key stored in the lock row is accountID in decimal.
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. The holding lasts until lease.Release, which
+// the caller must call: it commits the transaction (lease.Tx()), and writes
+// made in it commit with the release. lease.Token() is the fencing token of
+// this holding, greater than that of every earlier holding: pass it with the
+// writes that a stale holder must not make.
+func (l *Locks) AcquireAccountLock(ctx context.Context, accountID int64) (*runtime.Lease, error) {
+	return l.accountLock.Acquire(ctx, strconv.FormatInt(accountID, 10))
+}
+
+// AccountLockHolder reads who holds the account lock for accountID, reading
+// the lock row uncommitted (a row holding commits only at its release):
+// Holder.Held is whether a holding is live, Holder.Owner and Holder.Token are
+// those of the current or last holding. Holder.Remaining is always 0: a row
+// lock lasts as long as its transaction.
+func (l *Locks) AccountLockHolder(ctx context.Context, accountID int64) (runtime.Holder, error) {
+	return l.accountLock.Holder(ctx, strconv.FormatInt(accountID, 10))
+}
+
+// PruneAccountLocks deletes the rows of the account lock whose accountID
+// values have been free (released or expired) for longer than olderThan by the
+// database clock, 1000 rows per statement, and returns how many it deleted.
+// Held keys are never touched. A pruned accountID acquired again starts its
+// fencing tokens from the database clock in microseconds, above every token it
+// had, so tokens keep rising. Call it from a leader or a timer so the lock
+// table does not grow with every key ever used.
+func (l *Locks) PruneAccountLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.accountLock.Prune(ctx, olderThan)
 }
