@@ -208,3 +208,32 @@ func testDeadlineAfterBatchedRenewals(t *testing.T, lost bool) {
 		_ = lease.Release(context.Background())
 	}
 }
+
+// TestBatchedRenewalNeverRevivesAnExpiredRow: a row that expired by the
+// database clock (here: its expiry moved into the past behind the holder's
+// back) is not renewed by the batch even though owner and token still match;
+// the holder loses that lease and keeps its other one.
+func TestBatchedRenewalNeverRevivesAnExpiredRow(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	n := newNode(t, db)
+	l := n.lock(t, runtime.LockConfig{Name: "revive", Keyed: true, TTL: 2 * time.Second, RenewEvery: 100 * time.Millisecond})
+	ctx := context.Background()
+	expired, err := l.Try(ctx, "a")
+	require.NoError(t, err)
+	kept, err := l.Try(ctx, "b")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, "UPDATE lockgen_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name = 'revive' AND lock_key = 'a'")
+	require.NoError(t, err)
+
+	select {
+	case <-expired.Done():
+	case <-time.After(time.Second): // well before the 2s local deadline
+		t.Fatal("the batch renewed a row that had expired by the database clock")
+	}
+	require.ErrorIs(t, expired.Err(), runtime.ErrLeaseLost)
+	assert.LessOrEqual(t, dbRemaining(t, db, "revive", "a", expired.Token()), time.Duration(0))
+	require.NoError(t, kept.Err())
+	require.NoError(t, kept.Release(ctx))
+	require.ErrorIs(t, expired.Release(ctx), runtime.ErrLeaseLost)
+}

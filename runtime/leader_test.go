@@ -262,3 +262,34 @@ func TestPanicInOnElectedReleasesLeadership(t *testing.T) {
 	assert.False(t, h.Held, "the lease was released")
 	assert.False(t, l.IsLeader())
 }
+
+// TestIsLeaderFalseOnceLeadershipIsLost: a leader partitioned from the
+// database reads IsLeader() == false as soon as its term's context ends,
+// while fn is still running (before anyone else can be elected).
+func TestIsLeaderFalseOnceLeadershipIsLost(t *testing.T) {
+	tdb := testdb.New(t)
+	faulty := &faultStore{Store: sqlstore.New(tdb.Open(t))}
+	c, err := runtime.NewClient(faulty)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "isleader", TTL: 300 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	seen := make(chan bool, 2)
+	done := make(chan error, 1)
+	go func() {
+		done <- l.RunAsLeader(ctx, func(ctx context.Context, lease *runtime.Lease) error {
+			seen <- l.IsLeader()
+			faulty.partitioned.Store(true)
+			<-ctx.Done()
+			seen <- l.IsLeader() // fn still runs: the term is over all the same
+			cancel()
+			return nil
+		})
+	}()
+	assert.True(t, <-seen, "leader while the term lasts")
+	assert.False(t, <-seen, "not leader once the lease is lost")
+	faulty.partitioned.Store(false)
+	<-done
+	assert.False(t, l.IsLeader())
+}
