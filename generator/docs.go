@@ -453,6 +453,8 @@ const (
 		"// its row lock."
 	rowTakeDoc = "// Take implements runtime.RowTx: it records the holding in the locked row\n" +
 		"// and returns the new fencing token, the statement's LastInsertId."
+	rowHoldsDoc = "// Holds implements runtime.RowTx: whether the holding id is still in force\n" +
+		"// in the transaction (false after the server rolled it back)."
 	rowFreeDoc = "// Free implements runtime.RowTx: it marks the row free, in the holding's\n" +
 		"// transaction, if id still holds it."
 	closeDoc = "// Close implements runtime.SessionConn: it returns the connection to the\n" +

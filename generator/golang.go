@@ -644,6 +644,18 @@ func rowGlue(f *jen.File, m *model) {
 	)
 
 	f.Line()
+	f.Comment(rowHoldsDoc)
+	f.Func().Params(trecv.Clone()).Id("Holds").Params(
+		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowHolds").Call(jen.Id("ctx"), literal(db("RowHoldsParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(jen.Return(jen.False(), jen.Nil())),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
+
+	f.Line()
 	f.Comment(rowFreeDoc)
 	f.Func().Params(trecv.Clone()).Id("Free").Params(
 		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),

@@ -97,7 +97,7 @@ func TestGuardHoldsOffNewHolderUntilCommit(t *testing.T) {
 	require.NoError(t, tx.Commit())
 	r := <-got
 	require.NoError(t, r.err)
-	assert.Equal(t, lease.Token()+1, r.token)
+	assert.Greater(t, r.token, lease.Token())
 	require.ErrorIs(t, lease.Release(ctx), runtime.ErrLeaseLost)
 }
 

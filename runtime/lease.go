@@ -282,11 +282,17 @@ func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	if err := ls.Err(); err != nil {
 		return err
 	}
-	if ls.row != nil && tx != ls.row.tx.Tx() {
+	var ok bool
+	var err error
+	switch {
+	case ls.row != nil && tx != ls.row.tx.Tx():
 		// Another transaction would wait for the holding's own row lock.
-		return fmt.Errorf("%w: %s uses strategy row: write in the holding's own transaction (Lease.Tx), which needs no Guard", ErrInvalid, ls.describe())
+		return fmt.Errorf("%w: %s uses strategy row: write in the holding's own transaction (Lease.Tx)", ErrInvalid, ls.describe())
+	case ls.row != nil:
+		ok, err = ls.row.tx.Holds(ctx, ls.id)
+	default:
+		ok, err = ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
 	}
-	ok, err := ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
 	if err != nil {
 		return fmt.Errorf("lockgen: guard %s token %d: %w", ls.describe(), ls.id.Token, err)
 	}

@@ -51,6 +51,10 @@ type RowTx interface {
 	// innodb_lock_wait_timeout, so fn's statements and later users of the
 	// pooled connection are not affected by the lock's wait.
 	RestoreLockWait(ctx context.Context) error
+	// Holds reports whether the holding id is still in force in the
+	// transaction: false when the server rolled it back (a deadlock, a
+	// killed connection).
+	Holds(ctx context.Context, id LeaseID) (bool, error)
 	// Free marks the row free if id still holds it, inside the transaction.
 	Free(ctx context.Context, id LeaseID) (bool, error)
 	// Commit commits the transaction and returns the connection to the
@@ -73,6 +77,10 @@ func (ls *Lease) abortOnRelease() {
 type rowHolding struct {
 	tx RowTx
 }
+
+// rowSentinel is the expires_at of a row-strategy holding (see RowTake):
+// in the past, so a holding committed by mistake looks free.
+var rowSentinel = time.Date(1970, 1, 1, 0, 0, 2, 0, time.UTC)
 
 // rowReleaseTimeout bounds the statements that end a row holding (a row
 // lock has no ttl to bound them by).
@@ -185,27 +193,35 @@ func (ls *Lease) Tx() *sql.Tx {
 // rolls everything back.
 func (ls *Lease) releaseRowTx(ctx context.Context, abort bool) error {
 	rtx := ls.row.tx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rowReleaseTimeout)
+	defer cancel()
 	if abort {
-		if err := rtx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-			return fmt.Errorf("lockgen: release %s token %d: rollback: %w", ls.describe(), ls.id.Token, err)
+		// Everything rolls back; still tell the caller if the holding had
+		// already ended under fn.
+		held, herr := rtx.Holds(ctx, ls.id)
+		rerr := rtx.Rollback()
+		switch {
+		case herr == nil && !held:
+			return fmt.Errorf("%w: %s token %d: the server ended the holding's transaction before the release (a deadlock or a killed connection rolls back the lock too)", ErrLeaseLost, ls.describe(), ls.id.Token)
+		case herr != nil && !errors.Is(herr, sql.ErrTxDone):
+			return fmt.Errorf("%w: %s token %d: %w", ErrLeaseLost, ls.describe(), ls.id.Token, herr)
+		case rerr != nil && !errors.Is(rerr, sql.ErrTxDone):
+			return fmt.Errorf("lockgen: release %s token %d: rollback: %w", ls.describe(), ls.id.Token, rerr)
 		}
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rowReleaseTimeout)
-	defer cancel()
 	ok, err := rtx.Free(ctx, ls.id)
 	switch {
 	case errors.Is(err, sql.ErrTxDone):
-		// fn committed or rolled back the holding's transaction itself:
-		// the row lock ended then. Free a committed row if it shows us.
+		// The holding's transaction ended before the release: fn ended it,
+		// or the context it began with did. The row lock ended then.
+		_ = rtx.Rollback() // returns (discards) the pinned connection
+		// Had fn committed, the row would show this holding: free it.
 		_, _ = ls.lock.client.store.LeaseRelease(ctx, ls.id)
-		return fmt.Errorf("%w: %s token %d: its transaction was ended before the release (do not Commit or Rollback Lease.Tx)", ErrLeaseLost, ls.describe(), ls.id.Token)
+		return fmt.Errorf("%w: %s token %d: its transaction ended before the release (fn must not Commit or Rollback Lease.Tx)", ErrLeaseLost, ls.describe(), ls.id.Token)
 	case err != nil:
 		_ = rtx.Rollback()
-		if isDeadlock(err) || brokenConn(err) {
-			return fmt.Errorf("%w: %s token %d: %w", ErrLeaseLost, ls.describe(), ls.id.Token, err)
-		}
-		return fmt.Errorf("lockgen: release %s token %d: %w", ls.describe(), ls.id.Token, err)
+		return fmt.Errorf("%w: %s token %d: the release failed and the transaction's writes were rolled back: %w", ErrLeaseLost, ls.describe(), ls.id.Token, err)
 	case !ok:
 		// The server rolled the transaction back under fn (a deadlock in
 		// fn's own statements, or a killed connection): the lock was free
@@ -233,9 +249,8 @@ func (l *Lock) rowHolder(ctx context.Context, key string) (Holder, error) {
 	if !found {
 		return Holder{}, nil
 	}
-	// A live holding shows the far-future expiry (and its Remaining
-	// overflows a Duration): held means owned and not yet expired.
-	held := row.Owner != "" && row.ExpiresAt.After(time.Now().AddDate(1000, 0, 0))
+	// A live row holding shows its owner and the row sentinel expiry.
+	held := row.Owner != "" && row.ExpiresAt.Equal(rowSentinel)
 	return Holder{Held: held, Owner: row.Owner, Token: row.Token}, nil
 }
 
@@ -282,21 +297,33 @@ type RowConn struct {
 	restored bool
 }
 
+// rowSessionSet is run before the holding's transaction begins: it saves
+// and sets the lock wait, and turns autocommit off for the holding, so that
+// statements fn runs after the server rolled the transaction back (a
+// deadlock) open a new transaction that the release rolls back, instead of
+// committing one by one without the lock.
+const rowSessionSet = "SET @lockgen_lock_wait = @@SESSION.innodb_lock_wait_timeout, @lockgen_autocommit = @@SESSION.autocommit, " +
+	"SESSION innodb_lock_wait_timeout = ?, SESSION autocommit = 0"
+
 // BeginRow pins a connection of db, sets its innodb_lock_wait_timeout to
 // lockWait (whole seconds, rounded up, at least 1; the previous value is
-// kept in the session variable @lockgen_lock_wait) and begins a READ
-// COMMITTED transaction on it. On failure the connection is discarded.
+// kept in the session variable @lockgen_lock_wait), turns autocommit off
+// for the holding and begins a READ COMMITTED transaction on it. The
+// transaction does not end with ctx: only Commit or Rollback end it. On
+// failure the connection is discarded.
 func BeginRow(ctx context.Context, db *sql.DB, lockWait time.Duration) (*RowConn, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	secs := max(int64((lockWait+time.Second-1)/time.Second), 1)
-	if _, err := conn.ExecContext(ctx, "SET @lockgen_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = ?", secs); err != nil {
+	if _, err := conn.ExecContext(ctx, rowSessionSet, secs); err != nil {
 		discardConn(conn)
 		return nil, err
 	}
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	// Not ctx: database/sql rolls a transaction back when the context it
+	// began with ends, which would free the lock under a running fn.
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		discardConn(conn)
 		return nil, err
@@ -317,8 +344,9 @@ func (c *RowConn) RestoreLockWait(ctx context.Context) error {
 	return nil
 }
 
-// Commit commits the transaction and returns the connection to the pool
-// (or discards it when the commit failed or its lock wait was not restored).
+// Commit commits the transaction, restores autocommit and returns the
+// connection to the pool (or discards it when any of that failed or its
+// lock wait was not restored).
 func (c *RowConn) Commit() error { return c.end(c.tx.Commit()) }
 
 // Rollback rolls the transaction back and returns the connection to the
@@ -328,10 +356,16 @@ func (c *RowConn) Rollback() error { return c.end(c.tx.Rollback()) }
 func (c *RowConn) end(err error) error {
 	if err != nil || !c.restored {
 		discardConn(c.conn)
-	} else {
-		_ = c.conn.Close()
+		return err
 	}
-	return err
+	ctx, cancel := context.WithTimeout(context.Background(), rowReleaseTimeout)
+	defer cancel()
+	if _, rerr := c.conn.ExecContext(ctx, "SET SESSION autocommit = @lockgen_autocommit"); rerr != nil {
+		discardConn(c.conn)
+		return nil // the transaction itself ended as asked
+	}
+	_ = c.conn.Close()
+	return nil
 }
 
 // discardConn closes conn itself instead of returning it to the pool.

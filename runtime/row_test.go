@@ -261,9 +261,9 @@ func TestRowConfigAndLeader(t *testing.T) {
 }
 
 // TestRowStatements counts what a row holding costs the server: Try and
-// Acquire are 6 statements each (lock wait set and restored, isolation
-// level, BEGIN, the lock, the token bump) once the row exists; the release
-// is 2 (row freed, COMMIT).
+// Acquire are 6 statements each (lock wait and autocommit set, isolation
+// level, BEGIN, the lock, the token bump, lock wait restored) once the row
+// exists; the release is 3 (row freed, COMMIT, autocommit restored).
 func TestRowStatements(t *testing.T) {
 	tdb := testdb.New(t)
 	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
@@ -282,6 +282,108 @@ func TestRowStatements(t *testing.T) {
 		assert.Equal(t, int64(6), counter.Count()-before, "acquire with wait %v", wait)
 		before = counter.Count()
 		require.NoError(t, lease.Release(ctx))
-		assert.Equal(t, int64(2), counter.Count()-before, "release")
+		assert.Equal(t, int64(3), counter.Count()-before, "release")
+	}
+}
+
+// TestRowHoldingOutlivesItsContext: the holding's transaction does not end
+// when the context it was acquired with does (database/sql would roll it
+// back), so cancelling that context never lets another holder in.
+func TestRowHoldingOutlivesItsContext(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	l := rowNode(t, db).lock(t, rowCfg("ctx", 0))
+	other := rowNode(t, tdb.Open(t)).lock(t, rowCfg("ctx", 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	lease, err := l.Acquire(ctx, "")
+	require.NoError(t, err)
+	cancel()
+	time.Sleep(50 * time.Millisecond) // database/sql's rollback-on-cancel would run by now
+	_, err = other.Try(context.Background(), "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired, "still held after its context ended")
+	require.NoError(t, lease.Release(ctx))
+	assert.Zero(t, db.Stats().InUse, "the pinned connection went back")
+}
+
+// TestRowTransactionEndedUnderFn: when the server ends the holding's
+// transaction under fn (as a deadlock does; here fn's own ROLLBACK), fn's
+// later writes are not committed without the lock, and WithTx reports
+// ErrLeaseLost whether fn returns nil or an error.
+func TestRowTransactionEndedUnderFn(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	_, err := db.ExecContext(ctx, "CREATE TABLE row_writes (v INT NOT NULL)")
+	require.NoError(t, err)
+	l := rowNode(t, db).lock(t, rowCfg("ended", 0))
+	for _, fnErr := range []error{nil, errors.New("fn failed")} {
+		err = l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+			_, err := tx.ExecContext(ctx, "ROLLBACK") // the server ends the transaction, lock included
+			require.NoError(t, err)
+			_, err = tx.ExecContext(ctx, "INSERT INTO row_writes VALUES (99)")
+			require.NoError(t, err)
+			return fnErr
+		})
+		require.ErrorIs(t, err, runtime.ErrLeaseLost, "fn returned %v", fnErr)
+		var n int
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM row_writes").Scan(&n))
+		assert.Zero(t, n, "a write after the lock was gone must not commit")
+	}
+	assert.Zero(t, db.Stats().InUse, "no pinned connection leaked")
+	var autocommit int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT @@SESSION.autocommit").Scan(&autocommit))
+	assert.Equal(t, 1, autocommit, "pooled connections get autocommit back")
+}
+
+// TestRowFnCommitsItself: fn committing the holding's transaction (a misuse)
+// ends the holding then; the release reports ErrLeaseLost, the lock is not
+// left looking held (any strategy can take it), and nothing leaks.
+func TestRowFnCommitsItself(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	l := rowNode(t, db).lock(t, rowCfg("misuse", 0))
+	err := l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+		return tx.Commit()
+	})
+	require.ErrorIs(t, err, runtime.ErrLeaseLost)
+	assert.Zero(t, db.Stats().InUse, "no pinned connection leaked")
+	h, err := l.Holder(ctx, "")
+	require.NoError(t, err)
+	assert.False(t, h.Held, "a holding committed by fn is freed, not shown held")
+	for _, cfg := range []runtime.LockConfig{
+		{Name: "misuse", TTL: time.Second},
+		{Name: "misuse", Strategy: runtime.StrategySession, TTL: time.Second},
+		rowCfg("misuse", 0),
+	} {
+		lease, err := rowNode(t, tdb.Open(t)).lock(t, cfg).Try(ctx, "")
+		require.NoError(t, err, "strategy %s", cfg.Strategy)
+		require.NoError(t, lease.Release(ctx))
+	}
+}
+
+// TestRowTokensStayAboveRolledBackBumps: a row holding that rolls back (fn
+// failed) loses its token bump; the next holding of any strategy still gets
+// a greater token.
+func TestRowTokensStayAboveRolledBackBumps(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	row := rowNode(t, tdb.Open(t)).lock(t, rowCfg("mixed", 0))
+	for _, next := range []runtime.LockConfig{
+		{Name: "mixed", TTL: time.Second},
+		{Name: "mixed", Strategy: runtime.StrategySession, TTL: time.Second},
+		rowCfg("mixed", 0),
+	} {
+		require.NoError(t, row.With(ctx, "", func(context.Context, *runtime.Lease) error { return nil }))
+		var rolledBack int64
+		err := row.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+			rolledBack = lease.Token()
+			return errors.New("fn failed")
+		})
+		require.Error(t, err)
+		lease, err := rowNode(t, tdb.Open(t)).lock(t, next).Try(ctx, "")
+		require.NoError(t, err)
+		assert.Greater(t, lease.Token(), rolledBack, "strategy %s after a rolled-back row holding", next.Strategy)
+		require.NoError(t, lease.Release(ctx))
 	}
 }

@@ -94,6 +94,7 @@ const (
 	opRaw     = "raw upsert+release pair"
 	opLockgen = "lockgen TryBenchLock+Release pair"
 	opSession = "lockgen session Try+Release pair"
+	opRow     = "lockgen row Try+Release pair"
 	opSQLC    = "same SQL via sqlc, no runtime"
 )
 
@@ -143,6 +144,7 @@ func (e *env) ops() []op {
 		{opSQLC, e.sqlcPair},
 		{opLockgen, e.lockgenPair},
 		{opSession, e.sessionPair},
+		{opRow, e.rowPair},
 	}
 }
 
@@ -192,6 +194,17 @@ func (e *env) lockgenPair(ctx context.Context, client int) error {
 // then RELEASE_LOCK and freeing the row (4 statements, not 2).
 func (e *env) sessionPair(ctx context.Context, client int) error {
 	lease, err := e.locks.TryBenchSessionLock(ctx, "session-"+strconv.Itoa(client))
+	if err != nil {
+		return err
+	}
+	return lease.Release(ctx)
+}
+
+// rowPair is the row strategy's pair: lock wait and autocommit set, isolation level,
+// BEGIN, FOR UPDATE NOWAIT, the token bump and the lock wait restored, then
+// freeing the row, COMMIT and autocommit restored (9 statements, not 2).
+func (e *env) rowPair(ctx context.Context, client int) error {
+	lease, err := e.locks.TryBenchRowLock(ctx, "row-"+strconv.Itoa(client))
 	if err != nil {
 		return err
 	}

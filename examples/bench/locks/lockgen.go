@@ -45,6 +45,8 @@ const (
 	BenchLockName = "bench"
 	// BenchSessionLockName is the name of the bench_session lock, keyed by client.
 	BenchSessionLockName = "bench_session"
+	// BenchRowLockName is the name of the bench_row lock, keyed by client.
+	BenchRowLockName = "bench_row"
 )
 
 // Locks gives typed access to the locks declared in lockgen.yaml. It is safe
@@ -54,6 +56,7 @@ type Locks struct {
 	client           *runtime.Client
 	benchLock        *runtime.Lock
 	benchSessionLock *runtime.Lock
+	benchRowLock     *runtime.Lock
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
@@ -64,11 +67,11 @@ type Locks struct {
 // (relative to lockgen.yaml) with your migration tool. With
 // github.com/go-sql-driver/mysql, open db with parseTime=true.
 //
-// The session and row locks (bench_session) keep a connection of db for the
-// whole holding (GET_LOCK, or the holding's transaction): allow for one open
-// connection per holding in db.SetMaxOpenConns, and connect to the server
-// directly, not through a multiplexing proxy. On a Galera cluster they fail
-// with runtime.ErrUnsupported.
+// The session and row locks (bench_session, bench_row) keep a connection of db
+// for the whole holding (GET_LOCK, or the holding's transaction): allow for
+// one open connection per holding in db.SetMaxOpenConns, and connect to the
+// server directly, not through a multiplexing proxy. On a Galera cluster they
+// fail with runtime.ErrUnsupported.
 //
 // New fails with an error wrapping runtime.ErrInvalid when db is nil or an
 // option is invalid.
@@ -95,6 +98,13 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		Keyed:      true,
 		TTL:        10 * time.Second,
 		RenewEvery: 3333 * time.Millisecond,
+	}); err != nil {
+		return nil, err
+	}
+	if l.benchRowLock, err = client.Lock(runtime.LockConfig{
+		Name:     BenchRowLockName,
+		Strategy: runtime.StrategyRow,
+		Keyed:    true,
 	}); err != nil {
 		return nil, err
 	}
@@ -278,4 +288,112 @@ func (l *Locks) BenchSessionLockHolder(ctx context.Context, client string) (runt
 // lock table does not grow with every key ever used.
 func (l *Locks) PruneBenchSessionLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.benchSessionLock.Prune(ctx, olderThan)
+}
+
+// WithBenchRowLock runs fn while holding the bench_row lock for client and
+// releases the lock when fn returns or panics (the panic goes on after the
+// release). fn's ctx is done when ctx is. WithBenchRowLock returns fn's error,
+// joined with the release error if any. Each client value is a lock of its
+// own. client is the key stored in the lock row: it must be 1 to 191 bytes,
+// otherwise the call fails with runtime.ErrInvalid.
+//
+// It makes one attempt: if another holder has the lock, WithBenchRowLock
+// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. A row lock is not renewed and has no ttl: if
+// the server ends the transaction early (the connection broke, or a deadlock
+// in the transaction's own statements rolled it back), the holder learns of it
+// at the release, when WithBenchRowLock returns an error wrapping
+// runtime.ErrLeaseLost. Writes made in the holding's transaction (lease.Tx())
+// are rolled back with the lock and are always safe; protect other writes with
+// the fencing token.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithBenchRowLock(ctx context.Context, client string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+	return l.benchRowLock.With(ctx, client, fn)
+}
+
+// WithBenchRowLockTx is WithBenchRowLock with fn also given the holding's
+// transaction, tx, which keeps the lock row locked: fn's writes in tx commit
+// atomically with the release when fn returns nil, and roll back, with the
+// lock, when fn returns an error or panics. fn must not Commit or Rollback tx.
+// Called again inside fn with fn's ctx, it joins the holding and gets the same
+// tx; the outermost call decides commit or rollback.
+//
+// A row lock is not renewed and has no ttl: if the server ends the transaction
+// early (the connection broke, or a deadlock in the transaction's own
+// statements rolled it back), the holder learns of it at the release, when
+// WithBenchRowLockTx returns an error wrapping runtime.ErrLeaseLost. Writes
+// made in the holding's transaction (lease.Tx()) are rolled back with the lock
+// and are always safe; protect other writes with the fencing token.
+//
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
+func (l *Locks) WithBenchRowLockTx(ctx context.Context, client string, fn func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error) error {
+	return l.benchRowLock.WithTx(ctx, client, fn)
+}
+
+// TryBenchRowLock makes one attempt to acquire the bench_row lock for client,
+// without waiting, and returns runtime.ErrNotAcquired if another holder has
+// it. Each client value is a lock of its own. client is the key stored in the
+// lock row: it must be 1 to 191 bytes, otherwise the call fails with
+// runtime.ErrInvalid.
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. The holding lasts until lease.Release, which
+// the caller must call: it commits the transaction (lease.Tx()), and writes
+// made in it commit with the release. lease.Token() is the fencing token of
+// this holding, greater than that of every earlier holding: pass it with the
+// writes that a stale holder must not make.
+//
+// Any other error means the lock was not acquired: the runtime rolls back the
+// transaction (or drops its connection) before returning.
+func (l *Locks) TryBenchRowLock(ctx context.Context, client string) (*runtime.Lease, error) {
+	return l.benchRowLock.Try(ctx, client)
+}
+
+// AcquireBenchRowLock acquires the bench_row lock for client like
+// TryBenchRowLock: the lock declares no wait, so it makes one attempt and
+// returns runtime.ErrNotAcquired if another holder has it. Each client value
+// is a lock of its own. client is the key stored in the lock row: it must be 1
+// to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+//
+// Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
+// transaction that lasts the holding; the server frees it when that
+// transaction ends, also when the holder's connection dies, and then rolls
+// back the transaction's writes. The holding lasts until lease.Release, which
+// the caller must call: it commits the transaction (lease.Tx()), and writes
+// made in it commit with the release. lease.Token() is the fencing token of
+// this holding, greater than that of every earlier holding: pass it with the
+// writes that a stale holder must not make.
+func (l *Locks) AcquireBenchRowLock(ctx context.Context, client string) (*runtime.Lease, error) {
+	return l.benchRowLock.Acquire(ctx, client)
+}
+
+// BenchRowLockHolder reads who holds the bench_row lock for client, reading
+// the lock row uncommitted (a row holding commits only at its release):
+// Holder.Held is whether a holding is live, Holder.Owner and Holder.Token are
+// those of the current or last holding. Holder.Remaining is always 0: a row
+// lock lasts as long as its transaction.
+func (l *Locks) BenchRowLockHolder(ctx context.Context, client string) (runtime.Holder, error) {
+	return l.benchRowLock.Holder(ctx, client)
+}
+
+// PruneBenchRowLocks deletes the rows of the bench_row lock whose client
+// values have been free (released or expired) for longer than olderThan by the
+// database clock, 1000 rows per statement, and returns how many it deleted.
+// Held keys are never touched. A pruned client acquired again starts its
+// fencing tokens from the database clock in microseconds, above every token it
+// had, so tokens keep rising. Call it from a leader or a timer so the lock
+// table does not grow with every key ever used.
+func (l *Locks) PruneBenchRowLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
+	return l.benchRowLock.Prune(ctx, olderThan)
 }

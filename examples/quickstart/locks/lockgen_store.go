@@ -328,6 +328,21 @@ func (t rowTx) Take(ctx context.Context, name, key, owner string) (int64, error)
 	return res.LastInsertId()
 }
 
+// Holds implements runtime.RowTx: whether the holding id is still in force
+// in the transaction (false after the server rolled it back).
+func (t rowTx) Holds(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	_, err := t.q.RowHolds(ctx, lockgendb.RowHoldsParams{
+		Name:    id.Name,
+		LockKey: id.Key,
+		Owner:   id.Owner,
+		Token:   id.Token,
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // Free implements runtime.RowTx: it marks the row free, in the holding's
 // transaction, if id still holds it.
 func (t rowTx) Free(ctx context.Context, id runtime.LeaseID) (bool, error) {

@@ -221,6 +221,14 @@ func (t rowTx) Take(ctx context.Context, name, key, owner string) (int64, error)
 	return res.LastInsertId()
 }
 
+func (t rowTx) Holds(ctx context.Context, id runtime.LeaseID) (bool, error) {
+	_, err := t.q.RowHolds(ctx, sqlcdb.RowHoldsParams{Name: id.Name, LockKey: id.Key, Owner: id.Owner, Token: id.Token})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 func (t rowTx) Free(ctx context.Context, id runtime.LeaseID) (bool, error) {
 	n, err := t.q.LeaseRelease(ctx, sqlcdb.LeaseReleaseParams{Name: id.Name, LockKey: id.Key, Owner: id.Owner, Token: id.Token})
 	return n > 0, err

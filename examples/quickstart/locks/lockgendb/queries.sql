@@ -2,9 +2,11 @@
 -- LeaseAcquire takes the lock row when it is missing, released or expired by
 -- the database clock, in one autocommit statement. The new fencing token
 -- comes back as the result's LastInsertId (0 when the row is held by
--- someone else): the previous token + 1, or, for a new row, the database
--- clock in microseconds since 1970, which is above every token the row had
--- before it was pruned (a row gets at most one acquisition per microsecond).
+-- someone else): GREATEST(previous token + 1, the database clock in
+-- microseconds since 1970), and the clock for a new row. The clock term
+-- keeps tokens rising past a pruned row (a row gets at most one acquisition
+-- per microsecond) and past a row-strategy holding whose token bump was
+-- rolled back (see RowTake).
 -- The assignments test expires_at before it is overwritten (MySQL applies
 -- ON DUPLICATE KEY UPDATE assignments left to right).
 INSERT INTO quickstart_locks (name, lock_key, owner, token, acquired_at, expires_at)
@@ -13,7 +15,7 @@ VALUES (
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
 )
 ON DUPLICATE KEY UPDATE
-    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
     acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
     expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at);
@@ -121,7 +123,7 @@ SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released
 INSERT INTO quickstart_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
 ON DUPLICATE KEY UPDATE
-    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(owner), owner),
     acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(acquired_at), acquired_at),
     expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(expires_at), expires_at);
@@ -153,13 +155,27 @@ ON DUPLICATE KEY UPDATE token = token;
 -- this statement starts after that holder's bump, so the next holding still
 -- gets a greater token. A committed live lease of the same lock (a node
 -- still running the lease strategy) is never taken: LastInsertId is then 0.
+-- The holding's expiry is the row sentinel 1970-01-01 00:00:02, in the
+-- past: the row lock alone excludes others, and a holding committed by
+-- mistake (fn committing the transaction itself) looks free, never held
+-- forever, and is not taken for a session holding.
 INSERT INTO quickstart_locks (name, lock_key, owner, token, acquired_at, expires_at)
-VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE
     token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
     acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
     expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at);
+
+-- name: RowHolds :one
+-- RowHolds runs inside a row-strategy holding's own transaction: a row
+-- when that holding (owner, token) is still in force there; none when the
+-- server rolled the transaction back (a deadlock, a killed connection).
+SELECT token
+FROM quickstart_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at = '1970-01-01 00:00:02';
 
 -- name: ServerGalera :one
 -- ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and

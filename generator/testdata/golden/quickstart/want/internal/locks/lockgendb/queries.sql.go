@@ -17,7 +17,7 @@ VALUES (
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
 )
 ON DUPLICATE KEY UPDATE
-    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
     acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
     expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at)
@@ -33,9 +33,11 @@ type LeaseAcquireParams struct {
 // LeaseAcquire takes the lock row when it is missing, released or expired by
 // the database clock, in one autocommit statement. The new fencing token
 // comes back as the result's LastInsertId (0 when the row is held by
-// someone else): the previous token + 1, or, for a new row, the database
-// clock in microseconds since 1970, which is above every token the row had
-// before it was pruned (a row gets at most one acquisition per microsecond).
+// someone else): GREATEST(previous token + 1, the database clock in
+// microseconds since 1970), and the clock for a new row. The clock term
+// keeps tokens rising past a pruned row (a row gets at most one acquisition
+// per microsecond) and past a row-strategy holding whose token bump was
+// rolled back (see RowTake).
 // The assignments test expires_at before it is overwritten (MySQL applies
 // ON DUPLICATE KEY UPDATE assignments left to right).
 func (q *Queries) LeaseAcquire(ctx context.Context, arg LeaseAcquireParams) (sql.Result, error) {
@@ -319,6 +321,36 @@ func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) 
 	return result.RowsAffected()
 }
 
+const rowHolds = `-- name: RowHolds :one
+SELECT token
+FROM lockgen_locks
+WHERE name = ? AND lock_key = ?
+  AND owner = ? AND token = ?
+  AND expires_at = '1970-01-01 00:00:02'
+`
+
+type RowHoldsParams struct {
+	Name    string
+	LockKey string
+	Owner   string
+	Token   int64
+}
+
+// RowHolds runs inside a row-strategy holding's own transaction: a row
+// when that holding (owner, token) is still in force there; none when the
+// server rolled the transaction back (a deadlock, a killed connection).
+func (q *Queries) RowHolds(ctx context.Context, arg RowHoldsParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, rowHolds,
+		arg.Name,
+		arg.LockKey,
+		arg.Owner,
+		arg.Token,
+	)
+	var token int64
+	err := row.Scan(&token)
+	return token, err
+}
+
 const rowLock = `-- name: RowLock :exec
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (?, ?, '', CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:01')
@@ -363,7 +395,7 @@ func (q *Queries) RowLockNowait(ctx context.Context, arg RowLockNowaitParams) (i
 
 const rowTake = `-- name: RowTake :execresult
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
-VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE
     token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
@@ -385,6 +417,10 @@ type RowTakeParams struct {
 // this statement starts after that holder's bump, so the next holding still
 // gets a greater token. A committed live lease of the same lock (a node
 // still running the lease strategy) is never taken: LastInsertId is then 0.
+// The holding's expiry is the row sentinel 1970-01-01 00:00:02, in the
+// past: the row lock alone excludes others, and a holding committed by
+// mistake (fn committing the transaction itself) looks free, never held
+// forever, and is not taken for a session holding.
 func (q *Queries) RowTake(ctx context.Context, arg RowTakeParams) (sql.Result, error) {
 	return q.db.ExecContext(ctx, rowTake, arg.Name, arg.LockKey, arg.Owner)
 }
@@ -463,7 +499,7 @@ const sessionToken = `-- name: SessionToken :execresult
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
 ON DUPLICATE KEY UPDATE
-    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(token + 1), token + LAST_INSERT_ID(0)),
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(owner), owner),
     acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(acquired_at), acquired_at),
     expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(expires_at), expires_at)
