@@ -224,6 +224,11 @@ func (lk *lockModel) waitDoc() string {
 	if lk.Session {
 		return "Waiting happens on the server, inside GET_LOCK: no polling, first come first served."
 	}
+	if lk.WaitOnServer {
+		return "Waiting happens on the server (wait_mode server): each holding also holds a GET_LOCK wake lock that it gives back " +
+			"right after the release, so the server wakes one waiter, first come first served, without polling; " +
+			"where the server cannot help, waiters poll with backoff."
+	}
 	return "Waiting polls with backoff and wakes at once when a holder in this process releases the lock."
 }
 
@@ -351,7 +356,16 @@ func (lk *lockModel) takeoverDoc() string {
 		return "A leader that crashes is replaced at once: the server frees its lock as soon as it sees the connection close " +
 			"(a host that vanishes without closing it is noticed only when the server's connection gives up)."
 	}
-	return fmt.Sprintf("A leader that crashes is replaced within about its TTL (%s) plus one poll.", formatDuration(lk.TTL))
+	return fmt.Sprintf("A leader that crashes is replaced within about its TTL (%s) plus one poll.", formatDuration(lk.TTL)) + lk.leaderWaitDoc()
+}
+
+// leaderWaitDoc says how followers learn that a leader stepped down.
+func (lk *lockModel) leaderWaitDoc() string {
+	if lk.WaitOnServer {
+		return " Followers wait on the server (wait_mode server) and are woken as soon as the leader steps down; " +
+			"they may see a new leader (runtime.OnNewLeader) up to one TTL late."
+	}
+	return ""
 }
 
 func (lk *lockModel) runAsDoc() string {

@@ -174,6 +174,9 @@ func lockConfig(lk lockModel) *jen.Statement {
 	if lk.Wait != 0 {
 		kvs = append(kvs, kv{"Wait", durationExpr(lk.Wait)})
 	}
+	if lk.WaitOnServer {
+		kvs = append(kvs, kv{"WaitOnServer", jen.True()})
+	}
 	return literal(rt("LockConfig"), kvs...)
 }
 

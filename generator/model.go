@@ -74,6 +74,8 @@ type lockModel struct {
 	// Row is true for the row strategy (SELECT ... FOR UPDATE in a
 	// transaction held for the critical section); it has no TTL.
 	Row bool
+	// WaitOnServer is true for a lease lock with wait_mode server.
+	WaitOnServer bool
 	// Key is nil for an unkeyed lock.
 	Key *keyModel
 	// Leader is nil unless the lock declares leader: true.
@@ -154,6 +156,8 @@ func resolveLock(lk spec.Lock) lockModel {
 		Wait:       lk.Wait,
 		Session:    lk.Strategy == spec.StrategySession,
 		Row:        lk.Strategy == spec.StrategyRow,
+		// WaitOnServer: the spec's wait_mode, server for lease locks only.
+		WaitOnServer: lk.WaitMode == spec.WaitModeServer,
 	}
 	if m.Row {
 		m.WithTx = m.With + "Tx"

@@ -19,3 +19,9 @@ func QueueLenForTest(c *Client, name, key string) int {
 	defer c.wake.mu.Unlock()
 	return len(c.wake.queues[rowKey{name, key}])
 }
+
+// WakeLockNameForTest exposes the GET_LOCK name of the wake lock of (name,
+// key) (LockConfig.WaitOnServer).
+func WakeLockNameForTest(namespace, name, key string) string {
+	return wakeLockName(namespace, name, key)
+}

@@ -20,15 +20,27 @@ import (
 // the next holder's fn start (release + wake-up + acquire). It reports the
 // p50 and p99 of those samples and the server statements per handoff.
 func BenchmarkHandoff(b *testing.B) {
-	for _, strategy := range []string{runtime.StrategyLease, runtime.StrategySession} {
-		b.Run(strategy, func(b *testing.B) { benchHandoff(b, strategy) })
+	for _, tc := range []struct {
+		name         string
+		strategy     string
+		waitOnServer bool
+	}{
+		{"lease-poll", runtime.StrategyLease, false},
+		{"lease-server", runtime.StrategyLease, true},
+		{"session", runtime.StrategySession, false},
+		{"row", runtime.StrategyRow, false},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchHandoff(b, tc.strategy, tc.waitOnServer) })
 	}
 }
 
-func benchHandoff(b *testing.B, strategy string) {
+func benchHandoff(b *testing.B, strategy string, waitOnServer bool) {
 	tdb := testdb.New(b)
 	const contenders = 8
-	cfg := runtime.LockConfig{Name: "handoff-" + tdb.Name, Strategy: strategy, TTL: 10 * time.Second, Wait: time.Minute}
+	cfg := runtime.LockConfig{Name: "handoff-" + tdb.Name, Strategy: strategy, TTL: 10 * time.Second, Wait: time.Minute, WaitOnServer: waitOnServer}
+	if strategy == runtime.StrategyRow {
+		cfg.TTL = 0
+	}
 	var counters []*stmtcount.Connector
 	var locks []*runtime.Lock
 	for i := 0; i < contenders; i++ {

@@ -104,10 +104,11 @@ func (l *Lock) IsLeader() bool {
 // backs off with jitter up to o.poll and wakes at once on a local release.
 func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 	var seen Holder
-	b := backoff{next: 5 * time.Millisecond, max: o.poll}
 	k := rowKey{l.cfg.Name, ""}
 	w := l.client.wake.join(k)
 	defer l.client.wake.leave(k, w)
+	lw := l.newLeaseWaiter("", w.wake, o.poll)
+	defer lw.close(ctx)
 	select { // local campaigners take turns; only the first polls
 	case <-w.turn:
 	case <-ctx.Done():
@@ -115,7 +116,7 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 	}
 	for {
 		start := l.client.clock.Now()
-		lease, err := l.tryOnce(ctx, "")
+		lease, err := lw.try(ctx)
 		l.observeAcquire(start, err)
 		switch {
 		case err == nil:
@@ -132,7 +133,9 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 				o.onNewLeader(h)
 			}
 		}
-		if err := sleepOrWake(ctx, l.client.clock, b.step(), w.wake); err != nil {
+		// With WaitOnServer this waits on the server, at most one TTL, so
+		// OnNewLeader may see a new leader up to one TTL late.
+		if err := lw.pause(ctx, l.cfg.TTL); err != nil {
 			return nil, err
 		}
 	}

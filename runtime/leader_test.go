@@ -92,10 +92,15 @@ func TestLeaderElectionNeverOverlaps(t *testing.T) {
 // TestLeaderHandsOverOnGracefulStop: a leader whose ctx ends releases the
 // lease; a follower is elected within about one poll, with a higher token.
 func TestLeaderHandsOverOnGracefulStop(t *testing.T) {
+	t.Run("poll", func(t *testing.T) { testGracefulHandover(t, false) })
+	t.Run("server", func(t *testing.T) { testGracefulHandover(t, true) })
+}
+
+func testGracefulHandover(t *testing.T, waitOnServer bool) {
 	tdb := testdb.New(t)
-	cfg := runtime.LockConfig{Name: "graceful", TTL: 3 * time.Second}
+	cfg := runtime.LockConfig{Name: "graceful", TTL: 3 * time.Second, WaitOnServer: waitOnServer}
 	rec := &recorder{}
-	a, b := newNode(t, tdb.Open(t), runtime.WithOwner("a"), runtime.WithObserver(rec)), newNode(t, tdb.Open(t), runtime.WithOwner("b"))
+	a, b := sessionNode(t, tdb.Open(t), runtime.WithOwner("a"), runtime.WithObserver(rec)), sessionNode(t, tdb.Open(t), runtime.WithOwner("b"))
 	la, lb := a.lock(t, cfg), b.lock(t, cfg)
 
 	var elected, revoked []string
@@ -136,7 +141,7 @@ func TestLeaderHandsOverOnGracefulStop(t *testing.T) {
 	assert.False(t, la.IsLeader())
 	select {
 	case at := <-bElected:
-		t.Logf("graceful failover took %v (poll <= %v, ttl %v)", at.Sub(stopped), min(cfg.TTL/4, 500*time.Millisecond), cfg.TTL)
+		t.Logf("graceful failover took %v (wait on server %v, poll <= %v, ttl %v)", at.Sub(stopped), waitOnServer, min(cfg.TTL/4, 500*time.Millisecond), cfg.TTL)
 		assert.Less(t, at.Sub(stopped), cfg.TTL, "a graceful stop must not wait for the lease to expire")
 	case <-time.After(10 * time.Second):
 		t.Fatal("follower not elected")
@@ -177,7 +182,7 @@ func runLeaderChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	client, err := runtime.NewClient(sqlstore.New(sql.OpenDB(c)), runtime.WithOwner("child"))
+	client, err := runtime.NewClient(sqlstore.NewSession(sql.OpenDB(c)), runtime.WithOwner("child"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -195,7 +200,7 @@ func runLeaderChild() int {
 	return 0
 }
 
-var killedLeaderConfig = runtime.LockConfig{Name: "killed-leader", TTL: 3 * time.Second, RenewEvery: time.Second}
+var killedLeaderConfig = runtime.LockConfig{Name: "killed-leader", TTL: 3 * time.Second, RenewEvery: time.Second, WaitOnServer: true}
 
 // TestKilledLeaderProcessIsReplaced: a leader in another OS process is
 // killed with SIGKILL (no release); a follower here is elected within about
@@ -214,7 +219,7 @@ func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	childToken, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "elected ")), 10, 64)
 	require.NoError(t, err)
 
-	n := newNode(t, tdb.Open(t), runtime.WithOwner("parent"))
+	n := sessionNode(t, tdb.Open(t), runtime.WithOwner("parent"))
 	l := n.lock(t, killedLeaderConfig)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

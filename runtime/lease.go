@@ -21,6 +21,9 @@ type Lease struct {
 	session *sessionHolding
 	// row is the transaction of a row-strategy holding; nil otherwise.
 	row *rowHolding
+	// wake is the wake lock of a lease holding with WaitOnServer; nil
+	// otherwise or when the server did not grant it.
+	wake *wakeHolding
 
 	// ctx ends when the lease is lost (cause wraps ErrLeaseLost) or
 	// released (cause ErrReleased).
@@ -39,11 +42,13 @@ type Lease struct {
 	watchdog Timer // nil for a row holding, which has no deadline
 }
 
-// holding is what a Lease holds besides its lock row: nothing for the
-// lease strategy, a pinned connection (session) or a transaction (row).
+// holding is what a Lease holds besides its lock row: a pinned connection
+// (session), a transaction (row), or, for the lease strategy, nothing or
+// the wake lock (WaitOnServer).
 type holding struct {
 	session *sessionHolding
 	row     *rowHolding
+	wake    *wakeHolding
 }
 
 // newLease starts renewal and the local-deadline watchdog for a lease whose
@@ -59,6 +64,7 @@ func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.T
 		acquired:  sent,
 		session:   session,
 		row:       h.row,
+		wake:      h.wake,
 		renewDone: make(chan struct{}),
 		deadline:  sent.Add(l.cfg.TTL - l.cfg.SafetyMargin),
 	}
@@ -340,6 +346,10 @@ func (ls *Lease) Release(ctx context.Context) error {
 		err = ls.releaseRowTx(ctx, abort)
 	default:
 		err = ls.releaseRow(ctx)
+		if ls.wake != nil {
+			// After the row is free: the waiter it wakes finds it free.
+			ls.wake.release(ctx)
+		}
 	}
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})
 	ls.lock.client.observer.Released(ls.id.Name, ls.lock.cfg.Strategy, ls.clock.Now().Sub(ls.acquired))

@@ -52,6 +52,16 @@ type LockConfig struct {
 	// Wait is how long With and Acquire wait for a busy lock before
 	// returning ErrNotAcquired. Default 0: try once.
 	Wait time.Duration
+	// WaitOnServer makes a lease lock's waiters in other processes wait on
+	// the server instead of polling the row: each holding also holds a
+	// server-side named lock (GET_LOCK, on a connection pinned for the
+	// holding, two more statements per holding) that the holder gives back
+	// right after freeing the row, and the server wakes one waiter, in
+	// arrival order. The row stays the source of truth and of fencing
+	// tokens; where the server cannot help (a proxy, a refused GET_LOCK)
+	// waiters poll. It needs a SessionStore and applies to StrategyLease
+	// only (session and row locks always wait on the server).
+	WaitOnServer bool
 }
 
 // Lock is a declared lock bound to a Client. It is safe for concurrent use.
@@ -76,11 +86,21 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	if cfg.UUIDKeys && !cfg.Keyed {
 		return nil, fmt.Errorf("%w: lock %q: UUIDKeys needs Keyed", ErrInvalid, cfg.Name)
 	}
-	switch cfg.Strategy {
-	case "":
+	if cfg.Strategy == "" {
 		cfg.Strategy = StrategyLease
+	}
+	switch cfg.Strategy {
 	case StrategyLease, StrategySession:
+		if cfg.WaitOnServer && cfg.Strategy != StrategyLease {
+			return nil, fmt.Errorf("%w: lock %q: WaitOnServer is for strategy lease; %s locks always wait on the server", ErrInvalid, cfg.Name, cfg.Strategy)
+		}
+		if _, ok := c.store.(SessionStore); cfg.WaitOnServer && !ok {
+			return nil, fmt.Errorf("%w: lock %q: WaitOnServer needs a store that implements SessionStore", ErrInvalid, cfg.Name)
+		}
 	case StrategyRow:
+		if cfg.WaitOnServer {
+			return nil, fmt.Errorf("%w: lock %q: WaitOnServer is for strategy lease; row locks always wait on the server", ErrInvalid, cfg.Name)
+		}
 		if cfg.RenewEvery != 0 || cfg.SafetyMargin != 0 {
 			return nil, fmt.Errorf("%w: lock %q: strategy row is not renewed; leave RenewEvery and SafetyMargin zero", ErrInvalid, cfg.Name)
 		}
@@ -198,6 +218,13 @@ func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
 	case StrategyRow:
 		return l.tryRow(ctx, key, 0)
 	}
+	return l.tryLease(ctx, key, nil)
+}
+
+// tryLease makes one attempt at a lease lock's row. The new holding takes
+// wake, a wake lock its waiter already holds (see WaitOnServer), or gets
+// its own; on failure wake stays the caller's.
+func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Lease, error) {
 	clock := l.client.clock
 	b := backoff{next: retryBackoff, max: 20 * retryBackoff}
 	for attempt := 0; ; attempt++ {
@@ -227,13 +254,16 @@ func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
 			cancel()
 			return nil, fmt.Errorf("%w: acquiring %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
 		}
-		return newLease(ctx, l, key, token, sent, holding{}), nil
+		return newLease(ctx, l, key, token, sent, holding{wake: l.holdWake(ctx, key, wake)}), nil
 	}
 }
 
 // Acquire acquires the lock for key, waiting up to the lock's Wait (and
-// while ctx lasts). Waiting polls with exponential backoff and jitter and
-// wakes at once when a holder in this process releases the same lock.
+// while ctx lasts). Waiters of one process queue first come, first served,
+// and only the first one waits on the database: on the server for session
+// and row locks and for lease locks with WaitOnServer, otherwise polling
+// with exponential backoff and jitter; a release in this process wakes it
+// at once.
 // It returns ErrNotAcquired when the wait ends, or ctx's error.
 func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
 	key, err := l.checkKey(key)
@@ -265,9 +295,10 @@ func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease
 		// The first local waiter waits in the server's row lock queue.
 		return l.tryRow(ctx, key, max(l.cfg.Wait-clock.Now().Sub(start), 0))
 	}
-	b := backoff{next: 5 * time.Millisecond, max: min(500*time.Millisecond, l.cfg.TTL/2)}
+	lw := l.newLeaseWaiter(key, w.wake, min(500*time.Millisecond, l.cfg.TTL/2))
+	defer lw.close(ctx)
 	for {
-		lease, err := l.tryOnce(ctx, key)
+		lease, err := lw.try(ctx)
 		if !errors.Is(err, ErrNotAcquired) && !errors.Is(err, errBusyTransient) {
 			return lease, err
 		}
@@ -278,15 +309,9 @@ func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease
 			}
 			return nil, ErrNotAcquired
 		}
-		t := clock.NewTimer(min(b.step(), left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("lockgen: waiting for %s: %w", l.describe(key), context.Cause(ctx))
-		case <-w.wake:
-		case <-t.C():
+		if err := lw.pause(ctx, left); err != nil {
+			return nil, fmt.Errorf("lockgen: waiting for %s: %w", l.describe(key), err)
 		}
-		t.Stop()
 	}
 }
 

@@ -264,7 +264,27 @@ var badSpecs = []badSpec{
 	{
 		name: "unknown lock key without a close match",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    owner: me\n",
-		want: []string{`lockgen.yaml:6:5: unknown key "owner" (valid keys: name, strategy, ttl, renew_every, wait, key, leader)`},
+		want: []string{`lockgen.yaml:6:5: unknown key "owner" (valid keys: name, strategy, ttl, renew_every, wait, key, leader, wait_mode)`},
+	},
+	{
+		name: "unknown wait_mode",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: master, ttl: 3s, wait: 5s, wait_mode: serve}\n",
+		want: []string{`lockgen.yaml:4:50: unknown wait_mode "serve" (did you mean "server"?)`},
+	},
+	{
+		name: "wait_mode on a session lock",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: master, strategy: session, ttl: 3s, wait: 5s, wait_mode: poll}\n",
+		want: []string{`lockgen.yaml:4:58: a session lock always waits on the server; wait_mode is for strategy lease (remove wait_mode)`},
+	},
+	{
+		name: "wait_mode on a row lock",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: master, strategy: row, wait_mode: server}\n",
+		want: []string{`lockgen.yaml:4:35: a row lock always waits on the server; wait_mode is for strategy lease (remove wait_mode)`},
+	},
+	{
+		name: "wait_mode server for a lock nobody waits for",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: master, ttl: 3s, wait_mode: server}\n",
+		want: []string{`lockgen.yaml:4:29: wait_mode server without wait or leader: nobody waits for this lock, so its holdings would pin a connection for nothing (add wait (e.g. wait: 5s) or remove wait_mode)`},
 	},
 	{
 		name: "duplicate lock key",

@@ -38,7 +38,36 @@ var goodSpecs = []goodSpec{
 				Strategy:   StrategyLease,
 				TTL:        3 * time.Second,
 				RenewEvery: time.Second,
+				WaitMode:   WaitModePoll,
 			}},
+		},
+	},
+	{
+		name: "wait_mode overrides its default",
+		yaml: `version: 1
+package: locks
+locks:
+  - {name: report, ttl: 3s, wait: 10s, wait_mode: poll}
+  - {name: order, ttl: 3s, wait: 10s, wait_mode: server, key: {name: id, type: int64}}
+`,
+		want: &Spec{
+			File:        "lockgen.yaml",
+			Version:     1,
+			Package:     "locks",
+			Out:         ".",
+			Migrations:  Migrations{Dir: "migrations", Format: FormatGolangMigrate},
+			TablePrefix: "lockgen_",
+			Locks: []Lock{
+				{
+					Pos: Pos{Line: 4, Col: 5}, Name: "report", GoName: "Report", Strategy: StrategyLease,
+					TTL: 3 * time.Second, RenewEvery: time.Second, Wait: 10 * time.Second, WaitMode: WaitModePoll,
+				},
+				{
+					Pos: Pos{Line: 5, Col: 5}, Name: "order", GoName: "Order", Strategy: StrategyLease,
+					TTL: 3 * time.Second, RenewEvery: time.Second, Wait: 10 * time.Second, WaitMode: WaitModeServer,
+					Key: &Key{Pos: Pos{Line: 5, Col: 63}, Name: "id", GoName: "id", Type: "int64"},
+				},
+			},
 		},
 	},
 	{
@@ -80,21 +109,21 @@ locks:
 			Locks: []Lock{
 				{
 					Pos: Pos{Line: 8, Col: 5}, Name: "master", GoName: "Master", Strategy: StrategyLease,
-					TTL: 3 * time.Second, RenewEvery: time.Second,
+					TTL: 3 * time.Second, RenewEvery: time.Second, WaitMode: WaitModePoll,
 				},
 				{
 					Pos: Pos{Line: 13, Col: 5}, Name: "order", GoName: "Order", Strategy: StrategyLease,
-					TTL: 30 * time.Second, RenewEvery: 10 * time.Second, Wait: 5 * time.Second,
+					TTL: 30 * time.Second, RenewEvery: 10 * time.Second, Wait: 5 * time.Second, WaitMode: WaitModePoll,
 					Key: &Key{Pos: Pos{Line: 14, Col: 10}, Name: "order_id", GoName: "orderID", Type: "int64"},
 				},
 				{
 					Pos: Pos{Line: 17, Col: 5}, Name: "send_sms", GoName: "SendSMS", Strategy: StrategyLease,
-					TTL: time.Minute, RenewEvery: 20 * time.Second,
+					TTL: time.Minute, RenewEvery: 20 * time.Second, WaitMode: WaitModePoll,
 					Key: &Key{Pos: Pos{Line: 22, Col: 7}, Name: "url_path", GoName: "urlPath", Type: "string"},
 				},
 				{
 					Pos: Pos{Line: 24, Col: 5}, Name: "user_id", GoName: "UserID", Strategy: StrategyLease,
-					TTL: 100 * time.Millisecond, RenewEvery: 33 * time.Millisecond,
+					TTL: 100 * time.Millisecond, RenewEvery: 33 * time.Millisecond, WaitMode: WaitModePoll,
 					Key: &Key{Pos: Pos{Line: 26, Col: 10}, Name: "id", GoName: "id", Type: "string"},
 				},
 			},
@@ -122,11 +151,11 @@ locks: [{name: "a1", ttl: "24h", wait: 1h}, {name: a_1_b, ttl: 100ms, renew_ever
 			Locks: []Lock{
 				{
 					Pos: Pos{Line: 8, Col: 9}, Name: "a1", GoName: "A1", Strategy: StrategyLease,
-					TTL: 24 * time.Hour, RenewEvery: 8 * time.Hour, Wait: time.Hour,
+					TTL: 24 * time.Hour, RenewEvery: 8 * time.Hour, Wait: time.Hour, WaitMode: WaitModeServer,
 				},
 				{
 					Pos: Pos{Line: 8, Col: 45}, Name: "a_1_b", GoName: "A1B", Strategy: StrategyLease,
-					TTL: 100 * time.Millisecond, RenewEvery: 89 * time.Millisecond,
+					TTL: 100 * time.Millisecond, RenewEvery: 89 * time.Millisecond, WaitMode: WaitModePoll,
 				},
 			},
 		},
@@ -158,7 +187,7 @@ locks:
 			Locks: []Lock{
 				{
 					Pos: Pos{Line: 4, Col: 5}, Name: "master", GoName: "Master", Strategy: StrategyLease,
-					TTL: 3 * time.Second, RenewEvery: time.Second, Leader: true,
+					TTL: 3 * time.Second, RenewEvery: time.Second, Leader: true, WaitMode: WaitModeServer,
 				},
 				{
 					Pos: Pos{Line: 7, Col: 5}, Name: "order", GoName: "Order", Strategy: StrategySession,
@@ -171,7 +200,7 @@ locks:
 				},
 				{
 					Pos: Pos{Line: 13, Col: 5}, Name: "master_leader", GoName: "MasterLeader", Strategy: StrategyLease,
-					TTL: time.Second, RenewEvery: 333 * time.Millisecond, Leader: true,
+					TTL: time.Second, RenewEvery: 333 * time.Millisecond, Leader: true, WaitMode: WaitModeServer,
 				},
 				{
 					Pos: Pos{Line: 14, Col: 5}, Name: "ledger", GoName: "Ledger", Strategy: StrategyRow, Wait: 2 * time.Second,
@@ -203,12 +232,12 @@ locks:
 			Locks: []Lock{
 				{
 					Pos: Pos{Line: 5, Col: 5}, Name: "order", GoName: "Order", Strategy: StrategyLease,
-					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond,
+					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond, WaitMode: WaitModePoll,
 					Key: &Key{Pos: Pos{Line: 7, Col: 10}, Name: "id", GoName: "id", Type: "int64"},
 				},
 				{
 					Pos: Pos{Line: 8, Col: 5}, Name: "invoice", GoName: "Invoice", Strategy: StrategyLease,
-					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond,
+					TTL: 10 * time.Second, RenewEvery: 3333 * time.Millisecond, WaitMode: WaitModePoll,
 					Key: &Key{Pos: Pos{Line: 10, Col: 10}, Name: "id", GoName: "id", Type: "int64"},
 				},
 			},

@@ -18,7 +18,11 @@ var lockFields = []field{
 	{name: "wait", example: "wait: 5s"},
 	{name: "key", example: "key: {name: order_id, type: int64}"},
 	{name: "leader", example: "leader: true"},
+	{name: "wait_mode", example: "wait_mode: server"},
 }
+
+// waitModes are the values of a lease lock's wait_mode.
+var waitModes = []string{WaitModeServer, WaitModePoll}
 
 // keyFields are the keys of a lock's key.
 var keyFields = []field{
@@ -116,7 +120,42 @@ func (l *loader) lock(n *yaml.Node, seen *lockNames) Lock {
 		lk.Leader = l.leader(v, fields)
 	}
 	l.timing(&lk, n, fields)
+	lk.WaitMode = l.waitMode(lk, fields)
 	return lk
+}
+
+// waitMode checks a lock's wait_mode and applies its default: server for an
+// unkeyed lease lock that waits, poll for other lease locks (a keyed lock
+// would pin a connection per held key). It is for lease locks only, and
+// only for one that anybody waits for.
+func (l *loader) waitMode(lk Lock, fields map[string]value) string {
+	v, declared := fields["wait_mode"]
+	waits := lk.Wait > 0 || lk.Leader
+	if !declared {
+		if lk.Strategy == StrategyLease && lk.Key == nil && waits {
+			return WaitModeServer
+		}
+		if lk.Strategy == StrategyLease {
+			return WaitModePoll
+		}
+		return ""
+	}
+	mode, ok := l.text(v)
+	if !ok {
+		return ""
+	}
+	switch {
+	case !slices.Contains(waitModes, mode):
+		l.errorf(v.node, choiceHint(mode, waitModes, "valid wait modes"), "unknown wait_mode %q", mode)
+	case lk.Strategy == StrategySession || lk.Strategy == StrategyRow:
+		l.errorf(v.key, "remove wait_mode", "a %s lock always waits on the server; wait_mode is for strategy lease", lk.Strategy)
+	case mode == WaitModeServer && !waits:
+		l.errorf(v.key, "add wait (e.g. wait: 5s) or remove wait_mode",
+			"wait_mode server without wait or leader: nobody waits for this lock, so its holdings would pin a connection for nothing")
+	default:
+		return mode
+	}
+	return ""
 }
 
 // lockName validates a lock's name and returns it and its GoName.

@@ -96,7 +96,20 @@ type Lock struct {
 	// Is<GoName>Leader and <GoName>Leader. Only an unkeyed lock is a
 	// leader (Key is nil).
 	Leader bool
+	// WaitMode is how a lease lock's waiters in other processes learn that
+	// it freed: "server" (they wait in GET_LOCK on a wake lock each holding
+	// holds) or "poll" (they poll the row with backoff). Default "server"
+	// for an unkeyed lease lock that waits (wait > 0 or leader), "poll"
+	// otherwise; empty for session and row locks, which always wait on the
+	// server.
+	WaitMode string
 }
+
+// Wait modes of a lease lock.
+const (
+	WaitModePoll   = "poll"
+	WaitModeServer = "server"
+)
 
 // Key describes the key of a keyed lock.
 type Key struct {

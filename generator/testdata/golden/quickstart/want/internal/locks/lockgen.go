@@ -76,9 +76,10 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	}
 	l := &Locks{client: client}
 	if l.masterLock, err = client.Lock(runtime.LockConfig{
-		Name:       MasterLockName,
-		TTL:        3 * time.Second,
-		RenewEvery: time.Second,
+		Name:         MasterLockName,
+		TTL:          3 * time.Second,
+		RenewEvery:   time.Second,
+		WaitOnServer: true,
 	}); err != nil {
 		return nil, err
 	}
@@ -170,7 +171,9 @@ func (l *Locks) MasterLockHolder(ctx context.Context) (runtime.Holder, error) {
 //
 // A leader that steps down (fn returned or ctx ended) is replaced by a
 // follower within about one poll. A leader that crashes is replaced within
-// about its TTL (3s) plus one poll.
+// about its TTL (3s) plus one poll. Followers wait on the server (wait_mode
+// server) and are woken as soon as the leader steps down; they may see a new
+// leader (runtime.OnNewLeader) up to one TTL late.
 //
 // RunAsMaster returns nil when ctx ends, and an error wrapping
 // runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy

@@ -107,9 +107,10 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	}
 	l := &Locks{client: client}
 	if l.masterLock, err = client.Lock(runtime.LockConfig{
-		Name:       MasterLockName,
-		TTL:        3 * time.Second,
-		RenewEvery: time.Second,
+		Name:         MasterLockName,
+		TTL:          3 * time.Second,
+		RenewEvery:   time.Second,
+		WaitOnServer: true,
 	}); err != nil {
 		return nil, err
 	}
@@ -132,10 +133,11 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	if l.nightlyReportLock, err = client.Lock(runtime.LockConfig{
-		Name:       NightlyReportLockName,
-		TTL:        time.Hour,
-		RenewEvery: 10 * time.Minute,
-		Wait:       90 * time.Second,
+		Name:         NightlyReportLockName,
+		TTL:          time.Hour,
+		RenewEvery:   10 * time.Minute,
+		Wait:         90 * time.Second,
+		WaitOnServer: true,
 	}); err != nil {
 		return nil, err
 	}
@@ -158,9 +160,10 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	if l.schedulerLock, err = client.Lock(runtime.LockConfig{
-		Name:       SchedulerLockName,
-		TTL:        6 * time.Second,
-		RenewEvery: 2 * time.Second,
+		Name:         SchedulerLockName,
+		TTL:          6 * time.Second,
+		RenewEvery:   2 * time.Second,
+		WaitOnServer: true,
 	}); err != nil {
 		return nil, err
 	}
@@ -260,7 +263,9 @@ func (l *Locks) MasterLockHolder(ctx context.Context) (runtime.Holder, error) {
 //
 // A leader that steps down (fn returned or ctx ended) is replaced by a
 // follower within about one poll. A leader that crashes is replaced within
-// about its TTL (3s) plus one poll.
+// about its TTL (3s) plus one poll. Followers wait on the server (wait_mode
+// server) and are woken as soon as the leader steps down; they may see a new
+// leader (runtime.OnNewLeader) up to one TTL late.
 //
 // RunAsMaster returns nil when ctx ends, and an error wrapping
 // runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
@@ -480,8 +485,11 @@ func (l *Locks) TryNightlyReportLock(ctx context.Context) (*runtime.Lease, error
 
 // AcquireNightlyReportLock acquires the nightly_report lock, waiting up to
 // 1m30s (less if ctx ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting polls with
-// backoff and wakes at once when a holder in this process releases the lock.
+// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
+// the server (wait_mode server): each holding also holds a GET_LOCK wake lock
+// that it gives back right after the release, so the server wakes one waiter,
+// first come first served, without polling; where the server cannot help,
+// waiters poll with backoff.
 //
 // The lease lasts 1h by the database clock and is renewed every 10m in the
 // background until lease.Release, which the caller must call. lease.Context()
@@ -752,7 +760,9 @@ func (l *Locks) SchedulerLockHolder(ctx context.Context) (runtime.Holder, error)
 //
 // A leader that steps down (fn returned or ctx ended) is replaced by a
 // follower within about one poll. A leader that crashes is replaced within
-// about its TTL (6s) plus one poll.
+// about its TTL (6s) plus one poll. Followers wait on the server (wait_mode
+// server) and are woken as soon as the leader steps down; they may see a new
+// leader (runtime.OnNewLeader) up to one TTL late.
 //
 // RunAsScheduler returns nil when ctx ends, and an error wrapping
 // runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy

@@ -1,0 +1,172 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// serverWaitCfg is a lease lock whose waiters wait on the server.
+func serverWaitCfg(name string) runtime.LockConfig {
+	return runtime.LockConfig{Name: name, TTL: 10 * time.Second, Wait: time.Minute, WaitOnServer: true}
+}
+
+// wakeHolderConn returns the server connection id holding the wake lock of
+// (name, ""), or 0 when it is free.
+func wakeHolderConn(t *testing.T, db *sql.DB, name string) int64 {
+	t.Helper()
+	var id sql.NullInt64
+	require.NoError(t, db.QueryRow("SELECT IS_USED_LOCK(?)", runtime.WakeLockNameForTest("lockgen_", name, "")).Scan(&id))
+	return id.Int64
+}
+
+// TestWaitOnServerDoesNotPoll: while a holder in another process holds the
+// lock for a while, a waiter with WaitOnServer sends a few statements (one
+// try, then GET_LOCK on the holder's wake lock) where a polling waiter sends
+// one per backoff step; the release wakes it and it takes the lock.
+func TestWaitOnServerDoesNotPoll(t *testing.T) {
+	const hold = 2 * time.Second
+	for _, tc := range []struct {
+		onServer bool
+		check    func(t assert.TestingT, e1, e2 any, msgAndArgs ...any) bool
+	}{
+		{onServer: true, check: assert.LessOrEqual},
+		{onServer: false, check: assert.Greater},
+	} {
+		t.Run(map[bool]string{true: "server", false: "poll"}[tc.onServer], func(t *testing.T) {
+			tdb := testdb.New(t)
+			ctx := context.Background()
+			cfg := serverWaitCfg("wake")
+			cfg.WaitOnServer = tc.onServer
+			holder := sessionNode(t, tdb.Open(t), runtime.WithOwner("holder")).lock(t, cfg)
+			counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+			wdb := sql.OpenDB(counter)
+			t.Cleanup(func() { _ = wdb.Close() })
+			waiter := sessionNode(t, wdb, runtime.WithOwner("waiter")).lock(t, cfg)
+
+			lease, err := holder.Try(ctx, "")
+			require.NoError(t, err)
+			if tc.onServer {
+				assert.NotZero(t, wakeHolderConn(t, tdb.Open(t), "wake"), "the holding holds its wake lock")
+			}
+			got := make(chan *runtime.Lease, 1)
+			go func() {
+				next, err := waiter.Acquire(ctx, "")
+				assert.NoError(t, err)
+				got <- next
+			}()
+			time.Sleep(hold)
+			waited := counter.Count()
+			require.NoError(t, lease.Release(ctx))
+			next := <-got
+			require.NotNil(t, next)
+			assert.Greater(t, next.Token(), lease.Token())
+			tc.check(t, waited, int64(4), "statements sent while waiting %v", hold)
+			t.Logf("waiter sent %d statements while waiting %v", waited, hold)
+			require.NoError(t, next.Release(ctx))
+			assert.Zero(t, wakeHolderConn(t, tdb.Open(t), "wake"), "the release gives the wake lock back")
+		})
+	}
+}
+
+// TestWaitOnServerMutualExclusion: the overlap checker over three nodes
+// contending with WaitOnServer: the wake lock never lets two in.
+func TestWaitOnServerMutualExclusion(t *testing.T) {
+	tdb := testdb.New(t)
+	cfg := serverWaitCfg("contended-wake")
+	cfg.TTL = 2 * time.Second
+	var locks []*runtime.Lock
+	for p := 0; p < 3; p++ {
+		locks = append(locks, sessionNode(t, tdb.Open(t)).lock(t, cfg))
+	}
+	contend(t, locks, 8, 10)
+}
+
+// TestWaitOnServerHolderWithoutWakeLock: a holder that has no wake lock (a
+// node without WaitOnServer) leaves the waiter holding the wake lock and
+// polling; when the waiter gets the row its holding keeps that wake lock,
+// and a third waiter, on the server, gets the lock at its release.
+func TestWaitOnServerHolderWithoutWakeLock(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	probe := tdb.Open(t)
+	plain := serverWaitCfg("mixed-wake")
+	plain.WaitOnServer = false
+	first, err := sessionNode(t, tdb.Open(t)).lock(t, plain).Try(ctx, "")
+	require.NoError(t, err)
+	assert.Zero(t, wakeHolderConn(t, probe, "mixed-wake"), "a holder without WaitOnServer takes no wake lock")
+
+	second := sessionNode(t, tdb.Open(t), runtime.WithOwner("second")).lock(t, serverWaitCfg("mixed-wake"))
+	secondGot := make(chan *runtime.Lease, 1)
+	go func() {
+		lease, err := second.Acquire(ctx, "")
+		assert.NoError(t, err)
+		secondGot <- lease
+	}()
+	require.Eventually(t, func() bool { return wakeHolderConn(t, probe, "mixed-wake") != 0 }, 10*time.Second, 10*time.Millisecond,
+		"the waiter holds the free wake lock while it polls")
+	waiterConn := wakeHolderConn(t, probe, "mixed-wake")
+	require.NoError(t, first.Release(ctx))
+	lease := <-secondGot
+	require.NotNil(t, lease)
+	assert.Equal(t, waiterConn, wakeHolderConn(t, probe, "mixed-wake"), "the holding kept the waiter's wake lock")
+
+	third := sessionNode(t, tdb.Open(t), runtime.WithOwner("third")).lock(t, serverWaitCfg("mixed-wake"))
+	thirdGot := make(chan *runtime.Lease, 1)
+	go func() {
+		lease, err := third.Acquire(ctx, "")
+		assert.NoError(t, err)
+		thirdGot <- lease
+	}()
+	time.Sleep(200 * time.Millisecond) // third blocks in GET_LOCK
+	require.NoError(t, lease.Release(ctx))
+	last := <-thirdGot
+	require.NotNil(t, last)
+	assert.Greater(t, last.Token(), lease.Token())
+	require.NoError(t, last.Release(ctx))
+}
+
+// TestWaitOnServerWaiterGivesUp: a waiter whose wait ends gives the wake
+// lock back (none is left held by nobody), and reports ErrNotAcquired.
+func TestWaitOnServerWaiterGivesUp(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	probe := tdb.Open(t)
+	plain := serverWaitCfg("giveup-wake")
+	plain.WaitOnServer = false
+	held, err := sessionNode(t, tdb.Open(t)).lock(t, plain).Try(ctx, "")
+	require.NoError(t, err)
+	cfg := serverWaitCfg("giveup-wake")
+	cfg.Wait = 300 * time.Millisecond
+	_, err = sessionNode(t, tdb.Open(t)).lock(t, cfg).Acquire(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired)
+	assert.Zero(t, wakeHolderConn(t, probe, "giveup-wake"), "the waiter gave the wake lock back")
+	require.NoError(t, held.Release(ctx))
+}
+
+// TestWaitOnServerConfig: WaitOnServer is for lease locks on a store that
+// can run GET_LOCK.
+func TestWaitOnServerConfig(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	for _, cfg := range []runtime.LockConfig{
+		{Name: "x", Strategy: runtime.StrategySession, TTL: time.Second, WaitOnServer: true},
+		{Name: "x", Strategy: runtime.StrategyRow, WaitOnServer: true},
+	} {
+		_, err := sessionNode(t, db).client.Lock(cfg)
+		assert.ErrorIs(t, err, runtime.ErrInvalid, "strategy %s", cfg.Strategy)
+	}
+	plain, err := runtime.NewClient(sqlstore.New(db))
+	require.NoError(t, err)
+	_, err = plain.Lock(serverWaitCfg("x"))
+	assert.ErrorIs(t, err, runtime.ErrInvalid, "a Store without GET_LOCK")
+}
