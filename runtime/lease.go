@@ -349,6 +349,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 		if ls.wake != nil {
 			// After the row is free: the waiter it wakes finds it free.
 			ls.wake.release(ctx)
+			ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
 		}
 	}
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})

@@ -16,6 +16,10 @@ import (
 type wakeups struct {
 	mu     sync.Mutex
 	queues map[rowKey][]*waiter
+	// held counts the unreleased holdings of this process per row that
+	// hold a wake lock (WaitOnServer): while there is one, a local release
+	// will wake the first local waiter, which need not wait on the server.
+	held map[rowKey]int
 }
 
 type rowKey struct{ name, key string }
@@ -26,7 +30,31 @@ type waiter struct {
 	wake chan struct{} // a release happened (buffered: never lost)
 }
 
-func newWakeups() *wakeups { return &wakeups{queues: make(map[rowKey][]*waiter)} }
+func newWakeups() *wakeups {
+	return &wakeups{queues: make(map[rowKey][]*waiter), held: make(map[rowKey]int)}
+}
+
+// hold records a holding of k in this process; unhold its release.
+func (w *wakeups) hold(k rowKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.held[k]++
+}
+
+func (w *wakeups) unhold(k rowKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.held[k]--; w.held[k] <= 0 {
+		delete(w.held, k)
+	}
+}
+
+// heldHere reports whether a holding of k in this process is unreleased.
+func (w *wakeups) heldHere(k rowKey) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held[k] > 0
+}
 
 // join queues a new waiter for k.
 func (w *wakeups) join(k rowKey) *waiter {

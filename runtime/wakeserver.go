@@ -84,20 +84,27 @@ func (w *wakeHolding) release(ctx context.Context) {
 // holdWake gives a new lease holding of key its wake lock: the one the
 // waiter already holds, or a fresh one when the server has it free. A
 // holding without a wake lock is still a correct holding; waiters elsewhere
-// then poll.
+// then poll. Pinning the connection waits at most the lock's safety
+// margin, so an exhausted pool costs the holding its wake lock, not its
+// lease time.
 func (l *Lock) holdWake(ctx context.Context, key string, held *wakeHolding) *wakeHolding {
-	if held != nil {
-		return held
-	}
 	ss := l.wakeStore()
 	if ss == nil {
 		return nil
 	}
-	w, err := l.getWake(ctx, ss, key, 0)
-	if err != nil {
-		l.client.logger.Debug("lockgen: no wake lock for the holding; waiters elsewhere poll", "lock", l.cfg.Name, "key", key, "error", err)
+	if held == nil {
+		wctx, cancel := context.WithTimeout(ctx, l.cfg.SafetyMargin)
+		var err error
+		held, err = l.getWake(wctx, ss, key, 0)
+		cancel()
+		if err != nil {
+			l.client.logger.Debug("lockgen: no wake lock for the holding; waiters elsewhere poll", "lock", l.cfg.Name, "key", key, "error", err)
+		}
 	}
-	return w
+	if held != nil {
+		l.client.wake.hold(rowKey{l.cfg.Name, key})
+	}
+	return held
 }
 
 // leaseWaiter is the waiting state of the first local waiter of a lease
@@ -137,6 +144,11 @@ func (s *leaseWaiter) try(ctx context.Context) (*Lease, error) {
 // when ctx ends.
 func (s *leaseWaiter) pause(ctx context.Context, left time.Duration) error {
 	l := s.l
+	if s.ss != nil && s.wake == nil && l.client.wake.heldHere(rowKey{l.cfg.Name, s.key}) {
+		// The holder is in this process: its release wakes this waiter
+		// locally, without a connection blocked on the server.
+		return sleepOrWake(ctx, l.client.clock, min(left, l.cfg.TTL), s.local)
+	}
 	if s.ss != nil && s.wake == nil {
 		var err error
 		s.wake, err = l.getWake(ctx, s.ss, s.key, min(left, l.cfg.TTL))

@@ -170,3 +170,31 @@ func TestWaitOnServerConfig(t *testing.T) {
 	_, err = plain.Lock(serverWaitCfg("x"))
 	assert.ErrorIs(t, err, runtime.ErrInvalid, "a Store without GET_LOCK")
 }
+
+// TestWaitOnServerLocalHolder: while the holder is in the same process, the
+// first local waiter waits for the local release instead of pinning a
+// second connection in GET_LOCK (a small pool would otherwise starve the
+// holder's renewals).
+func TestWaitOnServerLocalHolder(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	n := sessionNode(t, db)
+	l := n.lock(t, serverWaitCfg("local-wake"))
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	got := make(chan *runtime.Lease, 1)
+	go func() {
+		next, err := l.Acquire(ctx, "")
+		assert.NoError(t, err)
+		got <- next
+	}()
+	require.Eventually(t, func() bool { return runtime.QueueLenForTest(n.client, "local-wake", "") == 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the waiter settles into its wait
+	assert.Equal(t, 1, db.Stats().InUse, "only the holder's wake lock connection is pinned")
+	require.NoError(t, lease.Release(ctx))
+	next := <-got
+	require.NotNil(t, next)
+	assert.Greater(t, next.Token(), lease.Token())
+	require.NoError(t, next.Release(ctx))
+}
