@@ -254,7 +254,7 @@ func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Le
 			cancel()
 			return nil, fmt.Errorf("%w: acquiring %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
 		}
-		return newLease(ctx, l, key, token, sent, holding{wake: l.holdWake(ctx, key, wake)}), nil
+		return newLease(ctx, l, key, token, sent, holding{wake: l.holdWake(ctx, key, wake, sent)}), nil
 	}
 }
 

@@ -201,6 +201,11 @@ func (ls *Lease) releaseRowTx(ctx context.Context, abort bool) error {
 		held, herr := rtx.Holds(ctx, ls.id)
 		rerr := rtx.Rollback()
 		switch {
+		case errors.Is(herr, sql.ErrTxDone):
+			// fn ended the transaction itself (a Commit would have kept
+			// its writes, and the holding, committed): free the row.
+			_, _ = ls.lock.client.store.LeaseRelease(ctx, ls.id)
+			return fmt.Errorf("%w: %s token %d: its transaction ended before the release (fn must not Commit or Rollback Lease.Tx)", ErrLeaseLost, ls.describe(), ls.id.Token)
 		case herr == nil && !held:
 			return fmt.Errorf("%w: %s token %d: the server ended the holding's transaction before the release (a deadlock or a killed connection rolls back the lock too)", ErrLeaseLost, ls.describe(), ls.id.Token)
 		case herr != nil && !errors.Is(herr, sql.ErrTxDone):

@@ -351,6 +351,17 @@ func TestRowFnCommitsItself(t *testing.T) {
 	h, err := l.Holder(ctx, "")
 	require.NoError(t, err)
 	assert.False(t, h.Held, "a holding committed by fn is freed, not shown held")
+
+	// Committed, then failed: the release cannot roll back and says so.
+	err = l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+		require.NoError(t, tx.Commit())
+		return errors.New("fn failed after committing")
+	})
+	require.ErrorIs(t, err, runtime.ErrLeaseLost)
+	assert.Zero(t, db.Stats().InUse, "no pinned connection leaked")
+	h, err = l.Holder(ctx, "")
+	require.NoError(t, err)
+	assert.False(t, h.Held, "a holding committed by a failing fn is freed too")
 	for _, cfg := range []runtime.LockConfig{
 		{Name: "misuse", TTL: time.Second},
 		{Name: "misuse", Strategy: runtime.StrategySession, TTL: time.Second},

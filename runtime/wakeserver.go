@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -84,16 +85,18 @@ func (w *wakeHolding) release(ctx context.Context) {
 // holdWake gives a new lease holding of key its wake lock: the one the
 // waiter already holds, or a fresh one when the server has it free. A
 // holding without a wake lock is still a correct holding; waiters elsewhere
-// then poll. Pinning the connection waits at most the lock's safety
-// margin, so an exhausted pool costs the holding its wake lock, not its
+// then poll. Pinning the connection and GET_LOCK wait at most the safety
+// margin and at most half the lease time still left (the acquire was sent
+// at sent), so an exhausted pool costs the holding its wake lock, not its
 // lease time.
-func (l *Lock) holdWake(ctx context.Context, key string, held *wakeHolding) *wakeHolding {
+func (l *Lock) holdWake(ctx context.Context, key string, held *wakeHolding, sent time.Time) *wakeHolding {
 	ss := l.wakeStore()
 	if ss == nil {
 		return nil
 	}
-	if held == nil {
-		wctx, cancel := context.WithTimeout(ctx, l.cfg.SafetyMargin)
+	budget := min(l.cfg.SafetyMargin, (l.cfg.TTL-l.cfg.SafetyMargin-l.client.clock.Now().Sub(sent))/2)
+	if held == nil && budget > 0 {
+		wctx, cancel := context.WithTimeout(ctx, budget)
 		var err error
 		held, err = l.getWake(wctx, ss, key, 0)
 		cancel()
@@ -150,14 +153,28 @@ func (s *leaseWaiter) pause(ctx context.Context, left time.Duration) error {
 		return sleepOrWake(ctx, l.client.clock, min(left, l.cfg.TTL), s.local)
 	}
 	if s.ss != nil && s.wake == nil {
+		wait := min(left, l.cfg.TTL)
+		start := l.client.clock.Now()
+		// Bounded beyond the server-side wait too: pinning a connection
+		// from an exhausted pool must not outlast the waiter's wait.
+		wctx, cancel := context.WithTimeout(ctx, wait+time.Second)
 		var err error
-		s.wake, err = l.getWake(ctx, s.ss, s.key, min(left, l.cfg.TTL))
+		s.wake, err = l.getWake(wctx, s.ss, s.key, wait)
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return context.Cause(ctx)
-		case err == nil:
-			// Woken (the holder released or died) or one TTL passed:
+		case err == nil && (s.wake != nil || l.client.clock.Now().Sub(start) >= wait):
+			// Woken (the holder released or died) or the wait passed:
 			// look at the row again.
+			return nil
+		case err == nil:
+			// GET_LOCK returned early without the lock (NULL: refused or
+			// killed; MySQL rounds fractional timeouts down): do not spin.
+			err = errors.New("GET_LOCK returned early without the lock")
+		}
+		left -= l.client.clock.Now().Sub(start)
+		if left <= 0 {
 			return nil
 		}
 		l.client.logger.Debug("lockgen: waiting on the server failed; polling", "lock", l.cfg.Name, "key", s.key, "error", err)
