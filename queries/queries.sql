@@ -183,5 +183,116 @@ WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
 -- fails with error 1193, which means "not Galera".
 SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera;
 
+-- name: RunInsert :execresult
+-- RunInsert enqueues a run, due delay_us after the database clock. A run
+-- that would repeat a scheduled tick (job, scheduled_at) or the unique key
+-- of an unfinished run of the job is not inserted: the statement then
+-- leaves the existing run as it is, and LastInsertId is its id either way.
+INSERT INTO lockgen_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at)
+VALUES (
+    sqlc.arg(job), sqlc.arg(queue), 'available', sqlc.arg(priority),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
+    sqlc.narg(scheduled_at), sqlc.arg(args), sqlc.arg(max_attempts), sqlc.arg(timeout_us), sqlc.narg(unique_key),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: RunsClaimable :many
+-- RunsClaimable locks up to limit due runs of a queue, highest priority
+-- first, then oldest run_at, skipping runs other workers are claiming.
+SELECT id
+FROM lockgen_runs
+WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: RunsMarkRunning :execrows
+-- RunsMarkRunning claims the runs locked by RunsClaimable: a new attempt
+-- and a new claim, running until lease_us after the database clock unless
+-- heartbeats extend it.
+UPDATE lockgen_runs
+SET state    = 'running',
+    attempt  = attempt + 1,
+    claim    = claim + 1,
+    worker   = sqlc.arg(worker),
+    deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
+WHERE id IN (sqlc.slice(ids)) AND state = 'available';
+
+-- name: RunsClaimed :many
+-- RunsClaimed reads the runs just claimed, in the claiming transaction.
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
+FROM lockgen_runs
+WHERE id IN (sqlc.slice(ids)) AND state = 'running'
+ORDER BY priority DESC, run_at, id;
+
+-- name: RunsHeartbeat :execrows
+-- RunsHeartbeat extends the deadline of running runs that still have the
+-- given claims ("<id>:<claim>").
+UPDATE lockgen_runs
+SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
+
+-- name: RunsComplete :execrows
+-- RunsComplete marks completed the running runs that still have the given
+-- claims; a run rescued or claimed again since is left alone.
+UPDATE lockgen_runs
+SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
+
+-- name: RunFail :execrows
+-- RunFail records a failed attempt of a running run that still has the
+-- claim: due again backoff_us after the database clock, or discarded when
+-- it has no attempts left. The error text is kept either way.
+UPDATE lockgen_runs
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(backoff_us) AS SIGNED) MICROSECOND),
+    last_error  = sqlc.arg(last_error),
+    deadline    = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
+
+-- name: RunsRescue :execrows
+-- RunsRescue makes running runs whose deadline passed by the database
+-- clock (their worker died or stalled) due again, or discards them when they
+-- have no attempts left, at most limit runs per statement.
+UPDATE lockgen_runs
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
+    deadline    = NULL
+WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+LIMIT ?;
+
+-- name: RunsPrune :execrows
+-- RunsPrune deletes up to limit runs that finished more than older_than_us
+-- ago by the database clock.
+DELETE FROM lockgen_runs
+WHERE state IN ('completed', 'discarded', 'cancelled', 'skipped')
+  AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+LIMIT ?;
+
+-- name: RunCancel :execrows
+-- RunCancel cancels a run that has not started: 0 rows when it is running
+-- or finished.
+UPDATE lockgen_runs
+SET state = 'cancelled', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+WHERE id = sqlc.arg(id) AND state = 'available';
+
+-- name: RunRetry :execrows
+-- RunRetry restores a discarded or cancelled run: due now, with its
+-- attempts counted from zero again (its claims go on counting).
+UPDATE lockgen_runs
+SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
+WHERE id = sqlc.arg(id) AND state IN ('discarded', 'cancelled');
+
+-- name: RunGet :one
+-- RunGet reads one run.
+SELECT id, job, queue, state, priority, run_at, scheduled_at, args, attempt, max_attempts, timeout_us,
+       claim, worker, deadline, unique_key, last_error, created_at, finished_at
+FROM lockgen_runs
+WHERE id = sqlc.arg(id);
+
 -- Code generated by lockgen. DO NOT EDIT.
 -- (This line ends the file: sqlc would take a first line as the first query's doc comment.)

@@ -16,3 +16,44 @@ CREATE TABLE IF NOT EXISTS lockgen_locks (
     holding     VARCHAR(212) AS (CONCAT(lock_key, ':', token)) VIRTUAL,
     PRIMARY KEY (name, lock_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- lockgen_runs holds every run of a job: enqueued, scheduled (one per
+-- tick: the unique key (job, scheduled_at) makes a duplicate tick impossible),
+-- running, or finished. state is available (due at run_at), running (claimed
+-- until deadline by the database clock; a run past its deadline is rescued),
+-- completed, discarded (out of attempts), cancelled or skipped (a tick not
+-- run, per the job's catch-up policy). claim counts the claims of the run and
+-- is never reset: every change of a running run checks it, so a worker whose
+-- run was rescued and claimed again cannot overwrite the new attempt.
+CREATE TABLE IF NOT EXISTS lockgen_runs (
+    id           BIGINT       NOT NULL AUTO_INCREMENT,
+    job          VARCHAR(191) NOT NULL,
+    queue        VARCHAR(64)  NOT NULL,
+    state        VARCHAR(16)  NOT NULL,
+    priority     INT          NOT NULL DEFAULT 0,
+    run_at       DATETIME(6)  NOT NULL,
+    scheduled_at DATETIME(6)  NULL,
+    args         LONGTEXT     NOT NULL,
+    attempt      INT          NOT NULL DEFAULT 0,
+    max_attempts INT          NOT NULL,
+    timeout_us   BIGINT       NOT NULL,
+    claim        BIGINT       NOT NULL DEFAULT 0,
+    worker       VARCHAR(191) NOT NULL DEFAULT '',
+    deadline     DATETIME(6)  NULL,
+    unique_key   VARCHAR(191) NULL,
+    last_error   TEXT         NULL,
+    created_at   DATETIME(6)  NOT NULL,
+    finished_at  DATETIME(6)  NULL,
+    -- claim_ref names one claim, "<id>:<claim>", so that a batched
+    -- completion or heartbeat can match each run with its own claim.
+    claim_ref     VARCHAR(41)  AS (CONCAT(id, ':', claim)) VIRTUAL,
+    -- active_unique is the unique key while the run is not finished, so a
+    -- unique key frees when its run completes.
+    active_unique VARCHAR(191) AS (IF(state IN ('available', 'running'), unique_key, NULL)) VIRTUAL,
+    PRIMARY KEY (id),
+    UNIQUE KEY lockgen_runs_tick (job, scheduled_at),
+    UNIQUE KEY lockgen_runs_unique (job, active_unique),
+    KEY lockgen_runs_claim (queue, state, priority DESC, run_at),
+    KEY lockgen_runs_deadline (state, deadline),
+    KEY lockgen_runs_finished (state, finished_at)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // MaxOwnerLen is the longest owner identity the lock table stores.
@@ -24,6 +25,8 @@ type Client struct {
 	observer Observer
 	wake     *wakeups
 	galera   galeraCheck
+	jobsOnce sync.Once
+	jobs     *Jobs
 }
 
 // Option configures a Client.

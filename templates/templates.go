@@ -23,6 +23,9 @@ type Data struct {
 	Header string
 	// Prefix is the validated table prefix, e.g. "lockgen_".
 	Prefix string
+	// Jobs adds the runs table to the schema and the job queries to the
+	// queries (a spec that declares jobs).
+	Jobs bool
 }
 
 // Names of the templates, without the ".tmpl" suffix.
@@ -36,6 +39,11 @@ const (
 	LocksDown = "locks.down.sql"
 	// GooseLocks is the goose migration creating the lock table.
 	GooseLocks = "goose_locks.sql"
+	// RunsUp and RunsDown are the golang-migrate pair creating the runs
+	// table; GooseRuns is the goose migration.
+	RunsUp    = "runs.up.sql"
+	RunsDown  = "runs.down.sql"
+	GooseRuns = "goose_runs.sql"
 )
 
 // Render executes the named template with data. It fails only when name is

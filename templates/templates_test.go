@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite ../queries from the templates")
 // table prefix. `go test ./templates -update` rewrites it.
 func TestQueriesMatchTemplates(t *testing.T) {
 	for _, name := range []string{Schema, Queries} {
-		got, err := Render(name, Data{Header: Header, Prefix: "lockgen_"})
+		got, err := Render(name, Data{Header: Header, Prefix: "lockgen_", Jobs: true})
 		require.NoError(t, err)
 		path := filepath.Join("..", "queries", name)
 		if *update {
@@ -50,4 +50,23 @@ func TestRenderEveryTemplate(t *testing.T) {
 func TestRenderUnknownTemplate(t *testing.T) {
 	_, err := Render("nope.sql", Data{Header: Header, Prefix: "x_"})
 	require.Error(t, err)
+}
+
+func TestRenderRunsTemplates(t *testing.T) {
+	for _, name := range []string{RunsUp, RunsDown, GooseRuns} {
+		got, err := Render(name, Data{Header: Header, Prefix: "acme_"})
+		require.NoError(t, err, name)
+		s := string(got)
+		assert.Contains(t, s, "-- "+Header, name)
+		assert.Contains(t, s, "acme_runs", name)
+		assert.NotContains(t, s, "lockgen_", name)
+		assert.NotContains(t, s, "acme_locks", name, "the runs migration leaves the lock table alone")
+	}
+	for _, jobs := range []bool{false, true} {
+		for _, name := range []string{Schema, Queries} {
+			got, err := Render(name, Data{Header: Header, Prefix: "acme_", Jobs: jobs})
+			require.NoError(t, err)
+			assert.Equal(t, jobs, strings.Contains(string(got), "acme_runs"), "%s with Jobs=%v", name, jobs)
+		}
+	}
 }

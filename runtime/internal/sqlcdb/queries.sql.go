@@ -425,6 +425,438 @@ func (q *Queries) RowTake(ctx context.Context, arg RowTakeParams) (sql.Result, e
 	return q.db.ExecContext(ctx, rowTake, arg.Name, arg.LockKey, arg.Owner)
 }
 
+const runCancel = `-- name: RunCancel :execrows
+UPDATE lockgen_runs
+SET state = 'cancelled', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+WHERE id = ? AND state = 'available'
+`
+
+// RunCancel cancels a run that has not started: 0 rows when it is running
+// or finished.
+func (q *Queries) RunCancel(ctx context.Context, id int64) (int64, error) {
+	result, err := q.db.ExecContext(ctx, runCancel, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const runFail = `-- name: RunFail :execrows
+UPDATE lockgen_runs
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND),
+    last_error  = ?,
+    deadline    = NULL
+WHERE id = ? AND claim = ? AND state = 'running'
+`
+
+type RunFailParams struct {
+	BackoffUs int64
+	LastError sql.NullString
+	ID        int64
+	Claim     int64
+}
+
+// RunFail records a failed attempt of a running run that still has the
+// claim: due again backoff_us after the database clock, or discarded when
+// it has no attempts left. The error text is kept either way.
+func (q *Queries) RunFail(ctx context.Context, arg RunFailParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, runFail,
+		arg.BackoffUs,
+		arg.LastError,
+		arg.ID,
+		arg.Claim,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const runGet = `-- name: RunGet :one
+SELECT id, job, queue, state, priority, run_at, scheduled_at, args, attempt, max_attempts, timeout_us,
+       claim, worker, deadline, unique_key, last_error, created_at, finished_at
+FROM lockgen_runs
+WHERE id = ?
+`
+
+type RunGetRow struct {
+	ID          int64
+	Job         string
+	Queue       string
+	State       string
+	Priority    int32
+	RunAt       time.Time
+	ScheduledAt sql.NullTime
+	Args        string
+	Attempt     int32
+	MaxAttempts int32
+	TimeoutUs   int64
+	Claim       int64
+	Worker      string
+	Deadline    sql.NullTime
+	UniqueKey   sql.NullString
+	LastError   sql.NullString
+	CreatedAt   time.Time
+	FinishedAt  sql.NullTime
+}
+
+// RunGet reads one run.
+func (q *Queries) RunGet(ctx context.Context, id int64) (RunGetRow, error) {
+	row := q.db.QueryRowContext(ctx, runGet, id)
+	var i RunGetRow
+	err := row.Scan(
+		&i.ID,
+		&i.Job,
+		&i.Queue,
+		&i.State,
+		&i.Priority,
+		&i.RunAt,
+		&i.ScheduledAt,
+		&i.Args,
+		&i.Attempt,
+		&i.MaxAttempts,
+		&i.TimeoutUs,
+		&i.Claim,
+		&i.Worker,
+		&i.Deadline,
+		&i.UniqueKey,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.FinishedAt,
+	)
+	return i, err
+}
+
+const runInsert = `-- name: RunInsert :execresult
+INSERT INTO lockgen_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at)
+VALUES (
+    ?, ?, 'available', ?,
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND,
+    ?, ?, ?, ?, ?,
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)
+`
+
+type RunInsertParams struct {
+	Job         string
+	Queue       string
+	Priority    int32
+	DelayUs     int64
+	ScheduledAt sql.NullTime
+	Args        string
+	MaxAttempts int32
+	TimeoutUs   int64
+	UniqueKey   sql.NullString
+}
+
+// RunInsert enqueues a run, due delay_us after the database clock. A run
+// that would repeat a scheduled tick (job, scheduled_at) or the unique key
+// of an unfinished run of the job is not inserted: the statement then
+// leaves the existing run as it is, and LastInsertId is its id either way.
+func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (sql.Result, error) {
+	return q.db.ExecContext(ctx, runInsert,
+		arg.Job,
+		arg.Queue,
+		arg.Priority,
+		arg.DelayUs,
+		arg.ScheduledAt,
+		arg.Args,
+		arg.MaxAttempts,
+		arg.TimeoutUs,
+		arg.UniqueKey,
+	)
+}
+
+const runRetry = `-- name: RunRetry :execrows
+UPDATE lockgen_runs
+SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
+WHERE id = ? AND state IN ('discarded', 'cancelled')
+`
+
+// RunRetry restores a discarded or cancelled run: due now, with its
+// attempts counted from zero again (its claims go on counting).
+func (q *Queries) RunRetry(ctx context.Context, id int64) (int64, error) {
+	result, err := q.db.ExecContext(ctx, runRetry, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const runsClaimable = `-- name: RunsClaimable :many
+SELECT id
+FROM lockgen_runs
+WHERE queue = ? AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED
+`
+
+type RunsClaimableParams struct {
+	Queue string
+	Limit int32
+}
+
+// RunsClaimable locks up to limit due runs of a queue, highest priority
+// first, then oldest run_at, skipping runs other workers are claiming.
+func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, runsClaimable, arg.Queue, arg.Limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runsClaimed = `-- name: RunsClaimed :many
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
+FROM lockgen_runs
+WHERE id IN (/*SLICE:ids*/?) AND state = 'running'
+ORDER BY priority DESC, run_at, id
+`
+
+type RunsClaimedRow struct {
+	ID          int64
+	Job         string
+	Queue       string
+	Priority    int32
+	Args        string
+	Attempt     int32
+	MaxAttempts int32
+	TimeoutUs   int64
+	Claim       int64
+	ScheduledAt sql.NullTime
+	RunAt       time.Time
+	CreatedAt   time.Time
+}
+
+// RunsClaimed reads the runs just claimed, in the claiming transaction.
+func (q *Queries) RunsClaimed(ctx context.Context, ids []int64) ([]RunsClaimedRow, error) {
+	query := runsClaimed
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunsClaimedRow
+	for rows.Next() {
+		var i RunsClaimedRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Job,
+			&i.Queue,
+			&i.Priority,
+			&i.Args,
+			&i.Attempt,
+			&i.MaxAttempts,
+			&i.TimeoutUs,
+			&i.Claim,
+			&i.ScheduledAt,
+			&i.RunAt,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runsComplete = `-- name: RunsComplete :execrows
+UPDATE lockgen_runs
+SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
+WHERE id IN (/*SLICE:ids*/?) AND claim_ref IN (/*SLICE:claim_refs*/?) AND state = 'running'
+`
+
+type RunsCompleteParams struct {
+	Ids       []int64
+	ClaimRefs []sql.NullString
+}
+
+// RunsComplete marks completed the running runs that still have the given
+// claims; a run rescued or claimed again since is left alone.
+func (q *Queries) RunsComplete(ctx context.Context, arg RunsCompleteParams) (int64, error) {
+	query := runsComplete
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.ClaimRefs) > 0 {
+		for _, v := range arg.ClaimRefs {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:claim_refs*/?", strings.Repeat(",?", len(arg.ClaimRefs))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:claim_refs*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const runsHeartbeat = `-- name: RunsHeartbeat :execrows
+UPDATE lockgen_runs
+SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
+WHERE id IN (/*SLICE:ids*/?) AND claim_ref IN (/*SLICE:claim_refs*/?) AND state = 'running'
+`
+
+type RunsHeartbeatParams struct {
+	LeaseUs   int64
+	Ids       []int64
+	ClaimRefs []sql.NullString
+}
+
+// RunsHeartbeat extends the deadline of running runs that still have the
+// given claims ("<id>:<claim>").
+func (q *Queries) RunsHeartbeat(ctx context.Context, arg RunsHeartbeatParams) (int64, error) {
+	query := runsHeartbeat
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.LeaseUs)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.ClaimRefs) > 0 {
+		for _, v := range arg.ClaimRefs {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:claim_refs*/?", strings.Repeat(",?", len(arg.ClaimRefs))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:claim_refs*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const runsMarkRunning = `-- name: RunsMarkRunning :execrows
+UPDATE lockgen_runs
+SET state    = 'running',
+    attempt  = attempt + 1,
+    claim    = claim + 1,
+    worker   = ?,
+    deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
+WHERE id IN (/*SLICE:ids*/?) AND state = 'available'
+`
+
+type RunsMarkRunningParams struct {
+	Worker  string
+	LeaseUs int64
+	Ids     []int64
+}
+
+// RunsMarkRunning claims the runs locked by RunsClaimable: a new attempt
+// and a new claim, running until lease_us after the database clock unless
+// heartbeats extend it.
+func (q *Queries) RunsMarkRunning(ctx context.Context, arg RunsMarkRunningParams) (int64, error) {
+	query := runsMarkRunning
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Worker)
+	queryParams = append(queryParams, arg.LeaseUs)
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const runsPrune = `-- name: RunsPrune :execrows
+DELETE FROM lockgen_runs
+WHERE state IN ('completed', 'discarded', 'cancelled', 'skipped')
+  AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(? AS SIGNED) MICROSECOND
+LIMIT ?
+`
+
+type RunsPruneParams struct {
+	OlderThanUs int64
+	Limit       int32
+}
+
+// RunsPrune deletes up to limit runs that finished more than older_than_us
+// ago by the database clock.
+func (q *Queries) RunsPrune(ctx context.Context, arg RunsPruneParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, runsPrune, arg.OlderThanUs, arg.Limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const runsRescue = `-- name: RunsRescue :execrows
+UPDATE lockgen_runs
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
+    deadline    = NULL
+WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+LIMIT ?
+`
+
+// RunsRescue makes running runs whose deadline passed by the database
+// clock (their worker died or stalled) due again, or discards them when they
+// have no attempts left, at most limit runs per statement.
+func (q *Queries) RunsRescue(ctx context.Context, limit int32) (int64, error) {
+	result, err := q.db.ExecContext(ctx, runsRescue, limit)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const serverGalera = `-- name: ServerGalera :one
 SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera
 `

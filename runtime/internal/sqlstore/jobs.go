@@ -1,0 +1,132 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlcdb"
+)
+
+var _ runtime.JobStore = SessionStore{}
+
+func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+func nullTime(t time.Time) sql.NullTime { return sql.NullTime{Time: t, Valid: !t.IsZero()} }
+
+// RunInsert implements runtime.JobStore.
+func (s SessionStore) RunInsert(ctx context.Context, tx *sql.Tx, r runtime.NewRun) (int64, error) {
+	q := s.q
+	if tx != nil {
+		q = q.WithTx(tx)
+	}
+	res, err := q.RunInsert(ctx, sqlcdb.RunInsertParams{
+		Job: r.Job, Queue: r.Queue, Priority: int32(r.Priority), DelayUs: r.Delay.Microseconds(),
+		ScheduledAt: nullTime(r.ScheduledAt), Args: string(r.Args), MaxAttempts: int32(r.MaxAttempts),
+		TimeoutUs: r.Timeout.Microseconds(), UniqueKey: nullString(r.UniqueKey),
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// RunsClaim implements runtime.JobStore.
+func (s SessionStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]runtime.Run, error) {
+	var runs []runtime.Run
+	err := runtime.InTx(ctx, s.db, func(tx *sql.Tx) error {
+		q := s.q.WithTx(tx)
+		ids, err := q.RunsClaimable(ctx, sqlcdb.RunsClaimableParams{Queue: queue, Limit: int32(limit)})
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		if _, err := q.RunsMarkRunning(ctx, sqlcdb.RunsMarkRunningParams{Worker: worker, LeaseUs: lease.Microseconds(), Ids: ids}); err != nil {
+			return err
+		}
+		rows, err := q.RunsClaimed(ctx, ids)
+		if err != nil {
+			return err
+		}
+		runs = make([]runtime.Run, 0, len(rows))
+		for _, r := range rows {
+			runs = append(runs, runtime.Run{
+				ID: r.ID, Job: r.Job, Queue: r.Queue, Priority: int(r.Priority), Args: []byte(r.Args),
+				Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
+				ScheduledAt: r.ScheduledAt.Time, RunAt: r.RunAt, CreatedAt: r.CreatedAt, Claim: r.Claim,
+			})
+		}
+		return nil
+	})
+	return runs, err
+}
+
+func claimArgs(claims []runtime.Claim) ([]int64, []sql.NullString) {
+	ids := make([]int64, len(claims))
+	refs := make([]sql.NullString, len(claims))
+	for i, c := range claims {
+		ids[i], refs[i] = c.ID, sql.NullString{String: c.ClaimRef(), Valid: true}
+	}
+	return ids, refs
+}
+
+// RunsHeartbeat implements runtime.JobStore.
+func (s SessionStore) RunsHeartbeat(ctx context.Context, claims []runtime.Claim, lease time.Duration) (int64, error) {
+	ids, refs := claimArgs(claims)
+	return s.q.RunsHeartbeat(ctx, sqlcdb.RunsHeartbeatParams{LeaseUs: lease.Microseconds(), Ids: ids, ClaimRefs: refs})
+}
+
+// RunsComplete implements runtime.JobStore.
+func (s SessionStore) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
+	ids, refs := claimArgs(claims)
+	return s.q.RunsComplete(ctx, sqlcdb.RunsCompleteParams{Ids: ids, ClaimRefs: refs})
+}
+
+// RunFail implements runtime.JobStore.
+func (s SessionStore) RunFail(ctx context.Context, c runtime.Claim, errText string, backoff time.Duration) (bool, error) {
+	n, err := s.q.RunFail(ctx, sqlcdb.RunFailParams{BackoffUs: backoff.Microseconds(), LastError: nullString(errText), ID: c.ID, Claim: c.Claim})
+	return n > 0, err
+}
+
+// RunsRescue implements runtime.JobStore.
+func (s SessionStore) RunsRescue(ctx context.Context, limit int) (int64, error) {
+	return s.q.RunsRescue(ctx, int32(limit))
+}
+
+// RunsPrune implements runtime.JobStore.
+func (s SessionStore) RunsPrune(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
+	return s.q.RunsPrune(ctx, sqlcdb.RunsPruneParams{OlderThanUs: olderThan.Microseconds(), Limit: int32(limit)})
+}
+
+// RunCancel implements runtime.JobStore.
+func (s SessionStore) RunCancel(ctx context.Context, id int64) (bool, error) {
+	n, err := s.q.RunCancel(ctx, id)
+	return n > 0, err
+}
+
+// RunRetry implements runtime.JobStore.
+func (s SessionStore) RunRetry(ctx context.Context, id int64) (bool, error) {
+	n, err := s.q.RunRetry(ctx, id)
+	return n > 0, err
+}
+
+// RunGet implements runtime.JobStore.
+func (s SessionStore) RunGet(ctx context.Context, id int64) (runtime.RunInfo, bool, error) {
+	r, err := s.q.RunGet(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return runtime.RunInfo{}, false, nil
+	}
+	if err != nil {
+		return runtime.RunInfo{}, false, err
+	}
+	return runtime.RunInfo{
+		Run: runtime.Run{
+			ID: r.ID, Job: r.Job, Queue: r.Queue, Priority: int(r.Priority), Args: []byte(r.Args),
+			Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
+			ScheduledAt: r.ScheduledAt.Time, RunAt: r.RunAt, CreatedAt: r.CreatedAt, Claim: r.Claim,
+		},
+		State: r.State, Worker: r.Worker, LastError: r.LastError.String, Deadline: r.Deadline.Time,
+		FinishedAt: r.FinishedAt.Time, UniqueKey: r.UniqueKey.String,
+	}, true, nil
+}

@@ -1,0 +1,303 @@
+package runtime
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Jobs: runs of typed jobs in the runs table.
+//
+// Every run is a row. A worker claims due rows with SELECT … FOR UPDATE
+// SKIP LOCKED and marks them running until a deadline by the database
+// clock, which heartbeats extend; a run whose deadline passed (its worker
+// died) is rescued: due again, or discarded when out of attempts. Every
+// change of a running run checks its claim (a counter bumped by every
+// claim, never reset), so a slow worker whose run was rescued and claimed
+// again cannot overwrite the new attempt's outcome, and a rescue cannot undo
+// a completion that committed first. Delivery is at least once: handlers get
+// the run ID and attempt number to be idempotent.
+
+// Run states, as stored in the runs table.
+const (
+	RunAvailable = "available"
+	RunRunning   = "running"
+	RunCompleted = "completed"
+	RunDiscarded = "discarded"
+	RunCancelled = "cancelled"
+	RunSkipped   = "skipped"
+)
+
+// DefaultQueue is the queue of a job that declares none.
+const DefaultQueue = "default"
+
+// Errors of the job API.
+var (
+	// ErrRunNotFound: no run has that ID (it may have been pruned).
+	ErrRunNotFound = errors.New("lockgen: run not found")
+)
+
+// NewRun is a run to enqueue.
+type NewRun struct {
+	// Job is the job's name. Required.
+	Job string
+	// Queue is the queue its workers claim from; default DefaultQueue.
+	Queue string
+	// Priority orders due runs of a queue: higher first. -100 to 100.
+	Priority int
+	// Delay makes the run due this long after the database clock's now.
+	Delay time.Duration
+	// ScheduledAt, when set, is the scheduled tick the run is for: at most
+	// one run per job and tick is ever inserted.
+	ScheduledAt time.Time
+	// Args is the handler's arguments, JSON. Default "{}".
+	Args []byte
+	// MaxAttempts is how many attempts a failing run gets before it is
+	// discarded. Required, at least 1.
+	MaxAttempts int
+	// Timeout cancels an attempt's context. Required, positive.
+	Timeout time.Duration
+	// UniqueKey, when set, makes the enqueue return the existing run while
+	// an unfinished run of the job has the same key.
+	UniqueKey string
+}
+
+// Run is one claimed attempt of a run, as its handler sees it.
+type Run struct {
+	// ID identifies the run across attempts.
+	ID  int64
+	Job string
+	// Queue and Priority are the run's.
+	Queue    string
+	Priority int
+	// Args is the JSON arguments.
+	Args []byte
+	// Attempt is 1 for the first attempt.
+	Attempt, MaxAttempts int
+	// Timeout is the attempt's time limit.
+	Timeout time.Duration
+	// ScheduledAt is the tick of a scheduled run; zero otherwise.
+	ScheduledAt time.Time
+	// RunAt is when the run became due; CreatedAt when it was enqueued
+	// (both by the database clock, UTC).
+	RunAt, CreatedAt time.Time
+	// Claim is the claim this attempt holds (see the package comment).
+	Claim int64
+}
+
+// RunInfo is a run as stored.
+type RunInfo struct {
+	Run
+	// State is one of the Run* state constants.
+	State string
+	// Worker is the owner of the worker that claimed it last.
+	Worker string
+	// LastError is the error text of the last failed attempt.
+	LastError string
+	// Deadline is when a running run is rescued unless heartbeats extend
+	// it; FinishedAt when it completed, was discarded or cancelled.
+	Deadline, FinishedAt time.Time
+	// UniqueKey is the run's unique key, if any.
+	UniqueKey string
+}
+
+// Claim names one claim of a run.
+type Claim struct{ ID, Claim int64 }
+
+// JobStore runs the job statements. The generated code implements it.
+type JobStore interface {
+	// RunInsert inserts r (in tx when not nil) and returns its ID, or the
+	// existing run's ID when r repeats a tick or an active unique key.
+	RunInsert(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error)
+	// RunsClaim claims up to limit due runs of queue for worker, running
+	// until lease after the database clock, in one transaction.
+	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Run, error)
+	// RunsHeartbeat extends the deadline of the runs still holding claims.
+	RunsHeartbeat(ctx context.Context, claims []Claim, lease time.Duration) (int64, error)
+	// RunsComplete marks completed the runs still holding claims.
+	RunsComplete(ctx context.Context, claims []Claim) (int64, error)
+	// RunFail records a failed attempt of a run still holding c: due again
+	// after backoff, or discarded without attempts left.
+	RunFail(ctx context.Context, c Claim, errText string, backoff time.Duration) (bool, error)
+	// RunsRescue makes up to limit runs past their deadline due again (or
+	// discards them).
+	RunsRescue(ctx context.Context, limit int) (int64, error)
+	// RunsPrune deletes up to limit runs finished more than olderThan ago.
+	RunsPrune(ctx context.Context, olderThan time.Duration, limit int) (int64, error)
+	// RunCancel cancels a run that has not started.
+	RunCancel(ctx context.Context, id int64) (bool, error)
+	// RunRetry restores a discarded or cancelled run.
+	RunRetry(ctx context.Context, id int64) (bool, error)
+	// RunGet reads a run; found is false when there is none.
+	RunGet(ctx context.Context, id int64) (info RunInfo, found bool, err error)
+}
+
+// Jobs enqueues and manages runs and starts workers. It is safe for
+// concurrent use.
+type Jobs struct {
+	client *Client
+	store  JobStore
+	mu     sync.Mutex
+	// workers are the local workers' wake-up channels per queue: a local
+	// enqueue wakes them at once instead of waiting for their next poll.
+	workers map[string][]chan struct{}
+}
+
+// Jobs returns the job API of c. It fails with ErrInvalid when c's store
+// does not implement JobStore.
+func (c *Client) Jobs() (*Jobs, error) {
+	js, ok := c.store.(JobStore)
+	if !ok {
+		return nil, fmt.Errorf("%w: the store does not implement JobStore", ErrInvalid)
+	}
+	c.jobsOnce.Do(func() { c.jobs = &Jobs{client: c, store: js, workers: map[string][]chan struct{}{}} })
+	return c.jobs, nil
+}
+
+// Limits of a run.
+const (
+	MaxPriority = 100
+	MaxJobName  = 191
+	MaxQueue    = 64
+)
+
+// Enqueue inserts r (in tx when tx is not nil, so that the run exists only
+// if tx commits) and returns the run's ID. Local workers of r's queue are
+// woken at once. It fails with ErrInvalid on a bad NewRun; an error from
+// the database means the run may or may not exist (with tx: it does not,
+// once tx rolls back).
+func (j *Jobs) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error) {
+	if r.Queue == "" {
+		r.Queue = DefaultQueue
+	}
+	if len(r.Args) == 0 {
+		r.Args = []byte("{}")
+	}
+	switch {
+	case r.Job == "" || len(r.Job) > MaxJobName:
+		return 0, fmt.Errorf("%w: job name must be 1 to %d bytes", ErrInvalid, MaxJobName)
+	case len(r.Queue) > MaxQueue:
+		return 0, fmt.Errorf("%w: queue name is longer than %d bytes", ErrInvalid, MaxQueue)
+	case r.Priority < -MaxPriority || r.Priority > MaxPriority:
+		return 0, fmt.Errorf("%w: job %q: priority %d is outside [-%d, %d]", ErrInvalid, r.Job, r.Priority, MaxPriority, MaxPriority)
+	case r.MaxAttempts < 1:
+		return 0, fmt.Errorf("%w: job %q: max attempts must be at least 1", ErrInvalid, r.Job)
+	case r.Timeout <= 0:
+		return 0, fmt.Errorf("%w: job %q: timeout must be positive", ErrInvalid, r.Job)
+	case r.Delay < 0:
+		return 0, fmt.Errorf("%w: job %q: negative delay", ErrInvalid, r.Job)
+	}
+	id, err := j.store.RunInsert(ctx, tx, r)
+	if err != nil {
+		return 0, fmt.Errorf("lockgen: enqueue job %q: %w", r.Job, err)
+	}
+	j.wake(r.Queue)
+	return id, nil
+}
+
+// Cancel cancels run id if it has not started; false when it is running or
+// finished.
+func (j *Jobs) Cancel(ctx context.Context, id int64) (bool, error) {
+	ok, err := j.store.RunCancel(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("lockgen: cancel run %d: %w", id, err)
+	}
+	return ok, nil
+}
+
+// Retry restores a discarded or cancelled run: due now, with its attempts
+// counted from zero. False when the run is in another state.
+func (j *Jobs) Retry(ctx context.Context, id int64) (bool, error) {
+	ok, err := j.store.RunRetry(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("lockgen: retry run %d: %w", id, err)
+	}
+	if ok {
+		if info, found, err := j.store.RunGet(ctx, id); err == nil && found {
+			j.wake(info.Queue)
+		}
+	}
+	return ok, nil
+}
+
+// Run reads run id; ErrRunNotFound when there is none.
+func (j *Jobs) Run(ctx context.Context, id int64) (RunInfo, error) {
+	info, found, err := j.store.RunGet(ctx, id)
+	switch {
+	case err != nil:
+		return RunInfo{}, fmt.Errorf("lockgen: read run %d: %w", id, err)
+	case !found:
+		return RunInfo{}, fmt.Errorf("%w: %d", ErrRunNotFound, id)
+	}
+	return info, nil
+}
+
+// Prune deletes runs that finished (completed, discarded, cancelled or
+// skipped) more than olderThan ago, limit per statement, until none is
+// left or ctx ends, and returns how many it deleted.
+func (j *Jobs) Prune(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
+	var total int64
+	for {
+		n, err := j.store.RunsPrune(ctx, olderThan, limit)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("lockgen: prune runs: %w", err)
+		}
+		if n < int64(limit) {
+			return total, nil
+		}
+	}
+}
+
+func (j *Jobs) listen(queue string) (chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	j.mu.Lock()
+	j.workers[queue] = append(j.workers[queue], ch)
+	j.mu.Unlock()
+	return ch, func() {
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		list := j.workers[queue]
+		for i, c := range list {
+			if c == ch {
+				j.workers[queue] = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+func (j *Jobs) wake(queue string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, ch := range j.workers[queue] {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// InTx runs fn in a READ COMMITTED transaction of db and commits it when fn
+// returns nil; otherwise (or when fn panics) it rolls it back. The generated
+// job store claims runs with it.
+func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	committed = true
+	return tx.Commit()
+}

@@ -1,0 +1,387 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// jobsNode is one node's job API on its own pool.
+func jobsNode(t *testing.T, db *sql.DB, owner string) *runtime.Jobs {
+	t.Helper()
+	return jobsOn(t, sqlstore.NewSession(db), owner)
+}
+
+func jobsOn(t *testing.T, store runtime.Store, owner string) *runtime.Jobs {
+	t.Helper()
+	c, err := runtime.NewClient(store, runtime.WithOwner(owner))
+	require.NoError(t, err)
+	j, err := c.Jobs()
+	require.NoError(t, err)
+	return j
+}
+
+// startWorker runs a worker until the test ends (or stop is called) and
+// fails the test if Run returns an error.
+func startWorker(t *testing.T, j *runtime.Jobs, cfg runtime.WorkerConfig) (stop func()) {
+	t.Helper()
+	w, err := j.NewWorker(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			assert.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newRun(job string) runtime.NewRun {
+	return runtime.NewRun{Job: job, MaxAttempts: 3, Timeout: 10 * time.Second}
+}
+
+// waitState waits until run id is in state.
+func waitState(t *testing.T, j *runtime.Jobs, id int64, state string) runtime.RunInfo {
+	t.Helper()
+	var info runtime.RunInfo
+	require.Eventually(t, func() bool {
+		var err error
+		info, err = j.Run(context.Background(), id)
+		require.NoError(t, err)
+		return info.State == state
+	}, 20*time.Second, 10*time.Millisecond, "run %d never reached %s (last: %+v)", id, state, info)
+	return info
+}
+
+// runLog records which runs ran and fails on a run handled twice at once.
+type runLog struct {
+	mu      sync.Mutex
+	ran     map[int64]int
+	inside  map[int64]bool
+	overlap []int64
+}
+
+func newRunLog() *runLog { return &runLog{ran: map[int64]int{}, inside: map[int64]bool{}} }
+
+func (l *runLog) enter(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inside[id] {
+		l.overlap = append(l.overlap, id)
+	}
+	l.inside[id] = true
+	l.ran[id]++
+}
+
+func (l *runLog) exit(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.inside, id)
+}
+
+// TestJobsEveryRunRunsOnceAcrossNodes: 10,000 runs enqueued from three
+// nodes, worked by three nodes: every run completes, each ran exactly once
+// (no worker died, so none is retried), and none ran twice at once.
+func TestJobsEveryRunRunsOnceAcrossNodes(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	const total, nodes = 10000, 3
+	var js []*runtime.Jobs
+	for i := 0; i < nodes; i++ {
+		js = append(js, jobsNode(t, tdb.Open(t), fmt.Sprintf("node-%d", i)))
+	}
+	log := newRunLog()
+	var completed atomic.Int64
+	handler := runtime.JobHandler{Handle: func(ctx context.Context, run *runtime.Run) error {
+		log.enter(run.ID)
+		defer log.exit(run.ID)
+		completed.Add(1)
+		return nil
+	}}
+	for i, j := range js {
+		startWorker(t, j, runtime.WorkerConfig{Handlers: map[string]runtime.JobHandler{"noop": handler}, Concurrency: 20 + i})
+	}
+	ids := make(chan int64, total)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := js[g%nodes]
+			for i := g; i < total; i += 8 {
+				r := newRun("noop")
+				r.Delay = time.Duration(i%50) * time.Millisecond
+				id, err := j.Enqueue(ctx, nil, r)
+				if !assert.NoError(t, err) {
+					return
+				}
+				ids <- id
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	require.Len(t, ids, total)
+	require.Eventually(t, func() bool { return completed.Load() >= total }, 2*time.Minute, 20*time.Millisecond)
+	var notCompleted int
+	require.NoError(t, tdb.Open(t).QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE state <> 'completed'").Scan(&notCompleted))
+	require.Eventually(t, func() bool {
+		require.NoError(t, tdb.Open(t).QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE state <> 'completed'").Scan(&notCompleted))
+		return notCompleted == 0
+	}, 10*time.Second, 20*time.Millisecond, "completions are recorded")
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	assert.Empty(t, log.overlap, "no run handled twice at once")
+	assert.Len(t, log.ran, total, "every run ran")
+	for id := range ids {
+		assert.Equal(t, 1, log.ran[id], "run %d ran once", id)
+	}
+}
+
+// TestJobsRetryBackoffDiscardAndRestore: a failing run is retried until
+// max_attempts, then discarded with its error kept; Retry restores it and
+// it runs again from attempt 1.
+func TestJobsRetryBackoffDiscardAndRestore(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsNode(t, tdb.Open(t), "node")
+	var fail atomic.Bool
+	fail.Store(true)
+	var attempts []int
+	var mu sync.Mutex
+	startWorker(t, j, runtime.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
+		"flaky": {BackoffInitial: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Handle: func(ctx context.Context, run *runtime.Run) error {
+			mu.Lock()
+			attempts = append(attempts, run.Attempt)
+			mu.Unlock()
+			if fail.Load() {
+				return fmt.Errorf("attempt %d failed", run.Attempt)
+			}
+			return nil
+		}},
+	}})
+	id, err := j.Enqueue(ctx, nil, newRun("flaky"))
+	require.NoError(t, err)
+	info := waitState(t, j, id, runtime.RunDiscarded)
+	assert.Equal(t, 3, info.Attempt)
+	assert.Equal(t, "attempt 3 failed", info.LastError)
+	assert.False(t, info.FinishedAt.IsZero())
+	mu.Lock()
+	assert.Equal(t, []int{1, 2, 3}, attempts)
+	mu.Unlock()
+
+	fail.Store(false)
+	ok, err := j.Retry(ctx, id)
+	require.NoError(t, err)
+	require.True(t, ok)
+	info = waitState(t, j, id, runtime.RunCompleted)
+	assert.Equal(t, 1, info.Attempt, "attempts count from zero again")
+	ok, err = j.Retry(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, ok, "a completed run is not restored")
+}
+
+// TestJobsPanicAndTimeoutAreFailures: a panicking handler fails its
+// attempt (the worker goes on); a handler past its timeout has its context
+// cancelled and the attempt fails.
+func TestJobsPanicAndTimeoutAreFailures(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsNode(t, tdb.Open(t), "node")
+	startWorker(t, j, runtime.WorkerConfig{PollMin: 10 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
+		"panics": {Handle: func(context.Context, *runtime.Run) error { panic("boom") }},
+		"slow": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}},
+	}})
+	r := newRun("panics")
+	r.MaxAttempts = 1
+	id, err := j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	info := waitState(t, j, id, runtime.RunDiscarded)
+	assert.Contains(t, info.LastError, "panic: boom")
+
+	r = newRun("slow")
+	r.MaxAttempts, r.Timeout = 1, 100*time.Millisecond
+	id, err = j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	info = waitState(t, j, id, runtime.RunDiscarded)
+	assert.Contains(t, info.LastError, context.DeadlineExceeded.Error())
+}
+
+// TestJobsRescueAndStaleClaim: a worker claims a run and dies; once its
+// lease passes another node rescues the run and runs it as attempt 2; the
+// dead worker's late completion (its old claim) changes nothing.
+func TestJobsRescueAndStaleClaim(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	store := sqlstore.NewSession(tdb.Open(t))
+	j := jobsOn(t, store, "node")
+	id, err := j.Enqueue(ctx, nil, newRun("work"))
+	require.NoError(t, err)
+	claimed, err := store.RunsClaim(ctx, runtime.DefaultQueue, "dead-worker", 10, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	dead := runtime.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
+
+	var ran atomic.Int32
+	startWorker(t, jobsNode(t, tdb.Open(t), "live"), runtime.WorkerConfig{Lease: 2 * time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			assert.Equal(t, 2, run.Attempt)
+			ran.Add(1)
+			return nil
+		}}}})
+	info := waitState(t, j, id, runtime.RunCompleted)
+	assert.Equal(t, 2, info.Attempt)
+	assert.Equal(t, "live", info.Worker)
+	assert.Contains(t, info.LastError, "rescued: worker dead-worker")
+	assert.Equal(t, int32(1), ran.Load())
+
+	n, err := store.RunsComplete(ctx, []runtime.Claim{dead})
+	require.NoError(t, err)
+	assert.Zero(t, n, "a stale claim completes nothing")
+	ok, err := store.RunFail(ctx, dead, "late failure", time.Second)
+	require.NoError(t, err)
+	assert.False(t, ok, "a stale claim cannot fail the run either")
+	info = waitState(t, j, id, runtime.RunCompleted)
+	assert.Equal(t, 2, info.Attempt)
+}
+
+// TestJobsCancelUniqueAndTxEnqueue: Cancel before the run starts; a unique
+// key returns the active run's ID and frees when it finishes; an enqueue in
+// a rolled back transaction leaves no run.
+func TestJobsCancelUniqueAndTxEnqueue(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	j := jobsNode(t, db, "node")
+
+	later := newRun("later")
+	later.Delay = time.Hour
+	id, err := j.Enqueue(ctx, nil, later)
+	require.NoError(t, err)
+	ok, err := j.Cancel(ctx, id)
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Equal(t, runtime.RunCancelled, waitState(t, j, id, runtime.RunCancelled).State)
+	ok, err = j.Cancel(ctx, id)
+	require.NoError(t, err)
+	assert.False(t, ok, "a cancelled run is not cancelled again")
+
+	u := newRun("unique")
+	u.Delay, u.UniqueKey = time.Hour, "order-7"
+	first, err := j.Enqueue(ctx, nil, u)
+	require.NoError(t, err)
+	again, err := j.Enqueue(ctx, nil, u)
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "the active run's ID")
+	ok, err = j.Cancel(ctx, first)
+	require.NoError(t, err)
+	require.True(t, ok)
+	fresh, err := j.Enqueue(ctx, nil, u)
+	require.NoError(t, err)
+	assert.NotEqual(t, first, fresh, "a finished run frees its unique key")
+
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	rolledBack, err := j.Enqueue(ctx, tx, newRun("tx"))
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback())
+	_, err = j.Run(ctx, rolledBack)
+	require.ErrorIs(t, err, runtime.ErrRunNotFound)
+
+	tx, err = db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	committed, err := j.Enqueue(ctx, tx, newRun("tx"))
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit())
+	_, err = j.Run(ctx, committed)
+	require.NoError(t, err)
+
+	_, err = j.Enqueue(ctx, nil, runtime.NewRun{Job: "bad", MaxAttempts: 0, Timeout: time.Second})
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+}
+
+// TestJobsPriorityOrder: with one handler at a time, due runs go highest
+// priority first, then oldest.
+func TestJobsPriorityOrder(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsNode(t, tdb.Open(t), "node")
+	for _, p := range []int{0, 10, -5, 100, 10} {
+		r := newRun("ordered")
+		r.Priority = p
+		r.Args = []byte(fmt.Sprintf(`{"p": %d}`, p))
+		_, err := j.Enqueue(ctx, nil, r)
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	var order []string
+	startWorker(t, j, runtime.WorkerConfig{Concurrency: 1, Handlers: map[string]runtime.JobHandler{"ordered": {Handle: func(ctx context.Context, run *runtime.Run) error {
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, fmt.Sprintf("%d:%d", run.Priority, run.ID))
+		return nil
+	}}}})
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 5 }, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []string{"100:4", "10:2", "10:5", "0:1", "-5:3"}, order)
+}
+
+// failingCompletes fails every RunsComplete while on.
+type failingCompletes struct {
+	sqlstore.SessionStore
+	on atomic.Bool
+}
+
+var errDBDown = errors.New("test: database unavailable")
+
+func (s *failingCompletes) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
+	if s.on.Load() {
+		return 0, errDBDown
+	}
+	return s.SessionStore.RunsComplete(ctx, claims)
+}
+
+// TestJobsCompletionErrorLeavesRunRetryable: when the database fails while
+// a completion is recorded, the run is not lost: it stays claimed until its
+// lease passes, is rescued and runs again.
+func TestJobsCompletionErrorLeavesRunRetryable(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	store := &failingCompletes{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	store.on.Store(true)
+	j := jobsOn(t, store, "node")
+	var ran atomic.Int32
+	startWorker(t, j, runtime.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			if ran.Add(1) == 1 {
+				return nil
+			}
+			store.on.Store(false)
+			return nil
+		}}}})
+	id, err := j.Enqueue(ctx, nil, newRun("work"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return ran.Load() >= 1 }, 10*time.Second, 10*time.Millisecond)
+	info := waitState(t, j, id, runtime.RunCompleted)
+	assert.Equal(t, 2, info.Attempt, "run again after the rescue")
+	assert.GreaterOrEqual(t, ran.Load(), int32(2))
+}
