@@ -197,6 +197,26 @@ VALUES (
 )
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
 
+-- name: RunInsertSkipped :execresult
+-- RunInsertSkipped records a scheduled tick that will not run (catch-up
+-- policy, min_interval) as a finished run in state skipped, unless the tick
+-- already has a run. LastInsertId is the tick's run either way.
+INSERT INTO lockgen_runs (job, queue, state, run_at, scheduled_at, args, max_attempts, timeout_us, last_error, created_at, finished_at)
+VALUES (
+    sqlc.arg(job), sqlc.arg(queue), 'skipped', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), sqlc.arg(scheduled_at), '{}', 1, 0,
+    sqlc.arg(reason), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: RunLastTick :one
+-- RunLastTick is the latest scheduled tick of a job that has a run (of any
+-- state, skipped included).
+SELECT scheduled_at
+FROM lockgen_runs
+WHERE job = sqlc.arg(job) AND scheduled_at IS NOT NULL
+ORDER BY scheduled_at DESC
+LIMIT 1;
+
 -- name: RunsClaimable :many
 -- RunsClaimable locks up to limit due runs of a queue, highest priority
 -- first, then oldest run_at, skipping runs other workers are claiming.

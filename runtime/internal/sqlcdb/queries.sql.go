@@ -570,6 +570,51 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (sql.Resul
 	)
 }
 
+const runInsertSkipped = `-- name: RunInsertSkipped :execresult
+INSERT INTO lockgen_runs (job, queue, state, run_at, scheduled_at, args, max_attempts, timeout_us, last_error, created_at, finished_at)
+VALUES (
+    ?, ?, 'skipped', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), ?, '{}', 1, 0,
+    ?, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)
+`
+
+type RunInsertSkippedParams struct {
+	Job         string
+	Queue       string
+	ScheduledAt sql.NullTime
+	Reason      sql.NullString
+}
+
+// RunInsertSkipped records a scheduled tick that will not run (catch-up
+// policy, min_interval) as a finished run in state skipped, unless the tick
+// already has a run. LastInsertId is the tick's run either way.
+func (q *Queries) RunInsertSkipped(ctx context.Context, arg RunInsertSkippedParams) (sql.Result, error) {
+	return q.db.ExecContext(ctx, runInsertSkipped,
+		arg.Job,
+		arg.Queue,
+		arg.ScheduledAt,
+		arg.Reason,
+	)
+}
+
+const runLastTick = `-- name: RunLastTick :one
+SELECT scheduled_at
+FROM lockgen_runs
+WHERE job = ? AND scheduled_at IS NOT NULL
+ORDER BY scheduled_at DESC
+LIMIT 1
+`
+
+// RunLastTick is the latest scheduled tick of a job that has a run (of any
+// state, skipped included).
+func (q *Queries) RunLastTick(ctx context.Context, job string) (sql.NullTime, error) {
+	row := q.db.QueryRowContext(ctx, runLastTick, job)
+	var scheduled_at sql.NullTime
+	err := row.Scan(&scheduled_at)
+	return scheduled_at, err
+}
+
 const runRetry = `-- name: RunRetry :execrows
 UPDATE lockgen_runs
 SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL

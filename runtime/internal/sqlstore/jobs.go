@@ -130,3 +130,20 @@ func (s SessionStore) RunGet(ctx context.Context, id int64) (runtime.RunInfo, bo
 		FinishedAt: r.FinishedAt.Time, UniqueKey: r.UniqueKey.String,
 	}, true, nil
 }
+
+var _ runtime.TickStore = SessionStore{}
+
+// RunLastTick implements runtime.TickStore.
+func (s SessionStore) RunLastTick(ctx context.Context, job string) (time.Time, bool, error) {
+	t, err := s.q.RunLastTick(ctx, job)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	return t.Time, err == nil && t.Valid, err
+}
+
+// RunInsertSkipped implements runtime.TickStore.
+func (s SessionStore) RunInsertSkipped(ctx context.Context, job, queue string, tick time.Time, reason string) error {
+	_, err := s.q.RunInsertSkipped(ctx, sqlcdb.RunInsertSkippedParams{Job: job, Queue: queue, ScheduledAt: nullTime(tick), Reason: nullString(reason)})
+	return err
+}
