@@ -112,6 +112,9 @@ type JobStore interface {
 	// RunInsert inserts r (in tx when not nil) and returns its ID, or the
 	// existing run's ID when r repeats a tick or an active unique key.
 	RunInsert(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error)
+	// RunInsertMany inserts runs in one statement (in tx when not nil);
+	// runs that repeat a tick or an active unique key are left out.
+	RunInsertMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 	// RunsClaim claims up to limit due runs of queue for worker, running
 	// until lease after the database clock, in one transaction.
 	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Run, error)
@@ -170,6 +173,20 @@ const (
 // the database means the run may or may not exist (with tx: it does not,
 // once tx rolls back).
 func (j *Jobs) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error) {
+	r, err := checkNewRun(r)
+	if err != nil {
+		return 0, err
+	}
+	id, err := j.store.RunInsert(ctx, tx, r)
+	if err != nil {
+		return 0, fmt.Errorf("lockgen: enqueue job %q: %w", r.Job, err)
+	}
+	j.wake(r.Queue)
+	return id, nil
+}
+
+// checkNewRun applies r's defaults and fails with ErrInvalid when r is bad.
+func checkNewRun(r NewRun) (NewRun, error) {
 	if r.Queue == "" {
 		r.Queue = DefaultQueue
 	}
@@ -178,24 +195,50 @@ func (j *Jobs) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error)
 	}
 	switch {
 	case r.Job == "" || len(r.Job) > MaxJobName:
-		return 0, fmt.Errorf("%w: job name must be 1 to %d bytes", ErrInvalid, MaxJobName)
+		return r, fmt.Errorf("%w: job name must be 1 to %d bytes", ErrInvalid, MaxJobName)
 	case len(r.Queue) > MaxQueue:
-		return 0, fmt.Errorf("%w: queue name is longer than %d bytes", ErrInvalid, MaxQueue)
+		return r, fmt.Errorf("%w: queue name is longer than %d bytes", ErrInvalid, MaxQueue)
 	case r.Priority < -MaxPriority || r.Priority > MaxPriority:
-		return 0, fmt.Errorf("%w: job %q: priority %d is outside [-%d, %d]", ErrInvalid, r.Job, r.Priority, MaxPriority, MaxPriority)
+		return r, fmt.Errorf("%w: job %q: priority %d is outside [-%d, %d]", ErrInvalid, r.Job, r.Priority, MaxPriority, MaxPriority)
 	case r.MaxAttempts < 1:
-		return 0, fmt.Errorf("%w: job %q: max attempts must be at least 1", ErrInvalid, r.Job)
+		return r, fmt.Errorf("%w: job %q: max attempts must be at least 1", ErrInvalid, r.Job)
 	case r.Timeout <= 0:
-		return 0, fmt.Errorf("%w: job %q: timeout must be positive", ErrInvalid, r.Job)
+		return r, fmt.Errorf("%w: job %q: timeout must be positive", ErrInvalid, r.Job)
 	case r.Delay < 0:
-		return 0, fmt.Errorf("%w: job %q: negative delay", ErrInvalid, r.Job)
+		return r, fmt.Errorf("%w: job %q: negative delay", ErrInvalid, r.Job)
 	}
-	id, err := j.store.RunInsert(ctx, tx, r)
-	if err != nil {
-		return 0, fmt.Errorf("lockgen: enqueue job %q: %w", r.Job, err)
+	return r, nil
+}
+
+// MaxEnqueueBatch is the most runs EnqueueMany inserts per statement.
+const MaxEnqueueBatch = 500
+
+// EnqueueMany inserts runs, MaxEnqueueBatch per statement (all in tx when
+// tx is not nil), and wakes local workers. Runs that repeat a tick or an
+// active unique key are left out. It validates every run before inserting
+// any; an error from the database means the runs of the failing statement
+// and later ones may not exist (with tx: none does once tx rolls back).
+func (j *Jobs) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error {
+	checked := make([]NewRun, len(runs))
+	queues := map[string]bool{}
+	for i, r := range runs {
+		var err error
+		if checked[i], err = checkNewRun(r); err != nil {
+			return fmt.Errorf("run %d: %w", i, err)
+		}
+		queues[checked[i].Queue] = true
 	}
-	j.wake(r.Queue)
-	return id, nil
+	for len(checked) > 0 {
+		n := min(len(checked), MaxEnqueueBatch)
+		if err := j.store.RunInsertMany(ctx, tx, checked[:n]); err != nil {
+			return fmt.Errorf("lockgen: enqueue %d runs: %w", n, err)
+		}
+		checked = checked[n:]
+	}
+	for q := range queues {
+		j.wake(q)
+	}
+	return nil
 }
 
 // Cancel cancels run id if it has not started; false when it is running or

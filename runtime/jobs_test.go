@@ -385,3 +385,44 @@ func TestJobsCompletionErrorLeavesRunRetryable(t *testing.T) {
 	assert.Equal(t, 2, info.Attempt, "run again after the rescue")
 	assert.GreaterOrEqual(t, ran.Load(), int32(2))
 }
+
+// TestJobsEnqueueMany: a batch larger than one statement inserts every
+// run (skipping a repeated unique key), in a transaction only on commit,
+// and validates every run before inserting any.
+func TestJobsEnqueueMany(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	j := jobsNode(t, db, "node")
+	count := func(job string) int {
+		var n int
+		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ?", job).Scan(&n))
+		return n
+	}
+	var runs []runtime.NewRun
+	for i := 0; i < runtime.MaxEnqueueBatch+7; i++ {
+		r := newRun("many")
+		r.Priority, r.Delay, r.Args = i%3, time.Hour, []byte(fmt.Sprintf(`{"i": %d}`, i))
+		runs = append(runs, r)
+	}
+	dup := newRun("many")
+	dup.UniqueKey, dup.Delay = "once", time.Hour
+	runs = append(runs, dup, dup)
+	require.NoError(t, j.EnqueueMany(ctx, nil, runs))
+	assert.Equal(t, runtime.MaxEnqueueBatch+8, count("many"), "every run once, the repeated unique key once")
+
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, j.EnqueueMany(ctx, tx, []runtime.NewRun{newRun("many_tx"), newRun("many_tx")}))
+	require.NoError(t, tx.Rollback())
+	assert.Zero(t, count("many_tx"), "rolled back")
+
+	bad := []runtime.NewRun{newRun("many_bad"), {Job: "many_bad", MaxAttempts: 1}}
+	require.ErrorIs(t, j.EnqueueMany(ctx, nil, bad), runtime.ErrInvalid)
+	assert.Zero(t, count("many_bad"), "nothing inserted when one run is invalid")
+
+	var args string
+	var priority int
+	require.NoError(t, db.QueryRow("SELECT args, priority FROM lockgen_runs WHERE job = 'many' AND args = '{\"i\": 4}'").Scan(&args, &priority))
+	assert.Equal(t, 1, priority)
+}

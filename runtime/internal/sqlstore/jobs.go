@@ -147,3 +147,15 @@ func (s SessionStore) RunInsertSkipped(ctx context.Context, job, queue string, t
 	_, err := s.q.RunInsertSkipped(ctx, sqlcdb.RunInsertSkippedParams{Job: job, Queue: queue, ScheduledAt: nullTime(tick), Reason: nullString(reason)})
 	return err
 }
+
+// RunInsertMany implements runtime.JobStore.
+func (s SessionStore) RunInsertMany(ctx context.Context, tx *sql.Tx, runs []runtime.NewRun) error {
+	query, args := runtime.InsertRunsSQL(Namespace+"runs", len(runs)), runtime.InsertRunsArgs(runs)
+	var err error
+	if tx != nil {
+		_, err = tx.ExecContext(ctx, query, args...)
+	} else {
+		_, err = s.db.ExecContext(ctx, query, args...)
+	}
+	return err
+}
