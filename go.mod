@@ -2,7 +2,10 @@ module github.com/lockgen/lockgen
 
 go 1.26.0
 
-require github.com/sqlc-dev/sqlc v1.31.1
+require (
+	github.com/robfig/cron/v3 v3.0.1
+	github.com/sqlc-dev/sqlc v1.31.1
+)
 
 require (
 	cel.dev/expr v0.25.1 // indirect

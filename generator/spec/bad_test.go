@@ -102,7 +102,7 @@ var badSpecs = []badSpec{
 	{
 		name: "unknown top-level key without a close match",
 		yaml: "version: 1\npackage: locks\ndatabase: mysql\nlocks: [{name: master, ttl: 3s}]\n",
-		want: []string{`lockgen.yaml:3:1: unknown key "database" (valid keys: version, package, out, migrations, table_prefix, locks)`},
+		want: []string{`lockgen.yaml:3:1: unknown key "database" (valid keys: version, package, out, migrations, table_prefix, locks, queues, jobs)`},
 	},
 	{
 		name: "duplicate top-level key",
@@ -112,7 +112,7 @@ var badSpecs = []badSpec{
 	{
 		name: "key that is not a name",
 		yaml: "version: 1\npackage: locks\n? [a, b]\n: c\nlocks: [{name: master, ttl: 3s}]\n",
-		want: []string{`lockgen.yaml:3:3: a key must be a plain name, not a list (valid keys: version, package, out, migrations, table_prefix, locks)`},
+		want: []string{`lockgen.yaml:3:3: a key must be a plain name, not a list (valid keys: version, package, out, migrations, table_prefix, locks, queues, jobs)`},
 	},
 	{
 		name: "merge key",
@@ -220,11 +220,6 @@ var badSpecs = []badSpec{
 		name: "table prefix too long",
 		yaml: "version: 1\npackage: locks\ntable_prefix: a_very_long_table_prefix_for_lockgen_\nlocks: [{name: master, ttl: 3s}]\n",
 		want: []string{`lockgen.yaml:3:15: table_prefix is 37 characters long, the maximum is 30 (table names must fit in 64 characters; shorten it)`},
-	},
-	{
-		name: "jobs",
-		yaml: "version: 1\npackage: locks\nlocks: [{name: master, ttl: 3s}]\njobs:\n  - name: nightly_report\n",
-		want: []string{`lockgen.yaml:4:1: jobs are not supported yet (remove jobs; scheduled and delayed jobs are not built yet)`},
 	},
 
 	// Locks.
@@ -516,6 +511,434 @@ locks:
 		want: []string{`lockgen.yaml:6:10: key must be a mapping, not a single value (e.g. key: {name: order_id, type: int64})`},
 	},
 
+	// Jobs.
+	{
+		name: "jobs empty",
+		yaml: "version: 1\npackage: locks\njobs: []\n",
+		want: []string{`lockgen.yaml:3:7: jobs is empty (declare at least one, e.g. jobs: [{name: send_sms, args: {order_id: int64}}])`},
+	},
+	{
+		name: "jobs without a value",
+		yaml: "version: 1\npackage: locks\njobs:\n",
+		want: []string{`lockgen.yaml:3:6: jobs has no value (e.g. jobs: [{name: send_sms, args: {order_id: int64}}])`},
+	},
+	{
+		name: "jobs is a mapping",
+		yaml: "version: 1\npackage: locks\njobs:\n  nightly_report: {schedule: \"@daily\"}\n",
+		want: []string{`lockgen.yaml:4:3: jobs must be a list, not a mapping (e.g. jobs: [{name: send_sms, args: {order_id: int64}}])`},
+	},
+	{
+		name: "job is a value",
+		yaml: "version: 1\npackage: locks\njobs:\n  - nightly_report\n",
+		want: []string{`lockgen.yaml:4:5: each job must be a mapping, not a single value (e.g. - {name: nightly_report, schedule: "0 3 * * *"})`},
+	},
+	{
+		name: "neither locks nor jobs",
+		yaml: "version: 1\npackage: locks\nqueues: [{name: mail}]\n",
+		want: []string{
+			`lockgen.yaml:1:1: missing required key "locks" (add it, e.g. locks: [{name: master, ttl: 3s}])`,
+			`lockgen.yaml:3:1: queues are declared but there are no jobs (remove queues, or declare jobs that use them)`,
+		},
+	},
+	{
+		name: "unknown job keys",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: nightly_report\n    shedule: \"@daily\"\n    maxAttempts: 3\n    retries: 3\n",
+		want: []string{
+			`lockgen.yaml:5:5: unknown key "shedule" (did you mean "schedule"?)`,
+			`lockgen.yaml:6:5: unknown key "maxAttempts" (did you mean "max_attempts"?)`,
+			`lockgen.yaml:7:5: unknown key "retries" (valid keys: name, schedule, timezone, args, queue, timeout, max_attempts, backoff, priority, catch_up, min_interval, retention, concurrency)`,
+		},
+	},
+	{
+		name: "empty job",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {}\n",
+		want: []string{`lockgen.yaml:4:5: missing required key "name" (add it, e.g. name: send_sms)`},
+	},
+	{
+		name: "job name not snake_case or too long",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: sendSMS\n  - name: " + strings.Repeat("a", 65) + "\n",
+		want: []string{
+			`lockgen.yaml:4:11: job name "sendSMS" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: send_sms)`,
+			`lockgen.yaml:5:11: job name is 65 characters long, the maximum is 64 (shorten it)`,
+		},
+	},
+	{
+		name: "duplicate job name",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: send_sms\n  - name: send_sms\n    queue: default\n",
+		want: []string{`lockgen.yaml:5:11: duplicate job name "send_sms" (it is first declared at line 4; job names must be unique)`},
+	},
+	{
+		name: "job names colliding in Go",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: user_id\n  - {name: user_i_d}\n",
+		want: []string{`lockgen.yaml:5:12: job names "user_id" and "user_i_d" are both UserID in Go ("user_id" is at line 4; rename one of them)`},
+	},
+	{
+		name: "jobs generating the same Go name",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: report\n  - name: report_args\n  - name: x\n  - name: enqueue_x\n",
+		want: []string{
+			`lockgen.yaml:5:11: jobs "report" and "report_args" both generate the Go name ReportArgs ("report" is at line 4; rename one of them)`,
+			`lockgen.yaml:7:11: jobs "x" and "enqueue_x" both generate the Go name EnqueueX ("x" is at line 6; rename one of them)`,
+		},
+	},
+	{
+		name: "invalid cron schedules",
+		yaml: `version: 1
+package: locks
+jobs:
+  - {name: a, schedule: "0 3 * *"}
+  - {name: b, schedule: "61 * * * *"}
+  - {name: c, schedule: "0 0 3 * * * *"}
+  - {name: d, schedule: "@dayly"}
+  - {name: e, schedule: "0 3 * * MOON"}
+  - {name: f, schedule: "*/0 * * * *"}
+`,
+		want: []string{
+			`lockgen.yaml:4:25: invalid schedule "0 3 * *": expected 5 to 6 fields, found 4: [0 3 * *] (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+			`lockgen.yaml:5:25: invalid schedule "61 * * * *": end of range (61) above maximum (59): 61 (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+			`lockgen.yaml:6:25: invalid schedule "0 0 3 * * * *": expected 5 to 6 fields, found 7: [0 0 3 * * * *] (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+			`lockgen.yaml:7:25: invalid schedule "@dayly": unrecognized descriptor: @dayly (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+			`lockgen.yaml:8:25: invalid schedule "0 3 * * MOON": failed to parse int from MOON: strconv.Atoi: parsing "MOON": invalid syntax (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+			`lockgen.yaml:9:25: invalid schedule "*/0 * * * *": step of range should be a positive number: */0 (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+		},
+	},
+	{
+		name: "schedule with a time zone prefix",
+		yaml: `version: 1
+package: locks
+jobs:
+  - {name: a, schedule: "TZ=Asia/Shanghai 0 3 * * *"}
+  - {name: b, schedule: "CRON_TZ=UTC @daily"}
+`,
+		want: []string{
+			`lockgen.yaml:4:25: schedule "TZ=Asia/Shanghai 0 3 * * *" sets its time zone with TZ= (write timezone: Asia/Shanghai and schedule: "0 3 * * *")`,
+			`lockgen.yaml:5:25: schedule "CRON_TZ=UTC @daily" sets its time zone with CRON_TZ= (write timezone: UTC and schedule: "@daily")`,
+		},
+	},
+	{
+		name: "every schedules out of range",
+		yaml: `version: 1
+package: locks
+jobs:
+  - {name: a, schedule: "@every 500ms"}
+  - {name: b, schedule: "@every 1500ms"}
+  - {name: c, schedule: "@every -1m"}
+  - {name: d, schedule: "@every 1 minute"}
+`,
+		want: []string{
+			`lockgen.yaml:4:25: schedule "@every 500ms" is shorter than the minimum interval of 1s (use @every 1s or longer)`,
+			`lockgen.yaml:5:25: schedule "@every 1500ms" is not a whole number of seconds (the scheduler ticks on whole seconds; e.g. @every 2s)`,
+			`lockgen.yaml:6:25: schedule "@every -1m" is shorter than the minimum interval of 1s (use @every 1s or longer)`,
+			`lockgen.yaml:7:25: invalid schedule "@every 1 minute": failed to parse duration @every 1 minute: time: unknown unit " minute" in duration "1 minute" (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+		},
+	},
+	{
+		name: "schedule that never fires",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, schedule: \"0 0 30 2 *\"}\n",
+		want: []string{`lockgen.yaml:4:25: schedule "0 0 30 2 *" never fires (check that its days exist in its months)`},
+	},
+	{
+		name: "schedule empty, without a value, or a list",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, schedule: \" \"}\n  - {name: b, schedule: }\n  - {name: c, schedule: [\"@daily\"]}\n",
+		want: []string{
+			`lockgen.yaml:4:25: schedule is empty (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+			`lockgen.yaml:5:25: schedule has no value (e.g. schedule: "0 3 * * *")`,
+			`lockgen.yaml:6:25: schedule must be a single value, not a list (e.g. schedule: "0 3 * * *")`,
+		},
+	},
+	{
+		name: "unknown timezones",
+		yaml: `version: 1
+package: locks
+jobs:
+  - {name: a, schedule: "@daily", timezone: Asia/Shangai}
+  - {name: b, schedule: "@daily", timezone: Local}
+  - {name: c, schedule: "@daily", timezone: ""}
+  - {name: d, schedule: "@daily", timezone: "+08:00"}
+`,
+		want: []string{
+			`lockgen.yaml:4:45: unknown timezone "Asia/Shangai" (use an IANA time zone name such as Asia/Shanghai, Europe/Berlin or UTC)`,
+			`lockgen.yaml:5:45: timezone Local depends on each node's settings (use an IANA time zone name such as Asia/Shanghai, Europe/Berlin or UTC)`,
+			`lockgen.yaml:6:45: timezone is empty (use an IANA time zone name such as Asia/Shanghai, Europe/Berlin or UTC)`,
+			`lockgen.yaml:7:45: unknown timezone "+08:00" (use an IANA time zone name such as Asia/Shanghai, Europe/Berlin or UTC)`,
+		},
+	},
+	{
+		name: "timezone, catch_up and min_interval without schedule",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: send_sms\n    timezone: UTC\n    catch_up: all\n    min_interval: 1s\n",
+		want: []string{
+			`lockgen.yaml:5:5: timezone is only for scheduled jobs, and this job has no schedule (add a schedule, or remove timezone)`,
+			`lockgen.yaml:6:5: catch_up is only for scheduled jobs, and this job has no schedule (add a schedule, or remove catch_up)`,
+			`lockgen.yaml:7:5: min_interval is only for scheduled jobs, and this job has no schedule (add a schedule, or remove min_interval)`,
+		},
+	},
+	{
+		name: "unknown catch_up",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, schedule: \"@daily\", catch_up: once}\n  - {name: b, schedule: \"@daily\", catch_up: latest}\n",
+		want: []string{
+			`lockgen.yaml:4:45: unknown catch_up "once" (did you mean "one"?)`,
+			`lockgen.yaml:5:45: unknown catch_up "latest" (valid values: none, one, all)`,
+		},
+	},
+	{
+		name: "min_interval longer than an every schedule",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: poll\n    schedule: \"@every 1m\"\n    min_interval: 90s\n",
+		want: []string{`lockgen.yaml:6:19: min_interval 90s is longer than the interval of schedule "@every 1m", so runs would miss ticks (use at most 1m, or a longer schedule)`},
+	},
+	{
+		name: "min_interval out of range",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, schedule: \"@daily\", min_interval: -1s}\n  - {name: b, schedule: \"@daily\", min_interval: 25h}\n",
+		want: []string{
+			`lockgen.yaml:4:49: min_interval must not be negative, not -1s (use 0s to 24h, e.g. min_interval: 30s)`,
+			`lockgen.yaml:5:49: min_interval 25h is longer than the maximum of 24h (use 0s to 24h, e.g. min_interval: 30s)`,
+		},
+	},
+
+	// Job args.
+	{
+		name: "unsupported arg types",
+		yaml: `version: 1
+package: locks
+jobs:
+  - name: send_sms
+    args:
+      a: int
+      b: time.Time
+      c: uuid
+      d: "[]int64"
+      e: json
+      f: Strin
+`,
+		want: []string{
+			`lockgen.yaml:6:10: unsupported arg type "int" (did you mean "int64"?)`,
+			`lockgen.yaml:7:10: unsupported arg type "time.Time" (write time for a time.Time)`,
+			`lockgen.yaml:8:10: unsupported arg type "uuid" (supported arg types: int64, int32, string, bool, float64, time, duration, []string, json(<import path>.<TypeName>))`,
+			`lockgen.yaml:9:10: unsupported arg type "[]int64" (did you mean "int64"?)`,
+			`lockgen.yaml:10:10: unsupported arg type "json" (write json(<import path>.<TypeName>), e.g. json(example.com/app/model.Payload))`,
+			`lockgen.yaml:11:10: unsupported arg type "Strin" (did you mean "string"?)`,
+		},
+	},
+	{
+		name: "arg names not snake_case or too long",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: send_sms\n    args: {orderID: int64, 2fa: string, \"\": bool, " + strings.Repeat("a", 65) + ": bool}\n",
+		want: []string{
+			`lockgen.yaml:5:12: arg name "orderID" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. order_id: int64)`,
+			`lockgen.yaml:5:28: arg name "2fa" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. order_id: int64)`,
+			`lockgen.yaml:5:41: arg name "" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. order_id: int64)`,
+			`lockgen.yaml:5:51: arg name is 65 characters long, the maximum is 64 (shorten it)`,
+		},
+	},
+	{
+		name: "duplicate args",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: send_sms\n    args:\n      user_id: int64\n      phone: string\n      user_id: string\n      user_i_d: string\n",
+		want: []string{
+			`lockgen.yaml:8:7: duplicate arg "user_id" (it is first declared at line 6; remove one of them)`,
+			`lockgen.yaml:9:7: args "user_id" and "user_i_d" are both the Go field UserID ("user_id" is at line 6; rename one of them)`,
+		},
+	},
+	{
+		name: "bad json arg types",
+		yaml: `version: 1
+package: locks
+jobs:
+  - name: send_sms
+    args:
+      a: json(Payload)
+      b: json(example.com/app/model.payload)
+      c: json(./model.Payload)
+      d: json()
+      e: json(example.com/app/model.*Payload)
+      f: json(example.com//model.Payload)
+      g: json(example.com/app/model.Payload[int])
+      h: json(example.com/app/model.Payload
+`,
+		want: []string{
+			`lockgen.yaml:6:10: json type "Payload" has no import path (write json(<import path>.<TypeName>), e.g. json(example.com/app/model.Payload))`,
+			`lockgen.yaml:7:10: json type "payload" is not an exported Go type name (name an exported type (not a pointer or generic instance), e.g. json(example.com/app/model.Payload))`,
+			`lockgen.yaml:8:10: json import path "./model" is not a valid Go import path (use the package's full import path, e.g. json(example.com/app/model.Payload))`,
+			`lockgen.yaml:9:10: json() names no type (e.g. json(example.com/app/model.Payload))`,
+			`lockgen.yaml:10:10: json type "*Payload" is not an exported Go type name (name an exported type (not a pointer or generic instance), e.g. json(example.com/app/model.Payload))`,
+			`lockgen.yaml:11:10: json import path "example.com//model" is not a valid Go import path (use the package's full import path, e.g. json(example.com/app/model.Payload))`,
+			`lockgen.yaml:12:10: json type "Payload[int]" is not an exported Go type name (name an exported type (not a pointer or generic instance), e.g. json(example.com/app/model.Payload))`,
+			`lockgen.yaml:13:10: unsupported arg type "json(example.com/app/model.Payload" (write json(<import path>.<TypeName>), e.g. json(example.com/app/model.Payload))`,
+		},
+	},
+	{
+		name: "args not a mapping, empty or without values",
+		yaml: `version: 1
+package: locks
+jobs:
+  - {name: a, args: [order_id]}
+  - {name: b, args: {}}
+  - {name: c, args: }
+  - {name: d, args: {order_id: [int64], phone: }}
+`,
+		want: []string{
+			`lockgen.yaml:4:21: args must be a mapping, not a list (e.g. args: {order_id: int64, phone: string})`,
+			`lockgen.yaml:5:21: args is empty (declare at least one, e.g. args: {order_id: int64, phone: string}, or remove args)`,
+			`lockgen.yaml:6:21: args has no value (e.g. args: {order_id: int64, phone: string})`,
+			`lockgen.yaml:7:32: args.order_id must be a single value, not a list (e.g. order_id: int64)`,
+			`lockgen.yaml:7:48: args.phone has no value (e.g. phone: int64)`,
+		},
+	},
+	{
+		name: "arg keys that are not names",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: a\n    args:\n      ? [x]\n      : int64\n  - name: b\n    args: &args {x: int64}\n  - name: c\n    args:\n      <<: *args\n",
+		want: []string{
+			`lockgen.yaml:6:9: an arg name must be a plain name, not a list (e.g. order_id: int64)`,
+			`lockgen.yaml:12:7: merge keys (<<) are not supported (write the args out in full)`,
+		},
+	},
+
+	// Queues.
+	{
+		name: "queue not declared",
+		yaml: "version: 1\npackage: locks\nqueues: [{name: mail}]\njobs:\n  - {name: a, queue: sms}\n  - {name: b, queue: mial}\n",
+		want: []string{
+			`lockgen.yaml:5:22: queue "sms" is not declared under queues (declare it, e.g. queues: [{name: sms, concurrency: 10}], or remove queue to use the queue default)`,
+			`lockgen.yaml:6:22: queue "mial" is not declared under queues (did you mean "mail"?)`,
+		},
+	},
+	{
+		name: "duplicate queues and queue names not snake_case",
+		yaml: "version: 1\npackage: locks\nqueues:\n  - name: mail\n  - name: mail\n  - name: Mail\njobs:\n  - {name: a, queue: Mail}\n",
+		want: []string{
+			`lockgen.yaml:5:11: duplicate queue name "mail" (it is first declared at line 4; queue names must be unique)`,
+			`lockgen.yaml:6:11: queue name "Mail" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: mail)`,
+			`lockgen.yaml:8:22: queue name "Mail" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. queue: mail)`,
+		},
+	},
+	{
+		name: "queue concurrency out of range",
+		yaml: "version: 1\npackage: locks\nqueues:\n  - {name: a, concurrency: 0}\n  - {name: b, concurrency: 10001}\n  - {name: c, concurrency: ten}\njobs:\n  - name: x\n",
+		want: []string{
+			`lockgen.yaml:4:28: concurrency must be between 1 and 10000, not 0 (e.g. concurrency: 10; how many of its runs each node handles at once)`,
+			`lockgen.yaml:5:28: concurrency must be between 1 and 10000, not 10001 (e.g. concurrency: 10; how many of its runs each node handles at once)`,
+			`lockgen.yaml:6:28: concurrency must be a whole number, not "ten" (e.g. concurrency: 10)`,
+		},
+	},
+	{
+		name: "unknown queue keys",
+		yaml: "version: 1\npackage: locks\nqueues:\n  - {name: mail, concurency: 10, size: 5}\n  - {concurrency: 1}\njobs:\n  - name: x\n",
+		want: []string{
+			`lockgen.yaml:4:18: unknown key "concurency" (did you mean "concurrency"?)`,
+			`lockgen.yaml:4:34: unknown key "size" (valid keys: name, concurrency)`,
+			`lockgen.yaml:5:5: missing required key "name" (add it, e.g. name: mail)`,
+		},
+	},
+	{
+		name: "queues empty or not a list",
+		yaml: "version: 1\npackage: locks\nqueues: []\njobs:\n  - {name: x, queue: mail}\n",
+		want: []string{`lockgen.yaml:3:9: queues is empty (remove queues to use only the queue default, or declare one, e.g. queues: [{name: mail, concurrency: 10}])`},
+	},
+	{
+		name: "queues is a mapping",
+		yaml: "version: 1\npackage: locks\nqueues: {mail: 10}\njobs:\n  - {name: x, queue: mail}\n",
+		want: []string{`lockgen.yaml:3:9: queues must be a list, not a mapping (e.g. queues: [{name: mail, concurrency: 10}])`},
+	},
+	{
+		name: "queues without jobs",
+		yaml: "version: 1\npackage: locks\nlocks: [{name: master, ttl: 3s}]\nqueues: [{name: mail}]\n",
+		want: []string{`lockgen.yaml:4:1: queues are declared but there are no jobs (remove queues, or declare jobs that use them)`},
+	},
+
+	// Job limits.
+	{
+		name: "timeout out of range",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, timeout: 500ms}\n  - {name: b, timeout: 25h}\n  - {name: c, timeout: 10}\n",
+		want: []string{
+			`lockgen.yaml:4:24: timeout 500ms is shorter than the minimum of 1s (use 1s to 24h, e.g. timeout: 10m)`,
+			`lockgen.yaml:5:24: timeout 25h is longer than the maximum of 24h (use 1s to 24h, e.g. timeout: 10m)`,
+			`lockgen.yaml:6:24: timeout 10 has no unit (add a unit, e.g. timeout: 10m)`,
+		},
+	},
+	{
+		name: "max_attempts out of range or not a number",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, max_attempts: 0}\n  - {name: b, max_attempts: 1001}\n  - {name: c, max_attempts: \"5\"}\n  - {name: d, max_attempts: 2.5}\n  - {name: e, max_attempts: 99999999999999999999}\n",
+		want: []string{
+			`lockgen.yaml:4:29: max_attempts must be between 1 and 1000, not 0 (e.g. max_attempts: 25; 1 means no retry)`,
+			`lockgen.yaml:5:29: max_attempts must be between 1 and 1000, not 1001 (e.g. max_attempts: 25; 1 means no retry)`,
+			`lockgen.yaml:6:29: max_attempts must be a whole number, not "5" (e.g. max_attempts: 25)`,
+			`lockgen.yaml:7:29: max_attempts must be a whole number, not "2.5" (e.g. max_attempts: 25)`,
+			`lockgen.yaml:8:29: max_attempts must be between 1 and 1000, not 99999999999999999999 (e.g. max_attempts: 25; 1 means no retry)`,
+		},
+	},
+	{
+		name: "priority out of range",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, priority: -101}\n  - {name: b, priority: 101}\n",
+		want: []string{
+			`lockgen.yaml:4:25: priority must be between -100 and 100, not -101 (e.g. priority: 10; higher runs first)`,
+			`lockgen.yaml:5:25: priority must be between -100 and 100, not 101 (e.g. priority: 10; higher runs first)`,
+		},
+	},
+	{
+		name: "backoff out of range",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: a\n    backoff: {initial: 5ms, max: 25h}\n",
+		want: []string{
+			`lockgen.yaml:5:24: backoff.initial 5ms is shorter than the minimum of 10ms (use 10ms to 24h, e.g. initial: 1s)`,
+			`lockgen.yaml:5:34: backoff.max 25h is longer than the maximum of 24h (use 10ms to 24h, e.g. max: 5m)`,
+		},
+	},
+	{
+		name: "backoff max shorter than initial",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: a\n    backoff: {initial: 10s, max: 5s}\n",
+		want: []string{`lockgen.yaml:5:34: backoff.max 5s is shorter than backoff.initial 10s (make max at least initial)`},
+	},
+	{
+		name: "backoff unknown key or a value",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, backoff: {initial: 1s, maximum: 5m}}\n  - {name: b, backoff: 1s}\n",
+		want: []string{
+			`lockgen.yaml:4:38: unknown key "maximum" (valid keys: initial, max)`,
+			`lockgen.yaml:5:24: backoff must be a mapping, not a single value (e.g. backoff: {initial: 1s, max: 5m})`,
+		},
+	},
+	{
+		name: "retention out of range",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, retention: 30s}\n  - {name: b, retention: 8761h}\n",
+		want: []string{
+			`lockgen.yaml:4:26: retention 30s is shorter than the minimum of 1m (use 1m to 8760h, e.g. retention: 168h)`,
+			`lockgen.yaml:5:26: retention 8761h is longer than the maximum of 8760h (use 1m to 8760h, e.g. retention: 168h)`,
+		},
+	},
+	{
+		name: "job concurrency other than 1",
+		yaml: "version: 1\npackage: locks\njobs:\n  - {name: a, concurrency: 2}\n  - {name: b, concurrency: 0}\n  - {name: c, concurrency: one}\n",
+		want: []string{
+			`lockgen.yaml:4:28: concurrency must be 1, not 2 (concurrency: 1 runs one run of the job at a time across the cluster; remove concurrency for no limit; singletons per args key are planned)`,
+			`lockgen.yaml:5:28: concurrency must be 1, not 0 (concurrency: 1 runs one run of the job at a time across the cluster; remove concurrency for no limit; singletons per args key are planned)`,
+			`lockgen.yaml:6:28: concurrency must be a whole number, not "one" (e.g. concurrency: 1)`,
+		},
+	},
+	{
+		name: "every job problem sorted by position",
+		yaml: `version: 1
+package: locks
+jobs:
+  - name: Nightly
+    schedule: "0 25 * * *"
+    timezone: Mars/Olympus
+    queue: reports
+    args: {OrderID: int64, at: datetime}
+    max_attempts: 0
+  - name: send_sms
+    catch_up: one
+    backoff: {initial: 1h, max: 1m}
+queues:
+  - {name: mail, concurrency: -1}
+`,
+		want: []string{
+			`lockgen.yaml:4:11: job name "Nightly" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: send_sms)`,
+			`lockgen.yaml:5:15: invalid schedule "0 25 * * *": end of range (25) above maximum (23): 25 (use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h)`,
+			`lockgen.yaml:6:15: unknown timezone "Mars/Olympus" (use an IANA time zone name such as Asia/Shanghai, Europe/Berlin or UTC)`,
+			`lockgen.yaml:7:12: queue "reports" is not declared under queues (declare it, e.g. queues: [{name: reports, concurrency: 10}], or remove queue to use the queue default)`,
+			`lockgen.yaml:8:12: arg name "OrderID" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. order_id: int64)`,
+			`lockgen.yaml:8:32: unsupported arg type "datetime" (supported arg types: int64, int32, string, bool, float64, time, duration, []string, json(<import path>.<TypeName>))`,
+			`lockgen.yaml:9:19: max_attempts must be between 1 and 1000, not 0 (e.g. max_attempts: 25; 1 means no retry)`,
+			`lockgen.yaml:11:5: catch_up is only for scheduled jobs, and this job has no schedule (add a schedule, or remove catch_up)`,
+			`lockgen.yaml:12:33: backoff.max 1m is shorter than backoff.initial 1h (make max at least initial)`,
+			`lockgen.yaml:14:31: concurrency must be between 1 and 10000, not -1 (e.g. concurrency: 10; how many of its runs each node handles at once)`,
+		},
+	},
+
 	// Many problems at once are all reported, sorted by position.
 	{
 		name: "every problem sorted by position",
@@ -531,7 +954,7 @@ locks:
 table_prefix: "-"
 `,
 		want: []string{
-			`lockgen.yaml:1:1: jobs are not supported yet (remove jobs; scheduled and delayed jobs are not built yet)`,
+			`lockgen.yaml:1:7: jobs is empty (declare at least one, e.g. jobs: [{name: send_sms, args: {order_id: int64}}])`,
 			`lockgen.yaml:2:10: unsupported version 3 (lockgen knows only version: 1)`,
 			`lockgen.yaml:3:10: package "Locks" is not a lower-case Go package name (use a short lower-case name such as locks)`,
 			`lockgen.yaml:5:11: lock name "Master" is not snake_case (use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. name: master)`,

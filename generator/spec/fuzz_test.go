@@ -2,8 +2,13 @@ package spec
 
 import (
 	"errors"
+	"go/token"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 // FuzzLoad checks that Load never panics, returns either a spec or an
@@ -54,9 +59,10 @@ func checkErrors(t *testing.T, err error) {
 
 // checkSpec checks the invariants of a loaded spec.
 func checkSpec(t *testing.T, s *Spec) {
-	if s.Version != 1 || s.Package == "" || s.Out == "" || s.Migrations.Dir == "" || s.TablePrefix == "" || len(s.Locks) == 0 {
+	if s.Version != 1 || s.Package == "" || s.Out == "" || s.Migrations.Dir == "" || s.TablePrefix == "" || len(s.Locks)+len(s.Jobs) == 0 {
 		t.Fatalf("incomplete spec %+v", s)
 	}
+	checkJobs(t, s)
 	goNames := make(map[string]bool)
 	methods := make(map[string]bool)
 	for _, l := range s.Locks {
@@ -86,6 +92,93 @@ func checkSpec(t *testing.T, s *Spec) {
 				t.Fatalf("two locks generate the method %s", m)
 			}
 			methods[m] = true
+		}
+	}
+}
+
+// checkJobs checks the invariants of a loaded spec's jobs and queues.
+func checkJobs(t *testing.T, s *Spec) {
+	if len(s.Jobs) == 0 && len(s.Queues) > 0 {
+		t.Fatalf("queues without jobs %+v", s.Queues)
+	}
+	queues := make(map[string]bool)
+	for _, q := range s.Queues {
+		if !snakeCase.MatchString(q.Name) || queues[q.Name] || q.Concurrency < minQueueConcurrent || q.Concurrency > maxQueueConcurrent {
+			t.Fatalf("bad queue %+v", q)
+		}
+		queues[q.Name] = true
+	}
+	goNames := make(map[string]bool)
+	for _, j := range s.Jobs {
+		switch {
+		case !snakeCase.MatchString(j.Name) || j.GoName != CamelCase(j.Name):
+			t.Fatalf("bad job name %q / %q", j.Name, j.GoName)
+		case j.Pos.Line < 1 || j.Pos.Col < 1:
+			t.Fatalf("bad position %+v", j)
+		case !queues[j.Queue]:
+			t.Fatalf("job %q in undeclared queue %q", j.Name, j.Queue)
+		case j.Timeout < minJobTimeout || j.Timeout > maxJobTimeout || j.Retention < minRetention || j.Retention > maxRetention:
+			t.Fatalf("bad durations %+v", j)
+		case j.BackoffInitial < minBackoff || j.BackoffMax < j.BackoffInitial || j.BackoffMax > maxBackoff:
+			t.Fatalf("bad backoff %+v", j)
+		case j.MaxAttempts < minMaxAttempts || j.MaxAttempts > maxMaxAttempts || j.Priority < minPriority || j.Priority > maxPriority:
+			t.Fatalf("bad numbers %+v", j)
+		case j.Concurrency != 0 && j.Concurrency != 1:
+			t.Fatalf("bad concurrency %+v", j)
+		case !j.Scheduled() && (j.Timezone != "" || j.CatchUp != "" || j.MinInterval != 0):
+			t.Fatalf("schedule settings without a schedule %+v", j)
+		case j.Args != nil && len(j.Args) == 0:
+			t.Fatalf("empty non-nil args %+v", j)
+		}
+		if j.Scheduled() {
+			checkSchedule(t, j)
+		}
+		for _, name := range j.Names() {
+			if goNames[name] {
+				t.Fatalf("two jobs generate %s", name)
+			}
+			goNames[name] = true
+		}
+		checkArgs(t, j)
+	}
+}
+
+// checkSchedule checks a scheduled job's schedule settings.
+func checkSchedule(t *testing.T, j Job) {
+	sched, err := cronParser.Parse(j.Schedule)
+	if err != nil || strings.Contains(j.Schedule, "TZ=") {
+		t.Fatalf("bad schedule %q: %v", j.Schedule, err)
+	}
+	if _, err := time.LoadLocation(j.Timezone); err != nil || j.Timezone == "" || j.Timezone == "Local" {
+		t.Fatalf("bad timezone %q", j.Timezone)
+	}
+	if j.CatchUp != CatchUpNone && j.CatchUp != CatchUpOne && j.CatchUp != CatchUpAll {
+		t.Fatalf("bad catch_up %q", j.CatchUp)
+	}
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok && (every.Delay < time.Second || j.MinInterval > every.Delay) {
+		t.Fatalf("bad @every schedule %+v", j)
+	}
+	if j.MinInterval < 0 || j.MinInterval > maxMinInterval {
+		t.Fatalf("bad min_interval %+v", j)
+	}
+}
+
+// checkArgs checks a job's args.
+func checkArgs(t *testing.T, j Job) {
+	goNames := make(map[string]bool)
+	for _, a := range j.Args {
+		if !snakeCase.MatchString(a.Name) || a.GoName != CamelCase(a.Name) || goNames[a.GoName] || a.Pos.Line < 1 || a.Pos.Col < 1 {
+			t.Fatalf("bad arg %+v", a)
+		}
+		goNames[a.GoName] = true
+		if a.Type == ArgJSON {
+			if !validImportPath(a.Import) || !token.IsExported(a.GoType) || !token.IsIdentifier(a.GoType) {
+				t.Fatalf("bad json arg %+v", a)
+			}
+			continue
+		}
+		if !slices.Contains(argTypeNames, a.Type) || a.GoType == "" || a.Import != "" {
+			t.Fatalf("bad arg type %+v", a)
 		}
 	}
 }

@@ -243,6 +243,213 @@ locks:
 			},
 		},
 	},
+	{
+		name: "every job key set",
+		yaml: `version: 1
+package: locks
+locks:
+  - {name: nightly_report, ttl: 3s}
+queues:
+  - {name: default, concurrency: 100}
+  - {name: mail, concurrency: 10}
+jobs:
+  - name: nightly_report
+    schedule: "0 3 * * *"
+    timezone: Asia/Shanghai
+    args: { order_id: int64, phone: string, sent: time, wait: duration, tags: "[]string", payload: "json(example.com/app/model.Payload)" }
+    queue: mail
+    timeout: 10m
+    max_attempts: 5
+    backoff: { initial: 1s, max: 5m }
+    priority: 10
+    catch_up: one
+    min_interval: 30s
+    retention: 168h
+    concurrency: 1
+`,
+		want: &Spec{
+			File:        "lockgen.yaml",
+			Version:     1,
+			Package:     "locks",
+			Out:         ".",
+			Migrations:  Migrations{Dir: "migrations", Format: FormatGolangMigrate},
+			TablePrefix: "lockgen_",
+			Locks: []Lock{{
+				Pos: Pos{Line: 4, Col: 5}, Name: "nightly_report", GoName: "NightlyReport", Strategy: StrategyLease,
+				TTL: 3 * time.Second, RenewEvery: time.Second, WaitMode: WaitModePoll,
+			}},
+			Queues: []Queue{
+				{Pos: Pos{Line: 6, Col: 5}, Name: "default", Concurrency: 100},
+				{Pos: Pos{Line: 7, Col: 5}, Name: "mail", Concurrency: 10},
+			},
+			Jobs: []Job{{
+				Pos:      Pos{Line: 9, Col: 5},
+				Name:     "nightly_report",
+				GoName:   "NightlyReport",
+				Schedule: "0 3 * * *",
+				Timezone: "Asia/Shanghai",
+				Args: []Arg{
+					{Pos: Pos{Line: 12, Col: 13}, Name: "order_id", GoName: "OrderID", Type: ArgInt64, GoType: "int64"},
+					{Pos: Pos{Line: 12, Col: 30}, Name: "phone", GoName: "Phone", Type: ArgString, GoType: "string"},
+					{Pos: Pos{Line: 12, Col: 45}, Name: "sent", GoName: "Sent", Type: ArgTime, GoType: "time.Time"},
+					{Pos: Pos{Line: 12, Col: 57}, Name: "wait", GoName: "Wait", Type: ArgDuration, GoType: "time.Duration"},
+					{Pos: Pos{Line: 12, Col: 73}, Name: "tags", GoName: "Tags", Type: ArgStrings, GoType: "[]string"},
+					{Pos: Pos{Line: 12, Col: 91}, Name: "payload", GoName: "Payload", Type: ArgJSON, GoType: "Payload", Import: "example.com/app/model"},
+				},
+				Queue:          "mail",
+				Timeout:        10 * time.Minute,
+				MaxAttempts:    5,
+				BackoffInitial: time.Second,
+				BackoffMax:     5 * time.Minute,
+				Priority:       10,
+				CatchUp:        CatchUpOne,
+				MinInterval:    30 * time.Second,
+				Retention:      168 * time.Hour,
+				Concurrency:    1,
+			}},
+		},
+	},
+	{
+		name: "minimal scheduled job gets every default, and needs no locks",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: nightly_report\n    schedule: \"0 3 * * *\"\n",
+		want: &Spec{
+			File:        "lockgen.yaml",
+			Version:     1,
+			Package:     "locks",
+			Out:         ".",
+			Migrations:  Migrations{Dir: "migrations", Format: FormatGolangMigrate},
+			TablePrefix: "lockgen_",
+			Queues:      []Queue{{Name: DefaultQueue, Concurrency: DefaultQueueConcurrency}},
+			Jobs: []Job{{
+				Pos:            Pos{Line: 4, Col: 5},
+				Name:           "nightly_report",
+				GoName:         "NightlyReport",
+				Schedule:       "0 3 * * *",
+				Timezone:       "UTC",
+				Queue:          "default",
+				Timeout:        10 * time.Minute,
+				MaxAttempts:    25,
+				BackoffInitial: time.Second,
+				BackoffMax:     time.Hour,
+				CatchUp:        CatchUpOne,
+				Retention:      168 * time.Hour,
+			}},
+		},
+	},
+	{
+		name: "minimal enqueueable job gets every default",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: send_sms\n",
+		want: &Spec{
+			File:        "lockgen.yaml",
+			Version:     1,
+			Package:     "locks",
+			Out:         ".",
+			Migrations:  Migrations{Dir: "migrations", Format: FormatGolangMigrate},
+			TablePrefix: "lockgen_",
+			Queues:      []Queue{{Name: DefaultQueue, Concurrency: DefaultQueueConcurrency}},
+			Jobs: []Job{{
+				Pos:            Pos{Line: 4, Col: 5},
+				Name:           "send_sms",
+				GoName:         "SendSMS",
+				Queue:          "default",
+				Timeout:        10 * time.Minute,
+				MaxAttempts:    25,
+				BackoffInitial: time.Second,
+				BackoffMax:     time.Hour,
+				Retention:      168 * time.Hour,
+			}},
+		},
+	},
+	{
+		name: "jobs both scheduled and enqueueable, limits inclusive, defaults that follow other keys",
+		yaml: `version: 1
+package: locks
+locks: [{name: master, ttl: 3s}]
+queues: [{name: bulk}]
+jobs:
+  - name: sync_users
+    schedule: "@every   1m"
+    min_interval: 1m
+    args: {since: time, dry_run: bool, ratio: float64, shard: int32}
+    catch_up: all
+    timezone: Europe/Berlin
+    timeout: 1s
+    max_attempts: 1
+    priority: -100
+    retention: 1m
+    backoff: {initial: 2h}
+    queue: bulk
+  - name: send_sms
+    timeout: 24h
+    max_attempts: 1000
+    priority: 100
+    retention: 8760h
+    backoff: {max: 500ms}
+    args: &args {user_id: int64, doc: "json(gopkg.in/yaml.v3.Node)"}
+  - name: send_email
+    schedule: " 30 0 3 * * MON-FRI "
+    catch_up: none
+    min_interval: 24h
+    backoff: {initial: 10ms, max: 24h}
+    args: *args
+  - {name: cleanup, schedule: "@hourly", min_interval: 0s, backoff: {}}
+`,
+		want: &Spec{
+			File:        "lockgen.yaml",
+			Version:     1,
+			Package:     "locks",
+			Out:         ".",
+			Migrations:  Migrations{Dir: "migrations", Format: FormatGolangMigrate},
+			TablePrefix: "lockgen_",
+			Locks: []Lock{{
+				Pos: Pos{Line: 3, Col: 9}, Name: "master", GoName: "Master", Strategy: StrategyLease,
+				TTL: 3 * time.Second, RenewEvery: time.Second, WaitMode: WaitModePoll,
+			}},
+			Queues: []Queue{
+				{Pos: Pos{Line: 4, Col: 10}, Name: "bulk", Concurrency: DefaultQueueConcurrency},
+				{Name: DefaultQueue, Concurrency: DefaultQueueConcurrency},
+			},
+			Jobs: []Job{
+				{
+					Pos: Pos{Line: 6, Col: 5}, Name: "sync_users", GoName: "SyncUsers",
+					Schedule: "@every 1m", Timezone: "Europe/Berlin", MinInterval: time.Minute, CatchUp: CatchUpAll,
+					Args: []Arg{
+						{Pos: Pos{Line: 9, Col: 12}, Name: "since", GoName: "Since", Type: ArgTime, GoType: "time.Time"},
+						{Pos: Pos{Line: 9, Col: 25}, Name: "dry_run", GoName: "DryRun", Type: ArgBool, GoType: "bool"},
+						{Pos: Pos{Line: 9, Col: 40}, Name: "ratio", GoName: "Ratio", Type: ArgFloat64, GoType: "float64"},
+						{Pos: Pos{Line: 9, Col: 56}, Name: "shard", GoName: "Shard", Type: ArgInt32, GoType: "int32"},
+					},
+					Queue: "bulk", Timeout: time.Second, MaxAttempts: 1, Priority: -100, Retention: time.Minute,
+					BackoffInitial: 2 * time.Hour, BackoffMax: 2 * time.Hour,
+				},
+				{
+					Pos: Pos{Line: 18, Col: 5}, Name: "send_sms", GoName: "SendSMS",
+					Args: []Arg{
+						{Pos: Pos{Line: 24, Col: 18}, Name: "user_id", GoName: "UserID", Type: ArgInt64, GoType: "int64"},
+						{Pos: Pos{Line: 24, Col: 34}, Name: "doc", GoName: "Doc", Type: ArgJSON, GoType: "Node", Import: "gopkg.in/yaml.v3"},
+					},
+					Queue: "default", Timeout: 24 * time.Hour, MaxAttempts: 1000, Priority: 100, Retention: 8760 * time.Hour,
+					BackoffInitial: 500 * time.Millisecond, BackoffMax: 500 * time.Millisecond,
+				},
+				{
+					Pos: Pos{Line: 25, Col: 5}, Name: "send_email", GoName: "SendEmail",
+					Schedule: "30 0 3 * * MON-FRI", Timezone: "UTC", MinInterval: 24 * time.Hour, CatchUp: CatchUpNone,
+					Args: []Arg{
+						{Pos: Pos{Line: 24, Col: 18}, Name: "user_id", GoName: "UserID", Type: ArgInt64, GoType: "int64"},
+						{Pos: Pos{Line: 24, Col: 34}, Name: "doc", GoName: "Doc", Type: ArgJSON, GoType: "Node", Import: "gopkg.in/yaml.v3"},
+					},
+					Queue: "default", Timeout: 10 * time.Minute, MaxAttempts: 25, Retention: 168 * time.Hour,
+					BackoffInitial: 10 * time.Millisecond, BackoffMax: 24 * time.Hour,
+				},
+				{
+					Pos: Pos{Line: 31, Col: 5}, Name: "cleanup", GoName: "Cleanup",
+					Schedule: "@hourly", Timezone: "UTC", CatchUp: CatchUpOne,
+					Queue: "default", Timeout: 10 * time.Minute, MaxAttempts: 25, Retention: 168 * time.Hour,
+					BackoffInitial: time.Second, BackoffMax: time.Hour,
+				},
+			},
+		},
+	},
 }
 
 func TestLoadGoodSpecs(t *testing.T) {
@@ -262,6 +469,19 @@ func TestLockMethods(t *testing.T) {
 		Lock{GoName: "Order", Key: &Key{Name: "id", GoName: "id", Type: "int64"}}.Methods())
 	assert.Equal(t, []string{"WithMasterLock", "TryMasterLock", "AcquireMasterLock", "MasterLockHolder", "RunAsMaster", "IsMasterLeader", "MasterLeader"},
 		Lock{GoName: "Master", Leader: true}.Methods())
+}
+
+func TestJobKinds(t *testing.T) {
+	scheduled := Job{GoName: "Report", Schedule: "@daily"}
+	both := Job{GoName: "Report", Schedule: "@daily", Args: []Arg{{Name: "id"}}}
+	enqueued := Job{GoName: "SendSMS"}
+	assert.True(t, scheduled.Scheduled())
+	assert.False(t, scheduled.Enqueueable())
+	assert.True(t, both.Scheduled())
+	assert.True(t, both.Enqueueable())
+	assert.False(t, enqueued.Scheduled())
+	assert.True(t, enqueued.Enqueueable())
+	assert.Equal(t, []string{"SendSMS", "EnqueueSendSMS", "SendSMSArgs"}, enqueued.Names())
 }
 
 func TestLoadFile(t *testing.T) {

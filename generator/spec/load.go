@@ -30,8 +30,10 @@ var topFields = []field{
 	{name: "out", example: "out: internal/locks"},
 	{name: "migrations", example: "migrations: {dir: migrations, format: golang-migrate}"},
 	{name: "table_prefix", example: "table_prefix: lockgen_"},
-	{name: "locks", required: true, example: "locks: [{name: master, ttl: 3s}]"},
-	{name: "jobs", planned: true, example: "jobs: []"},
+	// locks is required unless jobs are declared (checked in spec).
+	{name: "locks", example: "locks: [{name: master, ttl: 3s}]"},
+	{name: "queues", example: "queues: [{name: mail, concurrency: 10}]"},
+	{name: "jobs", example: "jobs: [{name: send_sms, args: {order_id: int64}}]"},
 }
 
 // migrationsFields are the keys of the migrations mapping.
@@ -140,8 +142,15 @@ func (l *loader) spec(root *yaml.Node) *Spec {
 	if v, ok := top["locks"]; ok {
 		s.Locks = l.locks(v)
 	}
-	if v, ok := top["jobs"]; ok {
-		l.errorf(v.key, "remove jobs; scheduled and delayed jobs are not built yet", "jobs are not supported yet")
+	_, hasLocks := top["locks"]
+	jobs, hasJobs := top["jobs"]
+	if !hasLocks && !hasJobs {
+		f, _ := lookupField(topFields, "locks")
+		l.errorf(root, "add it, e.g. "+f.example, "missing required key %q", f.name)
+	}
+	queues := l.queues(top["queues"], hasJobs)
+	if hasJobs {
+		s.Jobs, s.Queues = l.jobs(jobs, queues)
 	}
 	return s
 }

@@ -47,11 +47,16 @@ const (
 	maxWait = time.Hour
 )
 
-// lockNames remembers the lock names seen so far, to report duplicates and
-// names that collide in Go.
-type lockNames struct {
+// nameSet remembers the names of one kind (locks, jobs) seen so far, to
+// report duplicates and names that collide in Go.
+type nameSet struct {
 	byName   map[string]*yaml.Node // name -> its value node
 	byGoName map[string]*yaml.Node // GoName -> the value node of its name
+}
+
+// newNameSet returns an empty nameSet.
+func newNameSet() *nameSet {
+	return &nameSet{byName: map[string]*yaml.Node{}, byGoName: map[string]*yaml.Node{}}
 }
 
 // locks validates the list of locks.
@@ -64,12 +69,12 @@ func (l *loader) locks(v value) []Lock {
 		l.errorf(v.node, "declare at least one, e.g. "+v.field.example, "locks is empty")
 		return nil
 	}
-	seen := lockNames{byName: map[string]*yaml.Node{}, byGoName: map[string]*yaml.Node{}}
+	seen := newNameSet()
 	locks := make([]Lock, 0, len(items))
 	for _, item := range items {
-		locks = append(locks, l.lock(resolve(item), &seen))
+		locks = append(locks, l.lock(resolve(item), seen))
 	}
-	l.methodClashes(locks, &seen)
+	l.methodClashes(locks, seen)
 	return locks
 }
 
@@ -78,7 +83,7 @@ func (l *loader) locks(v value) []Lock {
 // leader "is_master" (MasterLeader is IsMasterLeader too). Distinct GoNames
 // never clash on the With/Try/Acquire/Holder methods alone; the leader
 // methods can. Each lock is reported once, at its name.
-func (l *loader) methodClashes(locks []Lock, seen *lockNames) {
+func (l *loader) methodClashes(locks []Lock, seen *nameSet) {
 	owner := map[string]Lock{} // method -> the first lock generating it
 	for _, lk := range locks {
 		if lk.Name == "" {
@@ -101,14 +106,14 @@ func (l *loader) methodClashes(locks []Lock, seen *lockNames) {
 }
 
 // lock validates one lock and applies its defaults.
-func (l *loader) lock(n *yaml.Node, seen *lockNames) Lock {
+func (l *loader) lock(n *yaml.Node, seen *nameSet) Lock {
 	lk := Lock{Pos: pos(n), Strategy: StrategyLease}
 	fields, ok := l.mapping(n, "each lock", "- {name: master, ttl: 3s}", "", lockFields)
 	if !ok {
 		return lk
 	}
 	if v, ok := fields["name"]; ok {
-		lk.Name, lk.GoName = l.lockName(v, seen)
+		lk.Name, lk.GoName = l.uniqueName(v, seen, "lock")
 	}
 	if v, ok := fields["strategy"]; ok {
 		lk.Strategy = l.strategy(v)
@@ -158,21 +163,23 @@ func (l *loader) waitMode(lk Lock, fields map[string]value) string {
 	return ""
 }
 
-// lockName validates a lock's name and returns it and its GoName.
-func (l *loader) lockName(v value, seen *lockNames) (name, goName string) {
-	name = l.snakeName(v, "lock name")
+// uniqueName validates the name of a lock or job (what), which must be
+// unique among its kind, also once converted to Go, and returns it and its
+// GoName.
+func (l *loader) uniqueName(v value, seen *nameSet, what string) (name, goName string) {
+	name = l.snakeName(v, what+" name")
 	if name == "" {
 		return "", ""
 	}
 	goName = CamelCase(name)
 	if first, dup := seen.byName[name]; dup {
-		l.errorf(v.node, fmt.Sprintf("it is first declared at line %d; lock names must be unique", first.Line),
-			"duplicate lock name %q", name)
+		l.errorf(v.node, fmt.Sprintf("it is first declared at line %d; %s names must be unique", first.Line, what),
+			"duplicate %s name %q", what, name)
 		return "", ""
 	}
 	if first, dup := seen.byGoName[goName]; dup {
 		l.errorf(v.node, fmt.Sprintf("%q is at line %d; rename one of them", first.Value, first.Line),
-			"lock names %q and %q are both %s in Go", first.Value, name, goName)
+			"%s names %q and %q are both %s in Go", what, first.Value, name, goName)
 		return "", ""
 	}
 	seen.byName[name], seen.byGoName[goName] = v.node, v.node

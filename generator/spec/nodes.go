@@ -1,7 +1,9 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -203,4 +205,24 @@ func (l *loader) duration(v value) (time.Duration, bool) {
 		l.errorf(v.node, "use a Go duration such as 500ms, 3s or 1m30s", "%s %q is not a duration", v.label, v.node.Value)
 	}
 	return 0, false
+}
+
+// wholeNumber matches decimal whole numbers.
+var wholeNumber = regexp.MustCompile(`^[-+]?[0-9]+$`)
+
+// integer returns v's value, which must be a whole number. A number too
+// large for an int64 comes back clamped to the nearest int64, so that range
+// checks report it.
+func (l *loader) integer(v value) (int64, bool) {
+	if !l.scalar(v) {
+		return 0, false
+	}
+	// YAML makes a whole number too large for an int64 a float.
+	whole := v.node.Tag == "!!int" || v.node.Tag == "!!float" && wholeNumber.MatchString(v.node.Value)
+	n, err := strconv.ParseInt(v.node.Value, 0, 64)
+	if !whole || err != nil && !errors.Is(err, strconv.ErrRange) {
+		l.errorf(v.node, "e.g. "+v.field.example, "%s must be a whole number, not %q", v.label, v.node.Value)
+		return 0, false
+	}
+	return n, true
 }

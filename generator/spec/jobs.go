@@ -1,0 +1,650 @@
+package spec
+
+import (
+	"fmt"
+	"go/token"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	_ "time/tzdata" // timezone is checked against the same zone database on every machine
+
+	"github.com/robfig/cron/v3"
+	"gopkg.in/yaml.v3"
+)
+
+// Defaults of jobs and queues applied by Load.
+const (
+	// DefaultQueue is the queue of a job that names none. It needs no
+	// declaration under queues:.
+	DefaultQueue = "default"
+	// DefaultQueueConcurrency is the concurrency of a queue that declares
+	// none, and of the implicit default queue.
+	DefaultQueueConcurrency = 100
+	// DefaultTimezone is the time zone of a scheduled job's schedule.
+	DefaultTimezone = "UTC"
+	// DefaultJobTimeout is how long a run may take.
+	DefaultJobTimeout = 10 * time.Minute
+	// DefaultMaxAttempts is how many times a run is tried.
+	DefaultMaxAttempts = 25
+	// DefaultBackoffInitial is the wait before the first retry.
+	DefaultBackoffInitial = time.Second
+	// DefaultBackoffMax caps the wait between retries.
+	DefaultBackoffMax = time.Hour
+	// DefaultRetention is how long finished runs are kept.
+	DefaultRetention = 7 * 24 * time.Hour
+)
+
+// jobFields are the keys of a job.
+var jobFields = []field{
+	{name: "name", required: true, example: "name: send_sms"},
+	{name: "schedule", example: `schedule: "0 3 * * *"`},
+	{name: "timezone", example: "timezone: Asia/Shanghai"},
+	{name: "args", example: "args: {order_id: int64, phone: string}"},
+	{name: "queue", example: "queue: mail"},
+	{name: "timeout", example: "timeout: 10m"},
+	{name: "max_attempts", example: "max_attempts: 25"},
+	{name: "backoff", example: "backoff: {initial: 1s, max: 5m}"},
+	{name: "priority", example: "priority: 10"},
+	{name: "catch_up", example: "catch_up: one"},
+	{name: "min_interval", example: "min_interval: 30s"},
+	{name: "retention", example: "retention: 168h"},
+	{name: "concurrency", example: "concurrency: 1"},
+}
+
+// backoffFields are the keys of a job's backoff.
+var backoffFields = []field{
+	{name: "initial", example: "initial: 1s"},
+	{name: "max", example: "max: 5m"},
+}
+
+// queueFields are the keys of a queue.
+var queueFields = []field{
+	{name: "name", required: true, example: "name: mail"},
+	{name: "concurrency", example: "concurrency: 10"},
+}
+
+// catchUps are the catch-up policies of a scheduled job.
+var catchUps = []string{CatchUpNone, CatchUpOne, CatchUpAll}
+
+// argTypes are the spec spellings of arg types other than json(...), with
+// their Go types.
+var argTypes = []struct{ spec, goType string }{
+	{ArgInt64, "int64"},
+	{ArgInt32, "int32"},
+	{ArgString, "string"},
+	{ArgBool, "bool"},
+	{ArgFloat64, "float64"},
+	{ArgTime, "time.Time"},
+	{ArgDuration, "time.Duration"},
+	{ArgStrings, "[]string"},
+}
+
+// argTypeNames lists the spec spellings of argTypes, for suggestions.
+var argTypeNames = func() []string {
+	names := make([]string, len(argTypes))
+	for i, t := range argTypes {
+		names[i] = t.spec
+	}
+	return names
+}()
+
+// Limits of jobs and queues.
+const (
+	minJobTimeout      = time.Second
+	maxJobTimeout      = 24 * time.Hour
+	minMaxAttempts     = 1
+	maxMaxAttempts     = 1000
+	minBackoff         = 10 * time.Millisecond
+	maxBackoff         = 24 * time.Hour
+	minPriority        = -100
+	maxPriority        = 100
+	maxMinInterval     = 24 * time.Hour
+	minRetention       = time.Minute
+	maxRetention       = 8760 * time.Hour
+	minEvery           = time.Second
+	minQueueConcurrent = 1
+	maxQueueConcurrent = 10000
+)
+
+// cronParser parses schedules; the runtime must parse them the same way.
+var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// scheduleHint says how to write a schedule.
+const scheduleHint = "use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h"
+
+// jsonArgExample is an example of a json arg type.
+const jsonArgExample = "json(example.com/app/model.Payload)"
+
+// queueSet is what the jobs need to know of the declared queues.
+type queueSet struct {
+	// list holds the declared queues, in file order.
+	list []Queue
+	// names holds every name written under queues:, valid or not, in file
+	// order, so that a job naming a queue whose declaration has an error
+	// is not reported again.
+	names []string
+	// checkable is false when queues: itself is broken (not a list, or
+	// empty); then the queues jobs name are not checked against it.
+	checkable bool
+}
+
+// queues validates the list of queues; v.key is nil when there is none.
+func (l *loader) queues(v value, hasJobs bool) *queueSet {
+	qs := &queueSet{checkable: true}
+	if v.key == nil {
+		return qs
+	}
+	if !hasJobs {
+		l.errorf(v.key, "remove queues, or declare jobs that use them", "queues are declared but there are no jobs")
+		return qs
+	}
+	items, ok := l.list(v)
+	if !ok {
+		qs.checkable = false
+		return qs
+	}
+	if len(items) == 0 {
+		l.errorf(v.node, "remove queues to use only the queue default, or declare one, e.g. "+v.field.example, "queues is empty")
+		qs.checkable = false
+		return qs
+	}
+	seen := map[string]*yaml.Node{}
+	for _, item := range items {
+		qs.list = append(qs.list, l.queue(resolve(item), seen, qs))
+	}
+	return qs
+}
+
+// queue validates one queue and applies its defaults.
+func (l *loader) queue(n *yaml.Node, seen map[string]*yaml.Node, qs *queueSet) Queue {
+	q := Queue{Pos: pos(n), Concurrency: DefaultQueueConcurrency}
+	fields, ok := l.mapping(n, "each queue", "- {name: mail, concurrency: 10}", "", queueFields)
+	if !ok {
+		return q
+	}
+	if v, ok := fields["name"]; ok {
+		if v.node.Kind == yaml.ScalarNode {
+			qs.names = append(qs.names, v.node.Value)
+		}
+		q.Name = l.snakeName(v, "queue name")
+		if first, dup := seen[q.Name]; dup {
+			l.errorf(v.node, fmt.Sprintf("it is first declared at line %d; queue names must be unique", first.Line),
+				"duplicate queue name %q", q.Name)
+			q.Name = ""
+		} else if q.Name != "" {
+			seen[q.Name] = v.node
+		}
+	}
+	if v, ok := fields["concurrency"]; ok {
+		q.Concurrency = l.intRange(v, minQueueConcurrent, maxQueueConcurrent, "how many of its runs each node handles at once")
+	}
+	return q
+}
+
+// jobs validates the list of jobs, and returns them with the queues they
+// run in: the declared ones, then the implicit default queue if a job uses
+// it without it being declared.
+func (l *loader) jobs(v value, qs *queueSet) ([]Job, []Queue) {
+	items, ok := l.list(v)
+	if !ok {
+		return nil, nil
+	}
+	if len(items) == 0 {
+		l.errorf(v.node, "declare at least one, e.g. "+v.field.example, "jobs is empty")
+		return nil, nil
+	}
+	seen := newNameSet()
+	jobs := make([]Job, 0, len(items))
+	for _, item := range items {
+		jobs = append(jobs, l.job(resolve(item), seen, qs))
+	}
+	l.jobNameClashes(jobs, seen)
+	queues := qs.list
+	usesDefault := slices.ContainsFunc(jobs, func(j Job) bool { return j.Queue == DefaultQueue })
+	if usesDefault && !slices.Contains(qs.names, DefaultQueue) {
+		queues = append(queues, Queue{Name: DefaultQueue, Concurrency: DefaultQueueConcurrency})
+	}
+	return jobs, queues
+}
+
+// jobNameClashes reports jobs that would generate a Go name an earlier job
+// generates too, e.g. "report" (ReportArgs) and "report_args" (the handler
+// method ReportArgs). Each job is reported once, at its name.
+func (l *loader) jobNameClashes(jobs []Job, seen *nameSet) {
+	owner := map[string]Job{} // Go name -> the first job generating it
+	for _, j := range jobs {
+		if j.Name == "" {
+			continue
+		}
+		reported := false
+		for _, name := range j.Names() {
+			first, clash := owner[name]
+			if !clash {
+				owner[name] = j
+				continue
+			}
+			if !reported {
+				l.errorf(seen.byName[j.Name], fmt.Sprintf("%q is at line %d; rename one of them", first.Name, seen.byName[first.Name].Line),
+					"jobs %q and %q both generate the Go name %s", first.Name, j.Name, name)
+				reported = true
+			}
+		}
+	}
+}
+
+// job validates one job and applies its defaults.
+func (l *loader) job(n *yaml.Node, seen *nameSet, qs *queueSet) Job {
+	j := Job{
+		Pos:            pos(n),
+		Queue:          DefaultQueue,
+		Timeout:        DefaultJobTimeout,
+		MaxAttempts:    DefaultMaxAttempts,
+		BackoffInitial: DefaultBackoffInitial,
+		BackoffMax:     DefaultBackoffMax,
+		Retention:      DefaultRetention,
+	}
+	fields, ok := l.mapping(n, "each job", `- {name: nightly_report, schedule: "0 3 * * *"}`, "", jobFields)
+	if !ok {
+		return j
+	}
+	if v, ok := fields["name"]; ok {
+		j.Name, j.GoName = l.uniqueName(v, seen, "job")
+	}
+	var every time.Duration
+	_, scheduled := fields["schedule"]
+	if v, ok := fields["schedule"]; ok {
+		j.Schedule, every = l.schedule(v)
+		j.Timezone, j.CatchUp = DefaultTimezone, CatchUpOne
+	}
+	for _, k := range []string{"timezone", "catch_up", "min_interval"} {
+		if v, ok := fields[k]; ok && !scheduled {
+			l.errorf(v.key, "add a schedule, or remove "+k, "%s is only for scheduled jobs, and this job has no schedule", k)
+		}
+	}
+	if v, ok := fields["timezone"]; ok && scheduled {
+		j.Timezone = l.timezone(v)
+	}
+	if v, ok := fields["args"]; ok {
+		j.Args = l.args(v)
+	}
+	if v, ok := fields["queue"]; ok {
+		j.Queue = l.jobQueue(v, qs)
+	}
+	if v, ok := fields["timeout"]; ok {
+		j.Timeout = l.durationRange(v, minJobTimeout, maxJobTimeout)
+	}
+	if v, ok := fields["max_attempts"]; ok {
+		j.MaxAttempts = l.intRange(v, minMaxAttempts, maxMaxAttempts, "1 means no retry")
+	}
+	if v, ok := fields["backoff"]; ok {
+		j.BackoffInitial, j.BackoffMax = l.backoff(v)
+	}
+	if v, ok := fields["priority"]; ok {
+		j.Priority = l.intRange(v, minPriority, maxPriority, "higher runs first")
+	}
+	if v, ok := fields["catch_up"]; ok && scheduled {
+		j.CatchUp = l.catchUp(v)
+	}
+	if v, ok := fields["min_interval"]; ok && scheduled {
+		j.MinInterval = l.minInterval(v, j.Schedule, every)
+	}
+	if v, ok := fields["retention"]; ok {
+		j.Retention = l.durationRange(v, minRetention, maxRetention)
+	}
+	if v, ok := fields["concurrency"]; ok {
+		j.Concurrency = l.jobConcurrency(v)
+	}
+	return j
+}
+
+// schedule validates a job's schedule. It returns it with white space
+// normalized, and for an @every schedule its interval.
+func (l *loader) schedule(v value) (string, time.Duration) {
+	raw, ok := l.text(v)
+	if !ok {
+		return "", 0
+	}
+	s := strings.Join(strings.Fields(raw), " ")
+	if s == "" {
+		l.errorf(v.node, scheduleHint, "schedule is empty")
+		return "", 0
+	}
+	for _, prefix := range []string{"TZ=", "CRON_TZ="} {
+		if zone, ok := strings.CutPrefix(s, prefix); ok {
+			zone, rest, _ := strings.Cut(zone, " ")
+			l.errorf(v.node, fmt.Sprintf("write timezone: %s and schedule: %q", zone, rest),
+				"schedule %q sets its time zone with %s", raw, prefix)
+			return "", 0
+		}
+	}
+	sched, err := parseSchedule(s)
+	if err != nil {
+		l.errorf(v.node, scheduleHint, "invalid schedule %q: %s", raw, err)
+		return "", 0
+	}
+	if _, ok := sched.(cron.ConstantDelaySchedule); ok {
+		// cron rounds the interval down to whole seconds, and up to 1s:
+		// accept only intervals it keeps as written.
+		d, _ := time.ParseDuration(strings.TrimPrefix(s, "@every "))
+		switch {
+		case d < minEvery:
+			l.errorf(v.node, "use @every 1s or longer", "schedule %q is shorter than the minimum interval of 1s", raw)
+			return "", 0
+		case d%time.Second != 0:
+			l.errorf(v.node, "the scheduler ticks on whole seconds; e.g. @every "+shortDuration(d.Round(time.Second)),
+				"schedule %q is not a whole number of seconds", raw)
+			return "", 0
+		}
+		return s, d
+	}
+	if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
+		l.errorf(v.node, "check that its days exist in its months", "schedule %q never fires", raw)
+		return "", 0
+	}
+	return s, 0
+}
+
+// parseSchedule parses a schedule with cronParser. It turns a panic of the
+// parser into an error, so that Load never panics.
+func parseSchedule(s string) (sched cron.Schedule, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sched, err = nil, fmt.Errorf("the cron parser failed: %v", r)
+		}
+	}()
+	return cronParser.Parse(s)
+}
+
+// timezone checks a scheduled job's time zone.
+func (l *loader) timezone(v value) string {
+	tz, ok := l.text(v)
+	if !ok {
+		return ""
+	}
+	const hint = "use an IANA time zone name such as Asia/Shanghai, Europe/Berlin or UTC"
+	switch _, err := time.LoadLocation(tz); {
+	case tz == "":
+		l.errorf(v.node, hint, "timezone is empty")
+	case tz == "Local":
+		l.errorf(v.node, hint, "timezone Local depends on each node's settings")
+	case err != nil:
+		l.errorf(v.node, hint, "unknown timezone %q", tz)
+	default:
+		return tz
+	}
+	return ""
+}
+
+// catchUp checks a scheduled job's catch-up policy.
+func (l *loader) catchUp(v value) string {
+	c, ok := l.text(v)
+	if !ok {
+		return ""
+	}
+	if !slices.Contains(catchUps, c) {
+		l.errorf(v.node, choiceHint(c, catchUps, "valid values"), "unknown catch_up %q", c)
+		return ""
+	}
+	return c
+}
+
+// minInterval checks a scheduled job's min_interval against its schedule's
+// interval (every; 0 when the schedule is not an @every one or is invalid).
+func (l *loader) minInterval(v value, schedule string, every time.Duration) time.Duration {
+	d := l.durationRange(v, 0, maxMinInterval)
+	if every > 0 && d > every {
+		l.errorf(v.node, "use at most "+shortDuration(every)+", or a longer schedule",
+			"min_interval %s is longer than the interval of schedule %q, so runs would miss ticks", v.node.Value, schedule)
+		return 0
+	}
+	return d
+}
+
+// jobQueue checks the queue a job names: "default", or a declared queue.
+func (l *loader) jobQueue(v value, qs *queueSet) string {
+	q := l.snakeName(v, "queue name")
+	switch {
+	case q == "":
+		return ""
+	case q == DefaultQueue || slices.Contains(qs.names, q):
+		return q
+	case !qs.checkable:
+		return ""
+	}
+	hint := fmt.Sprintf("declare it, e.g. queues: [{name: %s, concurrency: 10}], or remove queue to use the queue default", q)
+	if s, ok := closest(q, qs.names); ok {
+		hint = fmt.Sprintf("did you mean %q?", s)
+	}
+	l.errorf(v.node, hint, "queue %q is not declared under queues", q)
+	return ""
+}
+
+// backoff validates a job's backoff and returns its initial and maximum
+// waits, defaults applied.
+func (l *loader) backoff(v value) (initial, maxWait time.Duration) {
+	initial, maxWait = DefaultBackoffInitial, DefaultBackoffMax
+	fields, ok := l.nested(v, backoffFields)
+	if !ok {
+		return initial, maxWait
+	}
+	iv, hasInitial := fields["initial"]
+	mv, hasMax := fields["max"]
+	if hasInitial {
+		initial = l.durationRange(iv, minBackoff, maxBackoff)
+	}
+	if hasMax {
+		maxWait = l.durationRange(mv, minBackoff, maxBackoff)
+	}
+	switch {
+	case initial == 0 || maxWait == 0: // reported
+	case hasInitial && hasMax && maxWait < initial:
+		l.errorf(mv.node, "make max at least initial", "backoff.max %s is shorter than backoff.initial %s", mv.node.Value, iv.node.Value)
+	case !hasMax:
+		maxWait = max(maxWait, initial)
+	case !hasInitial:
+		initial = min(initial, maxWait)
+	}
+	return initial, maxWait
+}
+
+// jobConcurrency checks a job's concurrency: only 1 is supported.
+func (l *loader) jobConcurrency(v value) int {
+	n, ok := l.integer(v)
+	if !ok {
+		return 0
+	}
+	if n != 1 {
+		l.errorf(v.node, "concurrency: 1 runs one run of the job at a time across the cluster; remove concurrency for no limit; singletons per args key are planned",
+			"concurrency must be 1, not %s", v.node.Value)
+		return 0
+	}
+	return 1
+}
+
+// args validates a job's args, keeping their order in the file.
+func (l *loader) args(v value) []Arg {
+	const example = "order_id: int64"
+	switch {
+	case isNull(v.node):
+		l.errorf(v.node, "e.g. "+v.field.example, "args has no value")
+		return nil
+	case v.node.Kind != yaml.MappingNode:
+		l.errorf(v.node, "e.g. "+v.field.example, "args must be a mapping, not %s", kindName(v.node))
+		return nil
+	case len(v.node.Content) == 0:
+		l.errorf(v.node, "declare at least one, e.g. "+v.field.example+", or remove args", "args is empty")
+		return nil
+	}
+	var args []Arg
+	byName := map[string]*yaml.Node{}
+	byGoName := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(v.node.Content); i += 2 {
+		k, t := resolve(v.node.Content[i]), resolve(v.node.Content[i+1])
+		name := k.Value
+		switch {
+		case k.Kind != yaml.ScalarNode:
+			l.errorf(k, "e.g. "+example, "an arg name must be a plain name, not %s", kindName(k))
+			continue
+		case k.Tag == "!!merge":
+			l.errorf(k, "write the args out in full", "merge keys (<<) are not supported")
+			continue
+		case !snakeCase.MatchString(name):
+			l.errorf(k, "use lower-case letters and digits in words joined by single underscores, starting with a letter, e.g. "+example,
+				"arg name %q is not snake_case", name)
+			continue
+		case len(name) > maxNameLen:
+			l.errorf(k, "shorten it", "arg name is %d characters long, the maximum is %d", len(name), maxNameLen)
+			continue
+		}
+		goName := CamelCase(name)
+		if first, dup := byName[name]; dup {
+			l.errorf(k, fmt.Sprintf("it is first declared at line %d; remove one of them", first.Line), "duplicate arg %q", name)
+			continue
+		}
+		if first, dup := byGoName[goName]; dup {
+			l.errorf(k, fmt.Sprintf("%q is at line %d; rename one of them", first.Value, first.Line),
+				"args %q and %q are both the Go field %s", first.Value, name, goName)
+			continue
+		}
+		byName[name], byGoName[goName] = k, k
+		a := Arg{Pos: pos(k), Name: name, GoName: goName}
+		a.Type, a.GoType, a.Import = l.argType(value{key: k, node: t, field: field{name: name, example: name + ": int64"}, label: "args." + name})
+		args = append(args, a)
+	}
+	return args
+}
+
+// jsonArgType matches the json(...) arg type.
+var jsonArgType = regexp.MustCompile(`^json\((.*)\)$`)
+
+// goAliases are Go spellings of arg types, with their spec spelling.
+var goAliases = map[string]string{"time.Time": ArgTime, "time.Duration": ArgDuration}
+
+// argType checks an arg's type and returns its spec spelling, Go type and
+// import path.
+func (l *loader) argType(v value) (typ, goType, importPath string) {
+	t, ok := l.text(v)
+	if !ok {
+		return "", "", ""
+	}
+	for _, at := range argTypes {
+		if t == at.spec {
+			return at.spec, at.goType, ""
+		}
+	}
+	if m := jsonArgType.FindStringSubmatch(t); m != nil {
+		goType, importPath = l.jsonArgType(v, strings.TrimSpace(m[1]))
+		if goType == "" {
+			return "", "", ""
+		}
+		return ArgJSON, goType, importPath
+	}
+	hint := "supported arg types: " + strings.Join(argTypeNames, ", ") + ", json(<import path>.<TypeName>)"
+	switch s, ok := closest(t, argTypeNames); {
+	case goAliases[t] != "":
+		hint = fmt.Sprintf("write %s for a %s", goAliases[t], t)
+	case strings.HasPrefix(t, "json"):
+		hint = "write json(<import path>.<TypeName>), e.g. " + jsonArgExample
+	case ok:
+		hint = fmt.Sprintf("did you mean %q?", s)
+	}
+	l.errorf(v.node, hint, "unsupported arg type %q", t)
+	return "", "", ""
+}
+
+// importPathElem matches one element of the import paths lockgen accepts:
+// letters, digits and -_~+, in dot-separated runs (no leading, trailing or
+// double dot).
+var importPathElem = regexp.MustCompile(`^[A-Za-z0-9_~+-]+(\.[A-Za-z0-9_~+-]+)*$`)
+
+// jsonArgType checks the inside of json(...), an import path and an
+// exported type name joined by a dot, and returns the type name and the
+// import path.
+func (l *loader) jsonArgType(v value, ref string) (typeName, importPath string) {
+	slash := strings.LastIndex(ref, "/")
+	dot := strings.LastIndex(ref[slash+1:], ".")
+	if dot < 0 {
+		if ref == "" {
+			l.errorf(v.node, "e.g. "+jsonArgExample, "json() names no type")
+		} else {
+			l.errorf(v.node, "write json(<import path>.<TypeName>), e.g. "+jsonArgExample, "json type %q has no import path", ref)
+		}
+		return "", ""
+	}
+	importPath, typeName = ref[:slash+1+dot], ref[slash+1+dot+1:]
+	if !validImportPath(importPath) {
+		l.errorf(v.node, "use the package's full import path, e.g. "+jsonArgExample, "json import path %q is not a valid Go import path", importPath)
+		return "", ""
+	}
+	if !token.IsIdentifier(typeName) || !token.IsExported(typeName) {
+		l.errorf(v.node, "name an exported type (not a pointer or generic instance), e.g. "+jsonArgExample,
+			"json type %q is not an exported Go type name", typeName)
+		return "", ""
+	}
+	return typeName, importPath
+}
+
+// validImportPath reports whether p is an import path lockgen accepts: a
+// non-empty, slash-separated path of importPathElem elements.
+func validImportPath(p string) bool {
+	if p == "" {
+		return false
+	}
+	for _, elem := range strings.Split(p, "/") {
+		if !importPathElem.MatchString(elem) {
+			return false
+		}
+	}
+	return true
+}
+
+// durationRange returns v's value, which must be a duration from lo to hi,
+// or 0 after reporting why it is not.
+func (l *loader) durationRange(v value, lo, hi time.Duration) time.Duration {
+	d, ok := l.duration(v)
+	if !ok {
+		return 0
+	}
+	hint := fmt.Sprintf("use %s to %s, e.g. %s", shortDuration(lo), shortDuration(hi), v.field.example)
+	switch {
+	case d < lo && lo == 0:
+		l.errorf(v.node, hint, "%s must not be negative, not %s", v.label, v.node.Value)
+	case d < lo:
+		l.errorf(v.node, hint, "%s %s is shorter than the minimum of %s", v.label, v.node.Value, shortDuration(lo))
+	case d > hi:
+		l.errorf(v.node, hint, "%s %s is longer than the maximum of %s", v.label, v.node.Value, shortDuration(hi))
+	default:
+		return d
+	}
+	return 0
+}
+
+// intRange returns v's value, which must be a whole number from lo to hi,
+// or 0 after reporting why it is not; about explains the number in the
+// hint.
+func (l *loader) intRange(v value, lo, hi int, about string) int {
+	n, ok := l.integer(v)
+	if !ok {
+		return 0
+	}
+	if n < int64(lo) || n > int64(hi) {
+		l.errorf(v.node, fmt.Sprintf("e.g. %s; %s", v.field.example, about),
+			"%s must be between %d and %d, not %s", v.label, lo, hi, v.node.Value)
+		return 0
+	}
+	return int(n)
+}
+
+// shortDuration formats d like time.Duration.String without the zero
+// units it ends with: "1m", "168h", "1h30m", "10ms", "0s".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
