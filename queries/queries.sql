@@ -286,10 +286,10 @@ WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(N
 LIMIT ?;
 
 -- name: RunsPrune :execrows
--- RunsPrune deletes up to limit runs that finished more than older_than_us
--- ago by the database clock.
+-- RunsPrune deletes up to limit runs of a job that finished more than
+-- older_than_us ago by the database clock.
 DELETE FROM lockgen_runs
-WHERE state IN ('completed', 'discarded', 'cancelled', 'skipped')
+WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'cancelled', 'skipped')
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
 LIMIT ?;
 

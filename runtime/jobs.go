@@ -128,8 +128,9 @@ type JobStore interface {
 	// RunsRescue makes up to limit runs past their deadline due again (or
 	// discards them).
 	RunsRescue(ctx context.Context, limit int) (int64, error)
-	// RunsPrune deletes up to limit runs finished more than olderThan ago.
-	RunsPrune(ctx context.Context, olderThan time.Duration, limit int) (int64, error)
+	// RunsPrune deletes up to limit runs of job finished more than
+	// olderThan ago.
+	RunsPrune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error)
 	// RunCancel cancels a run that has not started.
 	RunCancel(ctx context.Context, id int64) (bool, error)
 	// RunRetry restores a discarded or cancelled run.
@@ -278,13 +279,13 @@ func (j *Jobs) Run(ctx context.Context, id int64) (RunInfo, error) {
 	return info, nil
 }
 
-// Prune deletes runs that finished (completed, discarded, cancelled or
-// skipped) more than olderThan ago, limit per statement, until none is
-// left or ctx ends, and returns how many it deleted.
-func (j *Jobs) Prune(ctx context.Context, olderThan time.Duration, limit int) (int64, error) {
+// Prune deletes the runs of job that finished (completed, discarded,
+// cancelled or skipped) more than olderThan ago, limit per statement, until
+// none is left or ctx ends, and returns how many it deleted.
+func (j *Jobs) Prune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error) {
 	var total int64
 	for {
-		n, err := j.store.RunsPrune(ctx, olderThan, limit)
+		n, err := j.store.RunsPrune(ctx, job, olderThan, limit)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("lockgen: prune runs: %w", err)

@@ -426,3 +426,38 @@ func TestJobsEnqueueMany(t *testing.T) {
 	require.NoError(t, db.QueryRow("SELECT args, priority FROM lockgen_runs WHERE job = 'many' AND args = '{\"i\": 4}'").Scan(&args, &priority))
 	assert.Equal(t, 1, priority)
 }
+
+// TestJobsPrune: finished runs of a job older than the retention are
+// deleted in bounded statements; unfinished runs and other jobs stay.
+func TestJobsPrune(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	j := jobsNode(t, db, "node")
+	enqueue := func(job string, cancel bool) {
+		r := newRun(job)
+		r.Delay = time.Hour
+		id, err := j.Enqueue(ctx, nil, r)
+		require.NoError(t, err)
+		if cancel {
+			ok, err := j.Cancel(ctx, id)
+			require.NoError(t, err)
+			require.True(t, ok)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		enqueue("old", true)
+	}
+	enqueue("old", false)
+	enqueue("other", true)
+	time.Sleep(20 * time.Millisecond)
+	n, err := j.Prune(ctx, "old", time.Hour, 2)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing finished an hour ago")
+	n, err = j.Prune(ctx, "old", 10*time.Millisecond, 2)
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), n)
+	var left int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs").Scan(&left))
+	assert.Equal(t, 2, left, "the unfinished run and the other job's run stay")
+}

@@ -860,20 +860,21 @@ func (q *Queries) RunsMarkRunning(ctx context.Context, arg RunsMarkRunningParams
 
 const runsPrune = `-- name: RunsPrune :execrows
 DELETE FROM lockgen_runs
-WHERE state IN ('completed', 'discarded', 'cancelled', 'skipped')
+WHERE job = ? AND state IN ('completed', 'discarded', 'cancelled', 'skipped')
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(? AS SIGNED) MICROSECOND
 LIMIT ?
 `
 
 type RunsPruneParams struct {
+	Job         string
 	OlderThanUs int64
 	Limit       int32
 }
 
-// RunsPrune deletes up to limit runs that finished more than older_than_us
-// ago by the database clock.
+// RunsPrune deletes up to limit runs of a job that finished more than
+// older_than_us ago by the database clock.
 func (q *Queries) RunsPrune(ctx context.Context, arg RunsPruneParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, runsPrune, arg.OlderThanUs, arg.Limit)
+	result, err := q.db.ExecContext(ctx, runsPrune, arg.Job, arg.OlderThanUs, arg.Limit)
 	if err != nil {
 		return 0, err
 	}
