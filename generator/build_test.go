@@ -14,23 +14,34 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestGeneratedCodeBuildsAndVets generates the "every" golden case into a
-// fresh module, adds a program that calls every generated function, and
-// builds, vets and runs it against this repository's runtime module (through
-// a go.work), the way an application would.
+// TestGeneratedCodeBuildsAndVets generates golden cases into fresh modules,
+// adds a program that calls every generated function, and builds, vets and
+// runs it against this repository's runtime module (through a go.work), the
+// way an application would.
 func TestGeneratedCodeBuildsAndVets(t *testing.T) {
-	t.Parallel()
+	for _, tc := range []struct{ name, main, want string }{
+		{"every", everyMain, "New(nil): lockgen: invalid argument: nil *sql.DB (errors.Is ErrInvalid: true)\n"},
+		{"jobs", jobsMain, "RunJobs(nil): lockgen: invalid argument: nil JobHandlers\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			buildAndRun(t, tc.name, tc.main, tc.want)
+		})
+	}
+}
+
+func buildAndRun(t *testing.T, name, main, want string) {
 	goExe, err := exec.LookPath("go")
 	require.NoError(t, err, "the go command is needed to build generated code")
 	runtimeDir := findRuntimeModule(t)
 
-	specPath := goldenSpec(t, "every")
+	specPath := goldenSpec(t, name)
 	dir := filepath.Dir(specPath)
 	res, err := Generate(context.Background(), Options{SpecPath: specPath})
 	require.NoError(t, err)
 	require.NoError(t, res.Write())
 	writeFile(t, filepath.Join(dir, "go.work"), "go 1.24.0\n\nuse (\n\t.\n\t"+filepath.ToSlash(runtimeDir)+"\n)\n")
-	writeFile(t, filepath.Join(dir, "main.go"), everyMain)
+	writeFile(t, filepath.Join(dir, "main.go"), main)
 
 	env := append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOFLAGS=", "GOPROXY=off")
 	run := func(args ...string) string {
@@ -48,8 +59,76 @@ func TestGeneratedCodeBuildsAndVets(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Run(), out.String())
-	require.Equal(t, "New(nil): lockgen: invalid argument: nil *sql.DB (errors.Is ErrInvalid: true)\n", out.String())
+	require.Equal(t, want, out.String())
 }
+
+// jobsMain implements JobHandlers and calls every job function generated
+// for the "jobs" golden case. Run, it only checks that RunJobs rejects nil
+// handlers.
+const jobsMain = `package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"example.com/jobs/internal/work"
+	"github.com/lockgen/lockgen/runtime"
+)
+
+type handlers struct{}
+
+func (handlers) NightlyReport(ctx context.Context, run *runtime.Run) error { return nil }
+func (handlers) SendSMS(ctx context.Context, run *runtime.Run, args work.SendSMSArgs) error {
+	_ = args.OrderID + int64(args.AttemptNo)
+	return nil
+}
+func (handlers) Reindex(ctx context.Context, run *runtime.Run, args work.ReindexArgs) error { return nil }
+func (handlers) RebuildCache(ctx context.Context, run *runtime.Run) error              { return nil }
+
+var _ work.JobHandlers = handlers{}
+
+func main() {
+	w, err := work.New(&sql.DB{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("RunJobs(nil): %v\n", w.RunJobs(context.Background(), nil))
+	if false {
+		_ = use(context.Background(), w)
+	}
+}
+
+func use(ctx context.Context, w *work.Locks) error {
+	args := work.SendSMSArgs{OrderID: 1, Phone: "+1", AttemptNo: 2, Urgent: true, Score: 0.5, Due: time.Now(), Wait: time.Second,
+		Tags: []string{"a"}, Raw: json.RawMessage("{}")}
+	var id int64
+	var err error
+	var errs []error
+	id, err = w.EnqueueSendSMS(ctx, args, runtime.Delay(time.Minute), runtime.WithPriority(5), runtime.WithUniqueKey("k"),
+		runtime.WithMaxAttempts(3), runtime.RunAt(time.Now()))
+	errs = append(errs, err)
+	id, err = w.EnqueueSendSMSTx(ctx, &sql.Tx{}, args)
+	errs = append(errs, err, w.EnqueueSendSMSMany(ctx, []work.SendSMSArgs{args}))
+	id, err = w.EnqueueReindex(ctx, work.ReindexArgs{Reason: "manual"})
+	errs = append(errs, err)
+	id, err = w.EnqueueRebuildCache(ctx)
+	errs = append(errs, err)
+	id, err = w.EnqueueRebuildCacheTx(ctx, &sql.Tx{})
+	errs = append(errs, err)
+	var info runtime.RunInfo
+	info, err = w.JobRun(ctx, id)
+	_, _ = w.CancelRun(ctx, id)
+	_, _ = w.RetryRun(ctx, id)
+	errs = append(errs, err, w.RunJobs(ctx, handlers{}, func(c *runtime.WorkerConfig) { c.Lease = time.Minute }))
+	_ = []string{work.NightlyReportJob, work.SendSMSJob, work.ReindexJob, work.RebuildCacheJob, info.State}
+	return errors.Join(errs...)
+}
+`
 
 // everyMain calls every function generated for the "every" golden case,
 // which proves the API compiles as documented. Run, it only checks that New

@@ -200,3 +200,49 @@ func TestMethodNamesMatchSpec(t *testing.T) {
 		assert.Equal(t, lk.Strategy == spec.StrategySession, m.Session)
 	}
 }
+
+// TestAddingJobsAddsMigrationsAndChangesNone: committed migrations are never
+// rewritten. Adding jobs to a spec (in either migration format) keeps every
+// migration file of the spec without jobs byte for byte and adds the runs
+// table's migration as new files numbered after them.
+func TestAddingJobsAddsMigrationsAndChangesNone(t *testing.T) {
+	t.Parallel()
+	for _, format := range []string{spec.FormatGolangMigrate, spec.FormatGoose} {
+		t.Run(format, func(t *testing.T) {
+			specPath := goldenSpec(t, "jobs")
+			src, err := os.ReadFile(specPath)
+			require.NoError(t, err)
+			withJobs := strings.Replace(string(src), "out: internal/work\n", "out: internal/work\nmigrations: {format: "+format+"}\n", 1)
+			locksOnly := withJobs[:strings.Index(withJobs, "queues:")]
+			migrations := func(yaml string) map[string][]byte {
+				require.NoError(t, os.WriteFile(specPath, []byte(yaml), 0o644))
+				res, err := Generate(context.Background(), Options{SpecPath: specPath})
+				require.NoError(t, err)
+				out := map[string][]byte{}
+				for p, b := range res.Files {
+					if strings.HasPrefix(p, "migrations/") {
+						out[p] = b
+					}
+				}
+				return out
+			}
+			before, after := migrations(locksOnly), migrations(withJobs)
+			require.NotEmpty(t, before)
+			for p, b := range before {
+				assert.Equal(t, string(b), string(after[p]), "%s must not change when jobs are added", p)
+			}
+			var added []string
+			for p := range after {
+				if _, ok := before[p]; !ok {
+					added = append(added, p)
+					assert.Contains(t, string(after[p]), "lockgen_runs", p)
+					assert.NotContains(t, string(after[p]), "lockgen_locks", p)
+				}
+			}
+			assert.NotEmpty(t, added, "the runs table comes as new files")
+			for _, p := range added {
+				assert.Contains(t, filepath.Base(p), "0002_", "numbered after the lock table's migration")
+			}
+		})
+	}
+}

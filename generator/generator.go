@@ -64,9 +64,11 @@ func Generate(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(s.Jobs) > 0 {
-		return nil, spec.ErrorList{{File: s.File, Pos: s.Jobs[0].Pos, Msg: "jobs are not generated yet",
-			Hint: "remove jobs: the generator writes their code in a coming release; the spec is validated"}}
+	for _, j := range s.Jobs {
+		if j.Concurrency == 1 {
+			return nil, spec.ErrorList{{File: s.File, Pos: j.Pos, Msg: fmt.Sprintf("job %q: concurrency: 1 (a cluster-wide singleton) is not generated yet", j.Name),
+				Hint: "remove concurrency, or hold a lock inside the handler (With<Lock>Lock)"}}
+		}
 	}
 	dir, err := filepath.Abs(filepath.Dir(opts.SpecPath))
 	if err != nil {

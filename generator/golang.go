@@ -19,7 +19,11 @@ import (
 // imports they use.
 func renderGo(m *model) (map[string][]byte, error) {
 	files := map[string][]byte{}
-	for name, f := range map[string]*jen.File{wrappersFile: wrappers(m), storeFile: storeGlue(m)} {
+	gofiles := map[string]*jen.File{wrappersFile: wrappers(m), storeFile: storeGlue(m)}
+	if len(m.Jobs) > 0 {
+		gofiles[jobsFile] = jobsGo(m)
+	}
+	for name, f := range gofiles {
 		var buf bytes.Buffer
 		if err := f.Render(&buf); err != nil {
 			return nil, fmt.Errorf("render %s: %w", name, err)
@@ -110,6 +114,9 @@ func wrappers(m *model) *jen.File {
 	f.Comment(m.locksDoc())
 	f.Type().Id("Locks").StructFunc(func(g *jen.Group) {
 		g.Id("client").Op("*").Add(rt("Client"))
+		if len(m.Jobs) > 0 {
+			g.Id("jobs").Op("*").Add(rt("Jobs"))
+		}
 		for _, lk := range m.Locks {
 			g.Id(lk.Field).Op("*").Add(rt("Lock"))
 		}
@@ -143,6 +150,12 @@ func newBody(g *jen.Group, m *model) {
 	)
 	g.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err()))
 	g.Id("l").Op(":=").Op("&").Id("Locks").Values(jen.Id("client").Op(":").Id("client"))
+	if len(m.Jobs) > 0 {
+		g.If(
+			jen.List(jen.Id("l").Dot("jobs"), jen.Err()).Op("=").Id("client").Dot("Jobs").Call(),
+			jen.Err().Op("!=").Nil(),
+		).Block(jen.Return(jen.Nil(), jen.Err()))
+	}
 	for _, lk := range m.Locks {
 		g.If(
 			jen.List(jen.Id("l").Dot(lk.Field), jen.Err()).Op("=").Id("client").Dot("Lock").Call(lockConfig(lk)),
@@ -417,6 +430,9 @@ func storeGlue(m *model) *jen.File {
 	)
 	sessionGlue(f, m)
 	rowGlue(f, m)
+	if len(m.Jobs) > 0 {
+		jobsGlue(f, m)
+	}
 	return f
 }
 

@@ -46,6 +46,10 @@ type model struct {
 	Receiver string
 	// Locks are the declared locks, in spec order.
 	Locks []lockModel
+	// Jobs are the declared jobs, in spec order, and Queues their queues
+	// (none without jobs).
+	Jobs   []jobModel
+	Queues []queueModel
 }
 
 // sqlFile is one SQL output file and the template that renders it.
@@ -127,6 +131,10 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 	}
 	for _, lk := range s.Locks {
 		m.Locks = append(m.Locks, resolveLock(lk))
+	}
+	if len(s.Jobs) > 0 {
+		m.Jobs, m.Queues = resolveJobs(s)
+		m.Migrations = append(m.Migrations, runsMigrations(s.Migrations, s.TablePrefix)...)
 	}
 	m.Receiver = receiverName(m.Locks)
 	for i := range m.Locks {

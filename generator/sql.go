@@ -9,7 +9,7 @@ import (
 // renderSQL renders the lockgendb schema and queries and the migrations of
 // m, keyed by their output paths.
 func renderSQL(m *model, render func(string, templates.Data) ([]byte, error)) (map[string][]byte, error) {
-	data := templates.Data{Header: templates.Header, Prefix: m.TablePrefix}
+	data := templates.Data{Header: templates.Header, Prefix: m.TablePrefix, Jobs: len(m.Jobs) > 0}
 	jobs := []sqlFile{
 		{Path: m.SchemaPath, Template: templates.Schema},
 		{Path: m.QueriesPath, Template: templates.Queries},

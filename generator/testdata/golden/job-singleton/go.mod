@@ -1,0 +1,3 @@
+module example.com/singleton
+
+go 1.24

@@ -1,1 +1,0 @@
-module example.com/jobs-not-generated
