@@ -19,6 +19,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(leaderChildEnv) != "" {
 		os.Exit(runLeaderChild())
 	}
+	if os.Getenv(workerChildEnv) != "" {
+		os.Exit(runWorkerChild())
+	}
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	goleak.VerifyTestMain(m)

@@ -1,0 +1,108 @@
+package runtime_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// The worker child process: see TestKilledWorkerProcessRunIsRescued.
+const workerChildEnv = "LOCKGEN_TEST_WORKER_CHILD"
+
+// childLease is the worker child's lease: short, so the test is quick.
+const childLease = time.Second
+
+func runWorkerChild() int {
+	cfg, err := mysql.ParseDSN(os.Getenv(workerChildEnv))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	client, err := runtime.NewClient(sqlstore.NewSession(sql.OpenDB(c)), runtime.WithOwner("child"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	j, err := client.Jobs()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	w, err := j.NewWorker(runtime.WorkerConfig{Lease: childLease, RescueEvery: -1, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"long": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			fmt.Printf("running %d attempt %d\n", run.ID, run.Attempt)
+			<-ctx.Done() // until killed
+			return ctx.Err()
+		}}}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	_ = w.Run(context.Background())
+	return 0
+}
+
+// TestKilledWorkerProcessRunIsRescued: a worker in another OS process
+// claims a run and is killed with SIGKILL mid-run; a worker here rescues the
+// run once its lease passes and runs it as attempt 2.
+func TestKilledWorkerProcessRunIsRescued(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsNode(t, tdb.Open(t), "parent")
+	id, err := j.Enqueue(ctx, nil, newRun("long"))
+	require.NoError(t, err)
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), workerChildEnv+"="+tdb.Config.FormatDSN())
+	out, err := child.StdoutPipe()
+	require.NoError(t, err)
+	child.Stderr = os.Stderr
+	require.NoError(t, child.Start())
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprintf("running %d attempt 1", id), strings.TrimSpace(line))
+	info, err := j.Run(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "child", info.Worker)
+	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
+	_ = child.Wait()
+	killed := time.Now()
+
+	attempts := make(chan int, 1)
+	startWorker(t, j, runtime.WorkerConfig{RescueEvery: 100 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"long": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			attempts <- run.Attempt
+			return nil
+		}}}})
+	select {
+	case a := <-attempts:
+		assert.Equal(t, 2, a)
+		t.Logf("rescued and run again %v after SIGKILL (lease %v)", time.Since(killed), childLease)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed worker's run was not rescued")
+	}
+	info = waitState(t, j, id, runtime.RunCompleted)
+	assert.Equal(t, "parent", info.Worker)
+	assert.Contains(t, info.LastError, "rescued: worker child")
+}
