@@ -210,6 +210,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case o := <-results:
 			finish(o)
+			// Take every result already there, so the next claim fills
+			// all the freed slots in one statement instead of one each.
+			for drained := false; !drained; {
+				select {
+				case o := <-results:
+					finish(o)
+				default:
+					drained = true
+				}
+			}
 			poll = cfg.PollMin
 		case <-wake:
 			poll = cfg.PollMin
