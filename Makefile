@@ -32,10 +32,11 @@ lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-bench: db ## print the lock round-trip table and the handoff latency per strategy
+bench: db ## print the lock round-trip table, the handoff latency per strategy and the jobs table
 	cd examples && $(GO) run ./bench
 	cd runtime && $(GO) test -run '^$$' -bench Handoff -benchtime 500x .
 	cd runtime && $(GO) test -run '^$$' -bench Hold10kLeases -benchtime 1x .
+	cd runtime && $(GO) test -run '^$$' -bench JobsTable -benchtime 1x -timeout 20m .
 
 demo: db ## generate the quickstart's code and run it against MariaDB
 	cd examples && $(GO) generate ./quickstart && $(GO) run ./quickstart

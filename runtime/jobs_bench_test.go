@@ -1,0 +1,519 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	goruntime "runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// BenchmarkJobsTable measures the job runtime against hand-written SQL on
+// the same MariaDB, in one run, and prints one table:
+//
+//  1. raw single-row INSERT into the runs table per second (8 clients);
+//  2. raw one-at-a-time claim+complete per second (8 clients): a SELECT …
+//     FOR UPDATE SKIP LOCKED LIMIT 1 and an UPDATE to running in a
+//     transaction, then an autocommit UPDATE to completed;
+//  3. lockgen Enqueue per second and EnqueueMany (batches of 100) runs per
+//     second (8 clients each);
+//  4. jobs worked per second: 20,000 pre-enqueued no-op runs, 3 nodes,
+//     with 1 and with 8 workers per node (Concurrency 100 each), from
+//     worker start until the table shows every run completed; the
+//     benchmark fails unless exactly 20,000 runs completed and every
+//     handler ran exactly once;
+//  5. scheduler lateness (handler start − Run.ScheduledAt), p50 and p99,
+//     of an @every 1s job scheduled and worked on 3 nodes for ~10 ticks;
+//
+// then the target ratios: jobs worked/s ÷ raw claim+complete/s ≥ 10 and
+// EnqueueMany runs/s ÷ raw INSERT/s ≥ 10. Every measurement uses a fresh
+// database. Every pool (raw and lockgen alike) keeps up to benchIdleConns
+// idle connections, so that no row pays for reconnecting. Run it with
+// -benchtime 1x (make bench); it takes about a minute.
+func BenchmarkJobsTable(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		benchJobsTable(b)
+	}
+}
+
+const (
+	benchClients   = 8
+	benchWindow    = 4 * time.Second
+	benchIdleConns = 64
+	benchWorked    = 20000
+	benchQueue     = runtime.DefaultQueue
+	benchTicks     = 10
+)
+
+// benchRow is one line of the printed table.
+type benchRow struct{ id, what, clients, result, notes string }
+
+func benchJobsTable(b *testing.B) {
+	var rows []benchRow
+	add := func(id, what, clients, result, notes string) {
+		rows = append(rows, benchRow{id, what, clients, result, notes})
+	}
+	clients := fmt.Sprint(benchClients)
+
+	insertRate, note := benchRawInsert(b)
+	add("1", "raw INSERT, 1 row, autocommit", clients, perSec(insertRate, "runs/s"), note)
+	claimRate, note := benchRawClaimComplete(b)
+	add("2", "raw claim+complete, 1 run at a time", clients, perSec(claimRate, "runs/s"), note)
+	enqueueRate, note := benchEnqueue(b, 1)
+	add("3a", "lockgen Enqueue", clients, perSec(enqueueRate, "runs/s"), note)
+	manyRate, note := benchEnqueue(b, 100)
+	add("3b", "lockgen EnqueueMany, batches of 100", clients, perSec(manyRate, "runs/s"), note)
+
+	bestWorked, bestName := 0.0, ""
+	for _, perNode := range []int{1, 8} {
+		rate, note := benchWorkers(b, perNode)
+		name := fmt.Sprintf("4%c", 'a'+rune(perNode/8))
+		add(name, fmt.Sprintf("jobs worked, 3 nodes × %d worker(s), conc 100", perNode),
+			fmt.Sprintf("3 pools, %d workers", 3*perNode), perSec(rate, "jobs/s"), note)
+		if rate > bestWorked {
+			bestWorked, bestName = rate, name
+		}
+	}
+	p50, p99, note := benchSchedulerLateness(b)
+	add("5", "scheduler lateness, @every 1s on 3 nodes", "3 nodes",
+		fmt.Sprintf("p50 %s  p99 %s", fmtMs(p50), fmtMs(p99)), note)
+
+	workedRatio, manyRatio := bestWorked/claimRate, manyRate/insertRate
+	add("R1", fmt.Sprintf("jobs worked/s (best, %s) ÷ raw claim+complete/s", bestName), "",
+		fmt.Sprintf("%.2f×", workedRatio), "target ≥ 10: "+met(workedRatio >= 10))
+	add("R2", "EnqueueMany runs/s ÷ raw INSERT/s", "",
+		fmt.Sprintf("%.2f×", manyRatio), "target ≥ 10: "+met(manyRatio >= 10))
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "\nlockgen jobs table (%s, %d CPUs, window %v per rate)\n", serverVersion(b), goruntime.NumCPU(), benchWindow)
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tmeasurement\tclients\tresult\tnotes")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.id, r.what, r.clients, r.result, r.notes)
+	}
+	_ = tw.Flush()
+	fmt.Fprint(os.Stdout, out.String())
+
+	b.ReportMetric(insertRate, "raw-insert/s")
+	b.ReportMetric(claimRate, "raw-claim-complete/s")
+	b.ReportMetric(enqueueRate, "enqueue/s")
+	b.ReportMetric(manyRate, "enqueue-many-runs/s")
+	b.ReportMetric(bestWorked, "jobs-worked/s")
+	b.ReportMetric(float64(p50.Microseconds())/1000, "tick-late-p50-ms")
+	b.ReportMetric(float64(p99.Microseconds())/1000, "tick-late-p99-ms")
+	b.ReportMetric(workedRatio, "worked/raw-claim")
+	b.ReportMetric(manyRatio, "many/raw-insert")
+}
+
+func perSec(rate float64, unit string) string { return fmt.Sprintf("%.0f %s", rate, unit) }
+
+func fmtMs(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT MET"
+}
+
+func serverVersion(b *testing.B) string {
+	var v string
+	db := benchPool(b, testdb.New(b))
+	if err := db.QueryRow("SELECT VERSION()").Scan(&v); err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
+// benchPool opens a pool (one client, or one node) on tdb.
+func benchPool(b *testing.B, tdb *testdb.DB) *sql.DB {
+	db := tdb.Open(b)
+	db.SetMaxIdleConns(benchIdleConns)
+	return db
+}
+
+// jobStats counts the job statements of the nodes that share it.
+type jobStats struct {
+	claims, emptyClaims, claimed, completes, completed atomic.Int64
+}
+
+// statsStore is a node's job store that counts its claims and completions.
+type statsStore struct {
+	sqlstore.SessionStore
+	stats *jobStats
+}
+
+func (s statsStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]runtime.Run, error) {
+	runs, err := s.SessionStore.RunsClaim(ctx, queue, worker, limit, lease)
+	if err == nil {
+		s.stats.claims.Add(1)
+		s.stats.claimed.Add(int64(len(runs)))
+		if len(runs) == 0 {
+			s.stats.emptyClaims.Add(1)
+		}
+	}
+	return runs, err
+}
+
+func (s statsStore) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
+	n, err := s.SessionStore.RunsComplete(ctx, claims)
+	if err == nil {
+		s.stats.completes.Add(1)
+		s.stats.completed.Add(n)
+	}
+	return n, err
+}
+
+// benchNode is one node's job API on its own pool, counting into stats.
+func benchNode(b *testing.B, db *sql.DB, owner string, stats *jobStats) *runtime.Jobs {
+	c, err := runtime.NewClient(statsStore{SessionStore: sqlstore.NewSession(db), stats: stats}, runtime.WithOwner(owner))
+	if err != nil {
+		b.Fatal(err)
+	}
+	j, err := c.Jobs()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return j
+}
+
+// benchStart runs fn(ctx) in a goroutine; the returned stop (also run at
+// cleanup) cancels ctx and waits for fn, failing the benchmark on an error.
+func benchStart(b *testing.B, fn func(context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				b.Error(err)
+			}
+		})
+	}
+	b.Cleanup(stop)
+	return stop
+}
+
+// hammer runs op on clients goroutines until window has passed and returns
+// the items done per second (an op returns how many it did; 0 means the
+// queue is empty and stops its client) and whether a client ran dry.
+func hammer(b *testing.B, clients int, window time.Duration, op func(ctx context.Context, client int) (int, error)) (rate float64, total int64, dry bool) {
+	ctx := context.Background()
+	var done atomic.Int64
+	var ranDry atomic.Bool
+	errs := make(chan error, clients)
+	start := time.Now()
+	deadline := start.Add(window)
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				n, err := op(ctx, c)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if n == 0 {
+					ranDry.Store(true)
+					return
+				}
+				done.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	return float64(done.Load()) / elapsed.Seconds(), done.Load(), ranDry.Load()
+}
+
+func countRuns(b *testing.B, db *sql.DB, where string, args ...any) int64 {
+	var n int64
+	if err := db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE "+where, args...).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// rawInsertSQL inserts one run with the columns RunInsert writes.
+const rawInsertSQL = `INSERT INTO lockgen_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at)
+VALUES (?, ?, 'available', ?, UTC_TIMESTAMP(6), NULL, ?, ?, ?, NULL, UTC_TIMESTAMP(6))`
+
+func benchRawInsert(b *testing.B) (float64, string) {
+	db := benchPool(b, testdb.New(b))
+	rate, total, _ := hammer(b, benchClients, benchWindow, func(ctx context.Context, _ int) (int, error) {
+		_, err := db.ExecContext(ctx, rawInsertSQL, "noop", benchQueue, 0, "{}", 3, int64(10*time.Second/time.Microsecond))
+		return 1, err
+	})
+	if got := countRuns(b, db, "state = 'available'"); got != total {
+		b.Fatalf("raw INSERT: %d rows in the table, %d inserts counted", got, total)
+	}
+	return rate, fmt.Sprintf("%d rows", total)
+}
+
+const (
+	rawClaimSQL = `SELECT id FROM lockgen_runs
+WHERE queue = ? AND state = 'available' AND run_at <= UTC_TIMESTAMP(6)
+ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`
+	rawMarkRunningSQL = `UPDATE lockgen_runs SET state = 'running', attempt = attempt + 1, claim = claim + 1, worker = ?,
+deadline = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND WHERE id = ? AND state = 'available'`
+	rawCompleteSQL = `UPDATE lockgen_runs SET state = 'completed', finished_at = UTC_TIMESTAMP(6), deadline = NULL
+WHERE id = ? AND state = 'running'`
+)
+
+// rawClaimPrefill is the queue the raw claim+complete works on; the note
+// says so if the clients emptied it within the window.
+const rawClaimPrefill = 30000
+
+func benchRawClaimComplete(b *testing.B) (float64, string) {
+	tdb := testdb.New(b)
+	db := benchPool(b, tdb)
+	prefill(b, benchNode(b, db, "prefill", &jobStats{}), rawClaimPrefill)
+	rate, total, dry := hammer(b, benchClients, benchWindow, func(ctx context.Context, client int) (int, error) {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = tx.Rollback() }()
+		var id int64
+		switch err := tx.QueryRowContext(ctx, rawClaimSQL, benchQueue).Scan(&id); {
+		case errors.Is(err, sql.ErrNoRows):
+			return 0, nil
+		case err != nil:
+			return 0, err
+		}
+		if _, err := tx.ExecContext(ctx, rawMarkRunningSQL, fmt.Sprintf("raw-%d", client), id); err != nil {
+			return 0, err
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, err
+		}
+		if _, err := db.ExecContext(ctx, rawCompleteSQL, id); err != nil {
+			return 0, err
+		}
+		return 1, nil
+	})
+	if got := countRuns(b, db, "state = 'completed'"); got != total {
+		b.Fatalf("raw claim+complete: %d runs completed in the table, %d counted", got, total)
+	}
+	note := fmt.Sprintf("%d of %d prefilled runs", total, rawClaimPrefill)
+	if dry {
+		note += " (queue ran dry: prefill more)"
+	}
+	return rate, note
+}
+
+// prefill enqueues n due no-op runs.
+func prefill(b *testing.B, j *runtime.Jobs, n int) {
+	batch := make([]runtime.NewRun, 0, runtime.MaxEnqueueBatch)
+	for len(batch) < cap(batch) {
+		batch = append(batch, runtime.NewRun{Job: "noop", MaxAttempts: 3, Timeout: 10 * time.Second})
+	}
+	for n > 0 {
+		k := min(n, len(batch))
+		if err := j.EnqueueMany(context.Background(), nil, batch[:k]); err != nil {
+			b.Fatal(err)
+		}
+		n -= k
+	}
+}
+
+// benchEnqueue measures Enqueue (batch 1) or EnqueueMany (larger batches)
+// in runs per second.
+func benchEnqueue(b *testing.B, batch int) (float64, string) {
+	tdb := testdb.New(b)
+	db := benchPool(b, tdb)
+	j := benchNode(b, db, "enqueuer", &jobStats{})
+	runs := make([]runtime.NewRun, batch)
+	for i := range runs {
+		runs[i] = runtime.NewRun{Job: "noop", MaxAttempts: 3, Timeout: 10 * time.Second}
+	}
+	var calls atomic.Int64
+	rate, total, _ := hammer(b, benchClients, benchWindow, func(ctx context.Context, _ int) (int, error) {
+		calls.Add(1)
+		if batch == 1 {
+			_, err := j.Enqueue(ctx, nil, runs[0])
+			return 1, err
+		}
+		return batch, j.EnqueueMany(ctx, nil, runs)
+	})
+	if got := countRuns(b, db, "state = 'available'"); got != total {
+		b.Fatalf("enqueue batch %d: %d rows in the table, %d counted", batch, got, total)
+	}
+	if batch == 1 {
+		return rate, fmt.Sprintf("%d runs", total)
+	}
+	return rate, fmt.Sprintf("%d runs in %d statements (%.0f stmts/s)", total, calls.Load(), rate/float64(batch))
+}
+
+// benchWorkers works benchWorked pre-enqueued no-op runs on 3 nodes with
+// perNode workers each and returns the jobs worked per second.
+func benchWorkers(b *testing.B, perNode int) (float64, string) {
+	const nodes = 3
+	tdb := testdb.New(b)
+	stats := &jobStats{}
+	var js []*runtime.Jobs
+	for i := 0; i < nodes; i++ {
+		js = append(js, benchNode(b, benchPool(b, tdb), fmt.Sprintf("node-%d", i), stats))
+	}
+	check := benchPool(b, tdb)
+	prefill(b, js[0], benchWorked)
+	var maxID int64
+	if err := check.QueryRow("SELECT MAX(id) FROM lockgen_runs").Scan(&maxID); err != nil {
+		b.Fatal(err)
+	}
+	calls := make([]atomic.Int32, maxID+1)
+	var handled, strays atomic.Int64
+	handler := runtime.JobHandler{Handle: func(_ context.Context, run *runtime.Run) error {
+		if run.ID <= 0 || run.ID > maxID {
+			strays.Add(1)
+		} else {
+			calls[run.ID].Add(1)
+		}
+		handled.Add(1)
+		return nil
+	}}
+	cfg := runtime.WorkerConfig{Concurrency: 100, Handlers: map[string]runtime.JobHandler{"noop": handler}}
+	var workers []*runtime.Worker
+	for _, j := range js {
+		for w := 0; w < perNode; w++ {
+			worker, err := j.NewWorker(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			workers = append(workers, worker)
+		}
+	}
+
+	start := time.Now()
+	var stops []func()
+	for _, w := range workers {
+		stops = append(stops, benchStart(b, w.Run))
+	}
+	limit := start.Add(2 * time.Minute)
+	for handled.Load() < benchWorked {
+		if time.Now().After(limit) {
+			b.Fatalf("%d workers per node: only %d of %d runs handled after %v", perNode, handled.Load(), benchWorked, time.Since(start))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	handlersDone := time.Since(start)
+	for countRuns(b, check, "state = 'completed'") < benchWorked {
+		if time.Now().After(limit) {
+			b.Fatalf("%d workers per node: completions not recorded after %v", perNode, time.Since(start))
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	for _, stop := range stops {
+		stop()
+	}
+
+	completed, all := countRuns(b, check, "state = 'completed'"), countRuns(b, check, "TRUE")
+	var once, twice, never int
+	for id := int64(1); id <= maxID; id++ {
+		switch n := calls[id].Load(); {
+		case n == 1:
+			once++
+		case n > 1:
+			twice++
+		}
+	}
+	never = benchWorked - once - twice
+	if completed != benchWorked || all != benchWorked || handled.Load() != benchWorked || strays.Load() != 0 || once != benchWorked {
+		b.Fatalf("%d workers per node: %d runs completed of %d in the table (want %d); %d handler calls, %d runs handled once, %d more than once, %d never, %d strays",
+			perNode, completed, all, benchWorked, handled.Load(), once, twice, never, strays.Load())
+	}
+	claims := stats.claims.Load()
+	return float64(benchWorked) / elapsed.Seconds(), fmt.Sprintf(
+		"%d in %.2fs (handlers done at %.2fs); %d claim stmts, %.1f runs/claim, %d empty; %d complete stmts, %.1f runs/complete",
+		benchWorked, elapsed.Seconds(), handlersDone.Seconds(), claims, float64(stats.claimed.Load())/float64(max(claims, 1)),
+		stats.emptyClaims.Load(), stats.completes.Load(), float64(stats.completed.Load())/float64(max(stats.completes.Load(), 1)))
+}
+
+// benchSchedulerLateness runs an @every 1s job's scheduler and a worker on
+// 3 nodes for benchTicks ticks and returns the p50 and p99 of handler start
+// − ScheduledAt.
+func benchSchedulerLateness(b *testing.B) (p50, p99 time.Duration, note string) {
+	tdb := testdb.New(b)
+	every, err := runtime.ParseSchedule("@every 1s", "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	job := runtime.ScheduledJob{Name: "tick", Schedule: every, MaxAttempts: 3, Timeout: 10 * time.Second}
+	var mu sync.Mutex
+	ran := map[time.Time]int{}
+	var late []time.Duration
+	handler := runtime.JobHandler{Handle: func(_ context.Context, run *runtime.Run) error {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		ran[run.ScheduledAt]++
+		late = append(late, now.Sub(run.ScheduledAt))
+		return nil
+	}}
+	var stopSchedulers, stopWorkers []func()
+	for i := 0; i < 3; i++ {
+		j := benchNode(b, benchPool(b, tdb), fmt.Sprintf("node-%d", i), &jobStats{})
+		s, err := j.NewScheduler([]runtime.ScheduledJob{job})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := j.NewWorker(runtime.WorkerConfig{Handlers: map[string]runtime.JobHandler{"tick": handler}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		stopWorkers = append(stopWorkers, benchStart(b, w.Run))
+		stopSchedulers = append(stopSchedulers, benchStart(b, s.Run))
+	}
+	limit := time.Now().Add(benchTicks*time.Second + 5*time.Second)
+	for {
+		mu.Lock()
+		n := len(late)
+		mu.Unlock()
+		if n >= benchTicks {
+			break
+		}
+		if time.Now().After(limit) {
+			b.Fatalf("scheduler: %d of %d ticks ran", n, benchTicks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, stop := range stopSchedulers {
+		stop()
+	}
+	time.Sleep(200 * time.Millisecond) // a tick inserted just before the stop
+	for _, stop := range stopWorkers {
+		stop()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for tick, n := range ran {
+		if n != 1 {
+			b.Errorf("scheduler: tick %v ran %d times", tick, n)
+		}
+	}
+	slices.Sort(late)
+	pct := func(p float64) time.Duration { return late[int(math.Ceil(p*float64(len(late))))-1] }
+	return pct(0.5), pct(0.99), fmt.Sprintf("%d ticks (p99 of %d samples is the max), default worker config", len(late), len(late))
+}
