@@ -1,0 +1,318 @@
+-- name: LeaseAcquire :execresult
+-- LeaseAcquire takes the lock row when it is missing, released or expired by
+-- the database clock, in one autocommit statement. The new fencing token
+-- comes back as the result's LastInsertId (0 when the row is held by
+-- someone else): GREATEST(previous token + 1, the database clock in
+-- microseconds since 1970), and the clock for a new row. The clock term
+-- keeps tokens rising past a pruned row (a row gets at most one acquisition
+-- per microsecond) and past a row-strategy holding whose token bump was
+-- rolled back (see RowTake).
+-- The assignments test expires_at before it is overwritten (MySQL applies
+-- ON DUPLICATE KEY UPDATE assignments left to right).
+INSERT INTO jobsdemo_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (
+    sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+)
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at);
+
+-- name: LeaseRenew :execrows
+-- LeaseRenew extends a lease that is still held by this owner and token and
+-- has not expired by the database clock. 0 rows: the lease is not held.
+UPDATE jobsdemo_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseRelease :execrows
+-- LeaseRelease frees a lease held by this owner and token; it never touches a
+-- row that another holder has taken since. 0 rows: not held by this holder.
+UPDATE jobsdemo_locks
+SET owner = '', expires_at = LEAST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND))
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token);
+
+-- name: LeaseGet :one
+-- LeaseGet reads the lock row with the time left on it by the database clock
+-- (negative or zero when expired or released).
+SELECT name, lock_key, owner, token, acquired_at, expires_at,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM jobsdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key);
+
+-- name: LeaseGuard :one
+-- LeaseGuard runs inside the caller's own transaction. It returns the token
+-- when the holding (owner, token) is still current and unexpired by the
+-- database clock, and then keeps a shared lock on the row until that
+-- transaction ends: nobody can acquire the lock before the caller's writes
+-- commit (and the holder's own renewals wait for it too). No row: the
+-- holding is over.
+SELECT token
+FROM jobsdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+LOCK IN SHARE MODE;
+
+-- name: LeaseRenewMany :execrows
+-- LeaseRenewMany renews, in one statement, every listed holding of lock
+-- name by owner: key_tokens pairs each key with its holding's token as
+-- "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
+-- row is renewed only by its own holding, and only while unexpired.
+-- lock_keys lets the primary key narrow the scan. The count is how many
+-- were renewed; LeaseGetMany tells which.
+UPDATE jobsdemo_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND owner = sqlc.arg(owner)
+  AND lock_key IN (sqlc.slice(lock_keys))
+  AND holding IN (sqlc.slice(holdings))
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseGetMany :many
+-- LeaseGetMany reads the listed rows of lock name, with the time left on
+-- each by the database clock.
+SELECT lock_key, owner, token,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM jobsdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
+
+-- name: LeasePrune :execrows
+-- LeasePrune deletes up to row_limit rows of keyed lock name that have been
+-- free (released or expired) for longer than older_than_us microseconds by
+-- the database clock. A held row never matches; a row acquired meanwhile
+-- is re-checked under its row lock and kept. A pruned row that is acquired
+-- again starts from the clock (see LeaseAcquire), so tokens keep rising.
+DELETE FROM jobsdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key <> ''
+  AND expires_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+LIMIT ?;
+
+-- name: SessionGetLock :one
+-- SessionGetLock waits up to timeout_us microseconds, on the server, for the
+-- named session lock (GET_LOCK). 1: acquired by this connection; 0: timed
+-- out; -1: error (killed, or refused).
+SELECT CAST(IFNULL(GET_LOCK(sqlc.arg(lock_name), sqlc.arg(timeout_us) / 1000000), -1) AS SIGNED) AS acquired;
+
+-- name: SessionHoldsLock :one
+-- SessionHoldsLock is 1 when this connection holds the named session lock.
+SELECT CAST(IFNULL(IS_USED_LOCK(sqlc.arg(lock_name)) = CONNECTION_ID(), 0) AS SIGNED) AS held;
+
+-- name: SessionIsUsed :one
+-- SessionIsUsed is 1 when any connection holds the named session lock.
+SELECT CAST(IS_USED_LOCK(sqlc.arg(lock_name)) IS NOT NULL AS SIGNED) AS used;
+
+-- name: SessionReleaseLock :one
+-- SessionReleaseLock releases the named session lock held by this
+-- connection. 1: released; 0: held by another connection; -1: not held.
+SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released;
+
+-- name: SessionToken :execresult
+-- SessionToken records a session-lock holding in the lock row and issues its
+-- fencing token (the result's LastInsertId), run right after GET_LOCK
+-- succeeded. GET_LOCK excludes other session holders; the row itself is
+-- taken only when it is free or held by a session holding (expires_at is
+-- the far-future marker while a session holds it), never from a live lease
+-- of the same lock (as during a rolling change of strategy): then
+-- LastInsertId is 0. The row stays "unexpired" until the holding is
+-- released, so LeaseGuard works for session locks too.
+INSERT INTO jobsdemo_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(acquired_at), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(expires_at), expires_at);
+
+-- name: RowLockNowait :one
+-- RowLockNowait locks the lock row FOR UPDATE inside a row-strategy
+-- holding's transaction without waiting: a row locked by another holding
+-- fails at once with the server's lock-wait error. No row: nothing locked
+-- (the transaction is READ COMMITTED, so no gap lock either).
+SELECT token
+FROM jobsdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+FOR UPDATE NOWAIT;
+
+-- name: RowLock :exec
+-- RowLock runs inside a row-strategy holding's transaction: it creates the
+-- lock row (free, uncommitted) or waits, up to innodb_lock_wait_timeout,
+-- for its exclusive row lock. It changes nothing in an existing row.
+INSERT INTO jobsdemo_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), '', CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE token = token;
+
+-- name: RowTake :execresult
+-- RowTake runs inside a row-strategy holding's transaction after its row
+-- lock was granted, and records the holding (uncommitted until the
+-- release). The fencing token (the result's LastInsertId) is
+-- GREATEST(token + 1, the database clock in µs at this statement): a holder
+-- whose transaction is rolled back (it crashed) loses its token bump, but
+-- this statement starts after that holder's bump, so the next holding still
+-- gets a greater token. A committed live lease of the same lock (a node
+-- still running the lease strategy) is never taken: LastInsertId is then 0.
+-- The holding's expiry is the row sentinel 1970-01-01 00:00:02, in the
+-- past: the row lock alone excludes others, and a holding committed by
+-- mistake (fn committing the transaction itself) looks free, never held
+-- forever, and is not taken for a session holding.
+INSERT INTO jobsdemo_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at);
+
+-- name: RowHolds :one
+-- RowHolds runs inside a row-strategy holding's own transaction: a row
+-- when that holding (owner, token) is still in force there; none when the
+-- server rolled the transaction back (a deadlock, a killed connection).
+SELECT token
+FROM jobsdemo_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at = '1970-01-01 00:00:02';
+
+-- name: ServerGalera :one
+-- ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and
+-- SELECT ... FOR UPDATE are not cluster-wide. MySQL has no such variable and
+-- fails with error 1193, which means "not Galera".
+SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera;
+
+-- name: RunInsert :execresult
+-- RunInsert enqueues a run, due delay_us after the database clock. A run
+-- that would repeat a scheduled tick (job, scheduled_at) or the unique key
+-- of an unfinished run of the job is not inserted: the statement then
+-- leaves the existing run as it is, and LastInsertId is its id either way.
+INSERT INTO jobsdemo_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at)
+VALUES (
+    sqlc.arg(job), sqlc.arg(queue), 'available', sqlc.arg(priority),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
+    sqlc.narg(scheduled_at), sqlc.arg(args), sqlc.arg(max_attempts), sqlc.arg(timeout_us), sqlc.narg(unique_key),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: RunInsertSkipped :execresult
+-- RunInsertSkipped records a scheduled tick that will not run (catch-up
+-- policy, min_interval) as a finished run in state skipped, unless the tick
+-- already has a run. LastInsertId is the tick's run either way.
+INSERT INTO jobsdemo_runs (job, queue, state, run_at, scheduled_at, args, max_attempts, timeout_us, last_error, created_at, finished_at)
+VALUES (
+    sqlc.arg(job), sqlc.arg(queue), 'skipped', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), sqlc.arg(scheduled_at), '{}', 1, 0,
+    sqlc.arg(reason), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: RunLastTick :one
+-- RunLastTick is the latest scheduled tick of a job that has a run (of any
+-- state, skipped included).
+SELECT scheduled_at
+FROM jobsdemo_runs
+WHERE job = sqlc.arg(job) AND scheduled_at IS NOT NULL
+ORDER BY scheduled_at DESC
+LIMIT 1;
+
+-- name: RunsClaimable :many
+-- RunsClaimable locks up to limit due runs of a queue, highest priority
+-- first, then oldest run_at, skipping runs other workers are claiming.
+SELECT id
+FROM jobsdemo_runs
+WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: RunsMarkRunning :execrows
+-- RunsMarkRunning claims the runs locked by RunsClaimable: a new attempt
+-- and a new claim, running until lease_us after the database clock unless
+-- heartbeats extend it.
+UPDATE jobsdemo_runs
+SET state    = 'running',
+    attempt  = attempt + 1,
+    claim    = claim + 1,
+    worker   = sqlc.arg(worker),
+    deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
+WHERE id IN (sqlc.slice(ids)) AND state = 'available';
+
+-- name: RunsClaimed :many
+-- RunsClaimed reads the runs just claimed, in the claiming transaction.
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
+FROM jobsdemo_runs
+WHERE id IN (sqlc.slice(ids)) AND state = 'running'
+ORDER BY priority DESC, run_at, id;
+
+-- name: RunsHeartbeat :execrows
+-- RunsHeartbeat extends the deadline of running runs that still have the
+-- given claims ("<id>:<claim>").
+UPDATE jobsdemo_runs
+SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
+
+-- name: RunsComplete :execrows
+-- RunsComplete marks completed the running runs that still have the given
+-- claims; a run rescued or claimed again since is left alone.
+UPDATE jobsdemo_runs
+SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
+
+-- name: RunFail :execrows
+-- RunFail records a failed attempt of a running run that still has the
+-- claim: due again backoff_us after the database clock, or discarded when
+-- it has no attempts left. The error text is kept either way.
+UPDATE jobsdemo_runs
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(backoff_us) AS SIGNED) MICROSECOND),
+    last_error  = sqlc.arg(last_error),
+    deadline    = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
+
+-- name: RunsRescue :execrows
+-- RunsRescue makes running runs whose deadline passed by the database
+-- clock (their worker died or stalled) due again, or discards them when they
+-- have no attempts left, at most limit runs per statement.
+UPDATE jobsdemo_runs
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
+    deadline    = NULL
+WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+LIMIT ?;
+
+-- name: RunsPrune :execrows
+-- RunsPrune deletes up to limit runs of a job that finished more than
+-- older_than_us ago by the database clock.
+DELETE FROM jobsdemo_runs
+WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'cancelled', 'skipped')
+  AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+LIMIT ?;
+
+-- name: RunCancel :execrows
+-- RunCancel cancels a run that has not started: 0 rows when it is running
+-- or finished.
+UPDATE jobsdemo_runs
+SET state = 'cancelled', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+WHERE id = sqlc.arg(id) AND state = 'available';
+
+-- name: RunRetry :execrows
+-- RunRetry restores a discarded or cancelled run: due now, with its
+-- attempts counted from zero again (its claims go on counting).
+UPDATE jobsdemo_runs
+SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
+WHERE id = sqlc.arg(id) AND state IN ('discarded', 'cancelled');
+
+-- name: RunGet :one
+-- RunGet reads one run.
+SELECT id, job, queue, state, priority, run_at, scheduled_at, args, attempt, max_attempts, timeout_us,
+       claim, worker, deadline, unique_key, last_error, created_at, finished_at
+FROM jobsdemo_runs
+WHERE id = sqlc.arg(id);
+
+-- Code generated by lockgen. DO NOT EDIT.
+-- (This line ends the file: sqlc would take a first line as the first query's doc comment.)
