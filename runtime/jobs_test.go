@@ -461,3 +461,37 @@ func TestJobsPrune(t *testing.T) {
 	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs").Scan(&left))
 	assert.Equal(t, 2, left, "the unfinished run and the other job's run stay")
 }
+
+// TestJobsHeartbeatKeepsLongRunsClaimed: a run that lasts several leases is
+// not rescued while its worker heartbeats, although another node rescues
+// eagerly; and a delayed run never starts before its delay.
+func TestJobsHeartbeatKeepsLongRunsClaimed(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsNode(t, tdb.Open(t), "slow-node")
+	var runs atomic.Int32
+	started := make(chan time.Time, 1)
+	startWorker(t, j, runtime.WorkerConfig{Lease: 300 * time.Millisecond, PollMin: 10 * time.Millisecond, RescueEvery: -1,
+		Handlers: map[string]runtime.JobHandler{"long": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			runs.Add(1)
+			select {
+			case started <- time.Now():
+			default: // a second run: the assertions below fail
+			}
+			time.Sleep(1200 * time.Millisecond) // four leases
+			return nil
+		}}}})
+	// Another node that only rescues, every 50ms.
+	startWorker(t, jobsNode(t, tdb.Open(t), "rescuer"), runtime.WorkerConfig{Queue: "elsewhere", RescueEvery: 50 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"none": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	r := newRun("long")
+	r.Delay = 300 * time.Millisecond
+	enqueued := time.Now()
+	id, err := j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, (<-started).Sub(enqueued), r.Delay, "not before its delay")
+	info := waitState(t, j, id, runtime.RunCompleted)
+	assert.Equal(t, 1, info.Attempt, "never rescued")
+	assert.Equal(t, int32(1), runs.Load())
+	assert.Empty(t, info.LastError)
+}

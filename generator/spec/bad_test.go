@@ -282,6 +282,11 @@ var badSpecs = []badSpec{
 		want: []string{`lockgen.yaml:4:29: wait_mode server without wait or leader: nobody waits for this lock, so its holdings would pin a connection for nothing (add wait (e.g. wait: 5s) or remove wait_mode)`},
 	},
 	{
+		name: "a job's Enqueue method equals a lock's",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: enqueue_report, ttl: 3s, leader: true}\njobs:\n  - name: report_leader\n",
+		want: []string{`lockgen.yaml:6:5: job "report_leader" and lock "enqueue_report" both generate the method EnqueueReportLeader (rename one of them)`},
+	},
+	{
 		name: "duplicate lock key",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    ttl: 5s\n",
 		want: []string{`lockgen.yaml:6:5: duplicate key "ttl" (it is first set at line 5; remove one of them)`},

@@ -151,8 +151,34 @@ func (l *loader) spec(root *yaml.Node) *Spec {
 	queues := l.queues(top["queues"], hasJobs)
 	if hasJobs {
 		s.Jobs, s.Queues = l.jobs(jobs, queues)
+		l.jobLockClashes(s)
 	}
 	return s
+}
+
+// jobLockClashes reports a job whose generated methods on Locks
+// (Enqueue<Job>, Enqueue<Job>Tx, Enqueue<Job>Many) equal a lock's, e.g. the
+// leader lock "enqueue_report" (EnqueueReportLeader) and the job
+// "report_leader"; each job is reported once, at its name.
+func (l *loader) jobLockClashes(s *Spec) {
+	owner := map[string]Lock{}
+	for _, lk := range s.Locks {
+		for _, m := range lk.Methods() {
+			owner[m] = lk
+		}
+	}
+	for _, j := range s.Jobs {
+		if j.GoName == "" {
+			continue
+		}
+		for _, m := range []string{"Enqueue" + j.GoName, "Enqueue" + j.GoName + "Tx", "Enqueue" + j.GoName + "Many"} {
+			if lk, clash := owner[m]; clash {
+				l.errs = append(l.errs, &Error{File: l.file, Pos: j.Pos, Msg: fmt.Sprintf("job %q and lock %q both generate the method %s", j.Name, lk.Name, m),
+					Hint: "rename one of them"})
+				break
+			}
+		}
+	}
 }
 
 // version checks that the version is the number 1.
