@@ -64,12 +64,6 @@ func Generate(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, j := range s.Jobs {
-		if j.Concurrency == 1 {
-			return nil, spec.ErrorList{{File: s.File, Pos: j.Pos, Msg: fmt.Sprintf("job %q: concurrency: 1 (a cluster-wide singleton) is not generated yet", j.Name),
-				Hint: "remove concurrency, or hold a lock inside the handler (With<Lock>Lock)"}}
-		}
-	}
 	dir, err := filepath.Abs(filepath.Dir(opts.SpecPath))
 	if err != nil {
 		return nil, fmt.Errorf("locate %s: %w", opts.SpecPath, err)

@@ -223,9 +223,8 @@ func jobsGo(m *model) *jen.File {
 						handle = rt("HandleArgs").Call(jen.Id("h").Dot(j.GoName))
 					}
 					hd[jen.Id(j.NameConst)] = jen.Values(jen.Dict{
-						jen.Id("Queue"): jen.Lit(j.Queue),
-						jen.Id("JobHandler"): literal(rt("JobHandler"), kv{"Handle", handle},
-							kv{"BackoffInitial", durationExpr(j.BackoffInitial)}, kv{"BackoffMax", durationExpr(j.BackoffMax)}),
+						jen.Id("Queue"):      jen.Lit(j.Queue),
+						jen.Id("JobHandler"): literal(rt("JobHandler"), j.handlerFields(handle)...),
 					})
 				}
 			}))
@@ -260,6 +259,15 @@ func jobsGo(m *model) *jen.File {
 	return f
 }
 
+// handlerFields are the runtime.JobHandler fields of j.
+func (j jobModel) handlerFields(handle jen.Code) []kv {
+	kvs := []kv{{"Handle", handle}, {"BackoffInitial", durationExpr(j.BackoffInitial)}, {"BackoffMax", durationExpr(j.BackoffMax)}}
+	if j.Concurrency == 1 {
+		kvs = append(kvs, kv{"Singleton", jen.True()})
+	}
+	return kvs
+}
+
 // handlerDoc documents the handler method of j.
 func (j jobModel) handlerDoc() string {
 	var what []string
@@ -273,6 +281,9 @@ func (j jobModel) handlerDoc() string {
 		formatDuration(j.Timeout), j.MaxAttempts)
 	if j.Scheduled() && j.ArgsType != "" {
 		doc += " Scheduled runs get zero args."
+	}
+	if j.Concurrency == 1 {
+		doc += " It is a cluster-wide singleton: one run at a time, holding the lock lockgen_job:" + j.Name + "."
 	}
 	return doc
 }
@@ -377,6 +388,12 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunFail").Call(jen.Id("ctx"), literal(db("RunFailParams"),
 			kv{"BackoffUs", jen.Id("backoff").Dot("Microseconds").Call()}, kv{"LastError", nullString(jen.Id("errText"))},
 			kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+	method("// RunSnooze implements runtime.JobStore.", "RunSnooze",
+		[]jen.Code{ctx(), jen.Id("c").Add(rt("Claim")), jen.Id("delay").Add(dur())}, []jen.Code{jen.Bool(), jen.Error()},
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunSnooze").Call(jen.Id("ctx"), literal(db("RunSnoozeParams"),
+			kv{"DelayUs", jen.Id("delay").Dot("Microseconds").Call()}, kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
 		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
 	)
 	method("// RunsRescue implements runtime.JobStore.", "RunsRescue",

@@ -125,6 +125,9 @@ type JobStore interface {
 	// RunFail records a failed attempt of a run still holding c: due again
 	// after backoff, or discarded without attempts left.
 	RunFail(ctx context.Context, c Claim, errText string, backoff time.Duration) (bool, error)
+	// RunSnooze gives a claimed run back, due again after delay, without
+	// counting the attempt.
+	RunSnooze(ctx context.Context, c Claim, delay time.Duration) (bool, error)
 	// RunsRescue makes up to limit runs past their deadline due again (or
 	// discards them).
 	RunsRescue(ctx context.Context, limit int) (int64, error)

@@ -495,3 +495,41 @@ func TestJobsHeartbeatKeepsLongRunsClaimed(t *testing.T) {
 	assert.Equal(t, int32(1), runs.Load())
 	assert.Empty(t, info.LastError)
 }
+
+// TestJobsSingletonNeverOverlaps: runs of a singleton job worked by three
+// nodes never run at once; runs claimed while another runs are given back
+// without using up their attempts.
+func TestJobsSingletonNeverOverlaps(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	var inside, overlaps, done atomic.Int32
+	handler := runtime.JobHandler{Singleton: true, Handle: func(ctx context.Context, run *runtime.Run) error {
+		if inside.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		time.Sleep(30 * time.Millisecond)
+		inside.Add(-1)
+		done.Add(1)
+		return nil
+	}}
+	var js []*runtime.Jobs
+	for i := 0; i < 3; i++ {
+		j := jobsNode(t, tdb.Open(t), fmt.Sprintf("node-%d", i))
+		js = append(js, j)
+		startWorker(t, j, runtime.WorkerConfig{Concurrency: 5, PollMin: 10 * time.Millisecond, Handlers: map[string]runtime.JobHandler{"solo": handler}})
+	}
+	var ids []int64
+	for i := 0; i < 12; i++ {
+		r := newRun("solo")
+		r.MaxAttempts = 1
+		id, err := js[i%3].Enqueue(ctx, nil, r)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		info := waitState(t, js[0], id, runtime.RunCompleted)
+		assert.Equal(t, 1, info.Attempt, "given back runs keep their attempts")
+	}
+	assert.Zero(t, overlaps.Load(), "no two runs of the singleton at once")
+	assert.Equal(t, int32(12), done.Load())
+}

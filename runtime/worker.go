@@ -25,7 +25,22 @@ type JobHandler struct {
 	// waits BackoffInitial·2^(n-1), at most BackoffMax, with jitter (in
 	// [d/2, d]). Defaults 1s and 1h.
 	BackoffInitial, BackoffMax time.Duration
+	// Singleton makes at most one run of the job run at a time across the
+	// cluster: each attempt holds the lease lock "lockgen_job:<job>" (TTL
+	// the worker's Lease, renewed while it runs; the handler's ctx is
+	// cancelled if it is lost). A run claimed while another holds the lock
+	// is given back, due again after SingletonRetry, without counting the
+	// attempt.
+	Singleton bool
 }
+
+// SingletonRetry is how long a singleton job's run waits when its lock was
+// held elsewhere when it was claimed.
+const SingletonRetry = 500 * time.Millisecond
+
+// errSingletonBusy marks an attempt that did not start: the job's
+// singleton lock is held elsewhere.
+var errSingletonBusy = errors.New("lockgen: the singleton job runs elsewhere")
 
 // WorkerConfig configures a Worker.
 type WorkerConfig struct {
@@ -65,6 +80,8 @@ type WorkerConfig struct {
 type Worker struct {
 	jobs *Jobs
 	cfg  WorkerConfig
+	// singletons are the locks of the Singleton jobs, by job.
+	singletons map[string]*Lock
 }
 
 // NewWorker validates cfg, applies its defaults and returns the worker.
@@ -107,7 +124,18 @@ func (j *Jobs) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 30 * time.Second
 	}
-	return &Worker{jobs: j, cfg: cfg}, nil
+	w := &Worker{jobs: j, cfg: cfg, singletons: map[string]*Lock{}}
+	for name, h := range cfg.Handlers {
+		if !h.Singleton {
+			continue
+		}
+		l, err := j.client.Lock(LockConfig{Name: "lockgen_job:" + name, TTL: max(cfg.Lease, MinTTL)})
+		if err != nil {
+			return nil, fmt.Errorf("job %q: singleton lock: %w", name, err)
+		}
+		w.singletons[name] = l
+	}
+	return w, nil
 }
 
 // active is one attempt being handled.
@@ -272,7 +300,14 @@ func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	err = h.Handle(ctx, r)
+	if l := w.singletons[r.Job]; l != nil {
+		err = l.With(ctx, "", func(ctx context.Context, _ *Lease) error { return h.Handle(ctx, r) })
+		if errors.Is(err, ErrNotAcquired) {
+			return errSingletonBusy
+		}
+	} else {
+		err = h.Handle(ctx, r)
+	}
 	if err == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		// Finished, but past its timeout: count it (the handler may have
 		// ignored its context).
@@ -380,6 +415,10 @@ func (r *recorder) loop() {
 				flush()
 				return
 			}
+			if errors.Is(o.err, errSingletonBusy) {
+				r.snooze(o)
+				continue
+			}
 			if o.err != nil {
 				r.fail(o)
 				continue
@@ -413,6 +452,22 @@ func (r *recorder) complete(claims []Claim) {
 		}
 		if try == recordTries {
 			log.Error("lockgen: could not record completed runs; they will be rescued and run again", "runs", len(claims), "error", err)
+			return
+		}
+		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+	}
+}
+
+// snooze gives back a run whose singleton lock was held elsewhere.
+func (r *recorder) snooze(o outcome) {
+	c := Claim{ID: o.run.ID, Claim: o.run.Claim}
+	delay := SingletonRetry/2 + rand.N(SingletonRetry/2+1)
+	for try := 1; ; try++ {
+		_, err := r.w.jobs.store.RunSnooze(context.Background(), c, delay)
+		if err == nil || try == recordTries {
+			if err != nil {
+				r.w.jobs.client.logger.Error("lockgen: could not give back a singleton run; it will be rescued", "run", o.run.ID, "error", err)
+			}
 			return
 		}
 		time.Sleep(time.Duration(try) * 50 * time.Millisecond)

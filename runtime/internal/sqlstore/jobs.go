@@ -89,6 +89,12 @@ func (s SessionStore) RunFail(ctx context.Context, c runtime.Claim, errText stri
 	return n > 0, err
 }
 
+// RunSnooze implements runtime.JobStore.
+func (s SessionStore) RunSnooze(ctx context.Context, c runtime.Claim, delay time.Duration) (bool, error) {
+	n, err := s.q.RunSnooze(ctx, sqlcdb.RunSnoozeParams{DelayUs: delay.Microseconds(), ID: c.ID, Claim: c.Claim})
+	return n > 0, err
+}
+
 // RunsRescue implements runtime.JobStore.
 func (s SessionStore) RunsRescue(ctx context.Context, limit int) (int64, error) {
 	return s.q.RunsRescue(ctx, int32(limit))

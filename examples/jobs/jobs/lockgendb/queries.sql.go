@@ -631,6 +631,32 @@ func (q *Queries) RunRetry(ctx context.Context, id int64) (int64, error) {
 	return result.RowsAffected()
 }
 
+const runSnooze = `-- name: RunSnooze :execrows
+UPDATE jobsdemo_runs
+SET state    = 'available',
+    attempt  = attempt - 1,
+    run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND,
+    deadline = NULL
+WHERE id = ? AND claim = ? AND state = 'running'
+`
+
+type RunSnoozeParams struct {
+	DelayUs int64
+	ID      int64
+	Claim   int64
+}
+
+// RunSnooze gives a claimed run back without counting the attempt (a
+// singleton job whose lock is held elsewhere): due again delay_us after the
+// database clock, if it still has the claim.
+func (q *Queries) RunSnooze(ctx context.Context, arg RunSnoozeParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, runSnooze, arg.DelayUs, arg.ID, arg.Claim)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const runsClaimable = `-- name: RunsClaimable :many
 SELECT id
 FROM jobsdemo_runs

@@ -52,7 +52,7 @@ type ReindexArgs struct {
 // and run.Attempt to make handlers idempotent. ctx is cancelled at the job's
 // timeout.
 type JobHandlers interface {
-	// NightlyReport handles a run of nightly_report (scheduled "0 3 * * *" in Asia/Shanghai; timeout 30m, 3 attempts).
+	// NightlyReport handles a run of nightly_report (scheduled "0 3 * * *" in Asia/Shanghai; timeout 30m, 3 attempts). It is a cluster-wide singleton: one run at a time, holding the lock lockgen_job:nightly_report.
 	NightlyReport(ctx context.Context, run *runtime.Run) error
 	// SendSMS handles a run of send_sms (enqueued with EnqueueSendSMS; timeout 10m, 5 attempts).
 	SendSMS(ctx context.Context, run *runtime.Run, args SendSMSArgs) error
@@ -187,6 +187,7 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtim
 					Handle:         h.NightlyReport,
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
+					Singleton:      true,
 				},
 				Queue: "default",
 			},

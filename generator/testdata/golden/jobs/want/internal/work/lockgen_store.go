@@ -478,6 +478,16 @@ func (s store) RunFail(ctx context.Context, c runtime.Claim, errText string, bac
 	return n > 0, err
 }
 
+// RunSnooze implements runtime.JobStore.
+func (s store) RunSnooze(ctx context.Context, c runtime.Claim, delay time.Duration) (bool, error) {
+	n, err := s.q.RunSnooze(ctx, lockgendb.RunSnoozeParams{
+		DelayUs: delay.Microseconds(),
+		ID:      c.ID,
+		Claim:   c.Claim,
+	})
+	return n > 0, err
+}
+
 // RunsRescue implements runtime.JobStore.
 func (s store) RunsRescue(ctx context.Context, limit int) (int64, error) {
 	return s.q.RunsRescue(ctx, int32(limit))

@@ -272,6 +272,17 @@ SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     deadline    = NULL
 WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
 
+-- name: RunSnooze :execrows
+-- RunSnooze gives a claimed run back without counting the attempt (a
+-- singleton job whose lock is held elsewhere): due again delay_us after the
+-- database clock, if it still has the claim.
+UPDATE lockgen_runs
+SET state    = 'available',
+    attempt  = attempt - 1,
+    run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
+    deadline = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
+
 -- name: RunsRescue :execrows
 -- RunsRescue makes running runs whose deadline passed by the database
 -- clock (their worker died or stalled) due again, or discards them when they

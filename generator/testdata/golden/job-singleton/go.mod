@@ -1,3 +1,0 @@
-module example.com/singleton
-
-go 1.24
