@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,12 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
 
@@ -28,17 +25,7 @@ const workerChildEnv = "LOCKGEN_TEST_WORKER_CHILD"
 const childLease = time.Second
 
 func runWorkerChild() int {
-	cfg, err := mysql.ParseDSN(os.Getenv(workerChildEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	client, err := runtime.NewClient(sqlstore.NewSession(sql.OpenDB(c)), runtime.WithOwner("child"))
+	client, err := childClient(workerChildEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"bufio"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -172,17 +170,7 @@ func TestRunAsLeaderMisuse(t *testing.T) {
 const leaderChildEnv = "LOCKGEN_TEST_LEADER_CHILD"
 
 func runLeaderChild() int {
-	cfg, err := mysql.ParseDSN(os.Getenv(leaderChildEnv))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	client, err := runtime.NewClient(sqlstore.NewSession(sql.OpenDB(c)), runtime.WithOwner("child"))
+	client, err := childClient(leaderChildEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -1,6 +1,7 @@
 package runtime_test
 
 import (
+	"database/sql"
 	"io"
 	"log"
 	"log/slog"
@@ -9,6 +10,9 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 )
 
 // TestMain fails the package if any goroutine (a renewal loop, a watchdog)
@@ -25,4 +29,18 @@ func TestMain(m *testing.M) {
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	goleak.VerifyTestMain(m)
+}
+
+// childClient is the Client of a child process (owner "child") on the DSN in
+// the environment variable env.
+func childClient(env string) (*runtime.Client, error) {
+	cfg, err := mysql.ParseDSN(os.Getenv(env))
+	if err != nil {
+		return nil, err
+	}
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return runtime.NewClient(sqlstore.NewSession(sql.OpenDB(c)), runtime.WithOwner("child"))
 }
