@@ -401,9 +401,10 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.Return(q().Dot("RunsRescue").Call(jen.Id("ctx"), jen.Int32().Call(jen.Id("limit")))),
 	)
 	method("// RunsPrune implements runtime.JobStore.", "RunsPrune",
-		[]jen.Code{ctx(), jen.Id("job").String(), jen.Id("olderThan").Add(dur()), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},
+		[]jen.Code{ctx(), jen.Id("job").String(), jen.Id("keep").Qual("time", "Time"), jen.Id("olderThan").Add(dur()), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},
 		jen.Return(q().Dot("RunsPrune").Call(jen.Id("ctx"), literal(db("RunsPruneParams"),
-			kv{"Job", jen.Id("job")}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))}))),
+			kv{"Job", jen.Id("job")}, kv{"KeepTick", nullTime(jen.Id("keep"))}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()},
+			kv{"Limit", jen.Int32().Call(jen.Id("limit"))}))),
 	)
 	for _, name := range []string{"RunCancel", "RunRetry"} {
 		method("// "+name+" implements runtime.JobStore.", name,

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // Jobs: runs of typed jobs in the runs table.
@@ -38,6 +40,9 @@ const DefaultQueue = "default"
 var (
 	// ErrRunNotFound: no run has that ID (it may have been pruned).
 	ErrRunNotFound = errors.New("lockgen: run not found")
+	// ErrUniqueKeyTaken: Retry cannot restore a run because an unfinished
+	// run of its job has the same unique key.
+	ErrUniqueKeyTaken = errors.New("lockgen: an unfinished run has the same unique key")
 )
 
 // NewRun is a run to enqueue.
@@ -132,8 +137,8 @@ type JobStore interface {
 	// discards them).
 	RunsRescue(ctx context.Context, limit int) (int64, error)
 	// RunsPrune deletes up to limit runs of job finished more than
-	// olderThan ago.
-	RunsPrune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error)
+	// olderThan ago, except the run of tick keep (when not zero).
+	RunsPrune(ctx context.Context, job string, keep time.Time, olderThan time.Duration, limit int) (int64, error)
 	// RunCancel cancels a run that has not started.
 	RunCancel(ctx context.Context, id int64) (bool, error)
 	// RunRetry restores a discarded or cancelled run.
@@ -256,9 +261,14 @@ func (j *Jobs) Cancel(ctx context.Context, id int64) (bool, error) {
 }
 
 // Retry restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state.
+// counted from zero. False when the run is in another state; an error
+// wrapping ErrUniqueKeyTaken when an unfinished run has its unique key.
 func (j *Jobs) Retry(ctx context.Context, id int64) (bool, error) {
 	ok, err := j.store.RunRetry(ctx, id)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1062 {
+		return false, fmt.Errorf("%w: retry run %d", ErrUniqueKeyTaken, id)
+	}
 	if err != nil {
 		return false, fmt.Errorf("lockgen: retry run %d: %w", id, err)
 	}
@@ -285,10 +295,27 @@ func (j *Jobs) Run(ctx context.Context, id int64) (RunInfo, error) {
 // Prune deletes the runs of job that finished (completed, discarded,
 // cancelled or skipped) more than olderThan ago, limit per statement, until
 // none is left or ctx ends, and returns how many it deleted.
+//
+// The run of the job's newest scheduled tick is kept: it anchors catch-up
+// after a restart (pruning it would make a restarted scheduler run that
+// tick again).
 func (j *Jobs) Prune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("%w: prune limit must be positive", ErrInvalid)
+	}
+	var keep time.Time
+	if ts, ok := j.store.(TickStore); ok {
+		t, found, err := ts.RunLastTick(ctx, job)
+		if err != nil {
+			return 0, fmt.Errorf("lockgen: prune runs: %w", err)
+		}
+		if found {
+			keep = t
+		}
+	}
 	var total int64
 	for {
-		n, err := j.store.RunsPrune(ctx, job, olderThan, limit)
+		n, err := j.store.RunsPrune(ctx, job, keep, olderThan, limit)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("lockgen: prune runs: %w", err)

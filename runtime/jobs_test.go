@@ -299,6 +299,9 @@ func TestJobsCancelUniqueAndTxEnqueue(t *testing.T) {
 	fresh, err := j.Enqueue(ctx, nil, u)
 	require.NoError(t, err)
 	assert.NotEqual(t, first, fresh, "a finished run frees its unique key")
+	ok, err = j.Retry(ctx, first)
+	require.ErrorIs(t, err, runtime.ErrUniqueKeyTaken, "restoring would repeat the active run's key")
+	assert.False(t, ok)
 
 	tx, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
@@ -460,6 +463,24 @@ func TestJobsPrune(t *testing.T) {
 	var left int
 	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs").Scan(&left))
 	assert.Equal(t, 2, left, "the unfinished run and the other job's run stay")
+	_, err = j.Prune(ctx, "old", time.Hour, 0)
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+
+	// The newest tick of a scheduled job anchors catch-up: never pruned.
+	for _, tick := range []time.Time{time.Now().Add(-2 * time.Minute).Truncate(time.Second), time.Now().Add(-time.Minute).Truncate(time.Second)} {
+		id, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: "ticking", ScheduledAt: tick, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
+		require.NoError(t, err)
+		ok, err := j.Cancel(ctx, id)
+		require.NoError(t, err)
+		require.True(t, ok)
+	}
+	time.Sleep(20 * time.Millisecond)
+	n, err = j.Prune(ctx, "ticking", 10*time.Millisecond, 10)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "only the older tick")
+	var newest time.Time
+	require.NoError(t, db.QueryRow("SELECT scheduled_at FROM lockgen_runs WHERE job = 'ticking'").Scan(&newest))
+	assert.WithinDuration(t, time.Now().Add(-time.Minute), newest, 2*time.Second)
 }
 
 // TestJobsHeartbeatKeepsLongRunsClaimed: a run that lasts several leases is
@@ -532,4 +553,18 @@ func TestJobsSingletonNeverOverlaps(t *testing.T) {
 	}
 	assert.Zero(t, overlaps.Load(), "no two runs of the singleton at once")
 	assert.Equal(t, int32(12), done.Load())
+
+	// A handler error that happens to wrap ErrNotAcquired is a failure,
+	// not a busy lock: the run is discarded with the error kept.
+	stop := startWorker(t, js[0], runtime.WorkerConfig{Queue: "other", PollMin: 10 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
+		"solo_fails": {Singleton: true, Handle: func(ctx context.Context, run *runtime.Run) error {
+			return fmt.Errorf("another lock was busy: %w", runtime.ErrNotAcquired)
+		}}}})
+	defer stop()
+	r := newRun("solo_fails")
+	r.Queue, r.MaxAttempts = "other", 1
+	id, err := js[0].Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	info := waitState(t, js[0], id, runtime.RunDiscarded)
+	assert.Contains(t, info.LastError, "another lock was busy")
 }

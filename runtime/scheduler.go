@@ -52,7 +52,11 @@ func ParseSchedule(spec, tz string) (Schedule, error) {
 	if every, ok := s.(cron.ConstantDelaySchedule); ok {
 		return everySchedule{every.Delay}, nil
 	}
-	return zoned{s, loc}, nil
+	z := zoned{s, loc}
+	if z.Next(time.Now()).IsZero() {
+		return nil, fmt.Errorf("%w: schedule %q never fires", ErrInvalid, spec)
+	}
+	return z, nil
 }
 
 // everySchedule ticks at the multiples of d since the Unix epoch, so every
@@ -70,7 +74,15 @@ type zoned struct {
 	loc *time.Location
 }
 
-func (z zoned) Next(t time.Time) time.Time { return z.s.Next(t.In(z.loc)).UTC() }
+// Next returns the first tick after t; zero when there is none (robfig's
+// cron looks five years ahead).
+func (z zoned) Next(t time.Time) time.Time {
+	n := z.s.Next(t.In(z.loc))
+	if n.IsZero() {
+		return n
+	}
+	return n.UTC()
+}
 
 // Catch-up policies: what happens to the ticks missed while no node ran the
 // scheduler.
@@ -159,18 +171,33 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
+// catchUpGrace is how old a tick must be, by this node's clock, to count as
+// missed at start: a younger one may still be inserted by a live node
+// whose timer fires late or whose clock is behind, so it is inserted as a
+// live tick (the unique key makes that harmless) instead of being skipped.
+const catchUpGrace = 5 * time.Second
+
 func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 	client := s.jobs.client
 	clock := client.clock
 	log := client.logger.With("job", sj.Name)
-	var last time.Time
+	var last time.Time // the latest tick inserted as a run
+	var next time.Time
 	for {
 		// Start: catch up from the latest tick with a run.
 		t, ok, err := ts.RunLastTick(ctx, sj.Name)
 		if err == nil {
-			if ok {
-				last = s.catchUp(ctx, ts, sj, t, clock.Now())
+			cutoff := clock.Now().Add(-catchUpGrace)
+			if !ok {
+				next = sj.Schedule.Next(clock.Now()) // first start: no history
+				break
 			}
+			last = t
+			if t.Before(cutoff) {
+				last = s.catchUp(ctx, ts, sj, t, cutoff)
+				t = cutoff
+			}
+			next = sj.Schedule.Next(t) // ticks after the cutoff run live
 			break
 		}
 		if ctx.Err() != nil {
@@ -181,8 +208,7 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 			return
 		}
 	}
-	next := sj.Schedule.Next(clock.Now())
-	for {
+	for !next.IsZero() {
 		if err := sleepOrWake(ctx, clock, next.Sub(clock.Now()), nil); err != nil {
 			return
 		}
@@ -194,21 +220,26 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 		} else if s.insert(ctx, sj, next) {
 			last = next
 		}
-		next = sj.Schedule.Next(next)
-		if now := clock.Now(); next.Before(now) {
+		done := next
+		if cutoff := clock.Now().Add(-catchUpGrace); sj.Schedule.Next(done).Before(cutoff) {
 			// This node fell behind (a long pause): the ticks it missed
-			// were inserted by other nodes or are caught up at a restart.
-			next = sj.Schedule.Next(now)
+			// follow the catch-up policy, as after a restart.
+			if l := s.catchUp(ctx, ts, sj, done, cutoff); l.After(last) {
+				last = l
+			}
+			done = cutoff
 		}
+		next = sj.Schedule.Next(done)
 	}
+	log.Warn("lockgen: the schedule has no more ticks")
 }
 
-// catchUp handles the ticks after last that are due by now, per the job's
-// policy, and returns the latest tick it inserted a run for (or last).
-func (s *Scheduler) catchUp(ctx context.Context, ts TickStore, sj ScheduledJob, last, now time.Time) time.Time {
+// catchUp handles the ticks after last up to until, per the job's policy,
+// and returns the latest tick it inserted a run for (or last).
+func (s *Scheduler) catchUp(ctx context.Context, ts TickStore, sj ScheduledJob, last, until time.Time) time.Time {
 	var missed []time.Time
 	dropped := 0
-	for t := sj.Schedule.Next(last); !t.After(now); t = sj.Schedule.Next(t) {
+	for t := sj.Schedule.Next(last); !t.IsZero() && !t.After(until); t = sj.Schedule.Next(t) {
 		missed = append(missed, t)
 		if len(missed) > MaxCatchUp {
 			missed = missed[1:]

@@ -30,6 +30,7 @@ func TestParseSchedule(t *testing.T) {
 	assert.Equal(t, time.Date(2026, 11, 23, 10, 0, 8, 0, time.UTC), mustSchedule(t, "* * * * * *", "").Next(at), "six fields: seconds")
 	for _, bad := range []struct{ spec, tz string }{
 		{"61 * * * *", ""}, {"@every 1s", "Mars/Olympus"}, {"CRON_TZ=UTC 0 3 * * *", ""}, {"@fortnightly", ""},
+		{"0 0 30 2 *", ""}, // February 30th: never fires
 	} {
 		_, err := runtime.ParseSchedule(bad.spec, bad.tz)
 		assert.ErrorIs(t, err, runtime.ErrInvalid, "%q in %q", bad.spec, bad.tz)
@@ -115,8 +116,9 @@ func TestSchedulerCatchUp(t *testing.T) {
 	ctx := context.Background()
 	db := tdb.Open(t)
 	j := jobsNode(t, db, "node")
-	every := mustSchedule(t, "@every 1m", "")
-	last := every.Next(time.Now().Add(-11 * time.Minute)) // 10 or 11 ticks ago
+	// Ticks every minute, the latest 30s ago: none near the catch-up cutoff.
+	every := shiftedEvery{d: time.Minute, anchor: time.Now().Add(-30 * time.Second).Truncate(time.Microsecond)}
+	last := every.anchor.Add(-10 * time.Minute) // 10 ticks ago
 	var missed int
 	for tick := every.Next(last); !tick.After(time.Now()); tick = every.Next(tick) {
 		missed++
@@ -162,4 +164,22 @@ func TestSchedulerMinInterval(t *testing.T) {
 	for i, s := range states {
 		assert.Equal(t, map[bool]string{true: "available", false: "skipped"}[i%2 == 0], s, "tick %d of %v", i, states)
 	}
+}
+
+// shiftedEvery ticks every d at anchor + k·d.
+type shiftedEvery struct {
+	d      time.Duration
+	anchor time.Time
+}
+
+func (e shiftedEvery) Next(t time.Time) time.Time {
+	k := t.Sub(e.anchor) / e.d
+	next := e.anchor.Add(k * e.d)
+	for !next.After(t) {
+		next = next.Add(e.d)
+	}
+	for next.Add(-e.d).After(t) {
+		next = next.Add(-e.d)
+	}
+	return next.UTC()
 }

@@ -209,7 +209,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		claimed := 0
 		if free := cfg.Concurrency - len(running); free > 0 {
 			limit := min(free, cfg.ClaimBatch)
-			runs, err := w.jobs.store.RunsClaim(ctx, cfg.Queue, client.owner, limit, cfg.Lease)
+			// Not cut by ctx: a claim committed after a cut would leave
+			// its runs running without a handler until their lease passed.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Lease)
+			runs, err := w.jobs.store.RunsClaim(cctx, cfg.Queue, client.owner, limit, cfg.Lease)
+			cancel()
 			switch {
 			case err != nil && ctx.Err() == nil:
 				log.Warn("lockgen: claiming runs failed", "error", err)
@@ -301,9 +305,13 @@ func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 		}
 	}()
 	if l := w.singletons[r.Job]; l != nil {
-		err = l.With(ctx, "", func(ctx context.Context, _ *Lease) error { return h.Handle(ctx, r) })
-		if errors.Is(err, ErrNotAcquired) {
-			return errSingletonBusy
+		started := false
+		err = l.With(ctx, "", func(ctx context.Context, _ *Lease) error {
+			started = true
+			return h.Handle(ctx, r)
+		})
+		if !started && errors.Is(err, ErrNotAcquired) {
+			return errSingletonBusy // the handler's own errors are failures
 		}
 	} else {
 		err = h.Handle(ctx, r)
@@ -443,7 +451,9 @@ const recordTries = 5
 func (r *recorder) complete(claims []Claim) {
 	log := r.w.jobs.client.logger
 	for try := 1; ; try++ {
-		n, err := r.w.jobs.store.RunsComplete(context.Background(), claims)
+		ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
+		n, err := r.w.jobs.store.RunsComplete(ctx, claims)
+		cancel()
 		if err == nil {
 			if int(n) < len(claims) {
 				log.Info("lockgen: runs completed after they were rescued; their new attempts go on", "runs", len(claims)-int(n))
@@ -463,7 +473,9 @@ func (r *recorder) snooze(o outcome) {
 	c := Claim{ID: o.run.ID, Claim: o.run.Claim}
 	delay := SingletonRetry/2 + rand.N(SingletonRetry/2+1)
 	for try := 1; ; try++ {
-		_, err := r.w.jobs.store.RunSnooze(context.Background(), c, delay)
+		ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
+		_, err := r.w.jobs.store.RunSnooze(ctx, c, delay)
+		cancel()
 		if err == nil || try == recordTries {
 			if err != nil {
 				r.w.jobs.client.logger.Error("lockgen: could not give back a singleton run; it will be rescued", "run", o.run.ID, "error", err)
@@ -483,7 +495,9 @@ func (r *recorder) fail(o outcome) {
 	c := Claim{ID: o.run.ID, Claim: o.run.Claim}
 	backoff := r.w.backoff(o.run.Job, o.run.Attempt)
 	for try := 1; ; try++ {
-		_, err := r.w.jobs.store.RunFail(context.Background(), c, text, backoff)
+		ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
+		_, err := r.w.jobs.store.RunFail(ctx, c, text, backoff)
+		cancel()
 		if err == nil {
 			log.Info("lockgen: run failed", "job", o.run.Job, "run", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
 			return

@@ -101,8 +101,8 @@ func (s SessionStore) RunsRescue(ctx context.Context, limit int) (int64, error) 
 }
 
 // RunsPrune implements runtime.JobStore.
-func (s SessionStore) RunsPrune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error) {
-	return s.q.RunsPrune(ctx, sqlcdb.RunsPruneParams{Job: job, OlderThanUs: olderThan.Microseconds(), Limit: int32(limit)})
+func (s SessionStore) RunsPrune(ctx context.Context, job string, keep time.Time, olderThan time.Duration, limit int) (int64, error) {
+	return s.q.RunsPrune(ctx, sqlcdb.RunsPruneParams{Job: job, KeepTick: nullTime(keep), OlderThanUs: olderThan.Microseconds(), Limit: int32(limit)})
 }
 
 // RunCancel implements runtime.JobStore.

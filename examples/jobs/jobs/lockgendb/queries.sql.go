@@ -887,20 +887,29 @@ func (q *Queries) RunsMarkRunning(ctx context.Context, arg RunsMarkRunningParams
 const runsPrune = `-- name: RunsPrune :execrows
 DELETE FROM jobsdemo_runs
 WHERE job = ? AND state IN ('completed', 'discarded', 'cancelled', 'skipped')
+  AND (scheduled_at IS NULL OR ? IS NULL OR scheduled_at <> ?)
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(? AS SIGNED) MICROSECOND
 LIMIT ?
 `
 
 type RunsPruneParams struct {
 	Job         string
+	KeepTick    sql.NullTime
 	OlderThanUs int64
 	Limit       int32
 }
 
 // RunsPrune deletes up to limit runs of a job that finished more than
-// older_than_us ago by the database clock.
+// older_than_us ago by the database clock, except the run of the tick
+// keep_tick (the job's newest tick, which anchors catch-up after a restart).
 func (q *Queries) RunsPrune(ctx context.Context, arg RunsPruneParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, runsPrune, arg.Job, arg.OlderThanUs, arg.Limit)
+	result, err := q.db.ExecContext(ctx, runsPrune,
+		arg.Job,
+		arg.KeepTick,
+		arg.KeepTick,
+		arg.OlderThanUs,
+		arg.Limit,
+	)
 	if err != nil {
 		return 0, err
 	}

@@ -494,9 +494,13 @@ func (s store) RunsRescue(ctx context.Context, limit int) (int64, error) {
 }
 
 // RunsPrune implements runtime.JobStore.
-func (s store) RunsPrune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error) {
+func (s store) RunsPrune(ctx context.Context, job string, keep time.Time, olderThan time.Duration, limit int) (int64, error) {
 	return s.q.RunsPrune(ctx, lockgendb.RunsPruneParams{
-		Job:         job,
+		Job: job,
+		KeepTick: sql.NullTime{
+			Time:  keep,
+			Valid: !keep.IsZero(),
+		},
 		OlderThanUs: olderThan.Microseconds(),
 		Limit:       int32(limit),
 	})
