@@ -218,9 +218,11 @@ ORDER BY scheduled_at DESC
 LIMIT 1;
 
 -- name: RunsClaimable :many
--- RunsClaimable locks up to limit due runs of a queue, highest priority
--- first, then oldest run_at, skipping runs other workers are claiming.
-SELECT id
+-- RunsClaimable locks and reads up to limit due runs of a queue, highest
+-- priority first, then oldest run_at, skipping runs other workers are
+-- claiming. RunsMarkRunning then claims them in the same transaction: a
+-- claimed run has the attempt and claim read here plus one.
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
 FROM lockgen_runs
 WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 ORDER BY priority DESC, run_at, id
@@ -238,13 +240,6 @@ SET state    = 'running',
     worker   = sqlc.arg(worker),
     deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
 WHERE id IN (sqlc.slice(ids)) AND state = 'available';
-
--- name: RunsClaimed :many
--- RunsClaimed reads the runs just claimed, in the claiming transaction.
-SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
-FROM lockgen_runs
-WHERE id IN (sqlc.slice(ids)) AND state = 'running'
-ORDER BY priority DESC, run_at, id;
 
 -- name: RunsHeartbeat :execrows
 -- RunsHeartbeat extends the deadline of running runs that still have the

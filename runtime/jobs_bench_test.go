@@ -40,9 +40,10 @@ import (
 //
 // then the target ratios: jobs worked/s ÷ raw claim+complete/s ≥ 10 and
 // EnqueueMany runs/s ÷ raw INSERT/s ≥ 10. Every measurement uses a fresh
-// database. Every pool (raw and lockgen alike) keeps up to benchIdleConns
-// idle connections, so that no row pays for reconnecting. Run it with
-// -benchtime 1x (make bench); it takes about a minute.
+// database, dropped when it is done, so that no measurement works in the
+// leftovers of another. Every pool (raw and lockgen alike) keeps up to
+// benchIdleConns idle connections, so that no row pays for reconnecting.
+// Run it with -benchtime 1x (make bench); it takes about a minute.
 func BenchmarkJobsTable(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		benchJobsTable(b)
@@ -260,7 +261,9 @@ const rawInsertSQL = `INSERT INTO lockgen_runs (job, queue, state, priority, run
 VALUES (?, ?, 'available', ?, UTC_TIMESTAMP(6), NULL, ?, ?, ?, NULL, UTC_TIMESTAMP(6))`
 
 func benchRawInsert(b *testing.B) (float64, string) {
-	db := benchPool(b, testdb.New(b))
+	tdb := testdb.New(b)
+	defer tdb.Drop(b)
+	db := benchPool(b, tdb)
 	rate, total, _ := hammer(b, benchClients, benchWindow, func(ctx context.Context, _ int) (int, error) {
 		_, err := db.ExecContext(ctx, rawInsertSQL, "noop", benchQueue, 0, "{}", 3, int64(10*time.Second/time.Microsecond))
 		return 1, err
@@ -287,6 +290,7 @@ const rawClaimPrefill = 30000
 
 func benchRawClaimComplete(b *testing.B) (float64, string) {
 	tdb := testdb.New(b)
+	defer tdb.Drop(b)
 	db := benchPool(b, tdb)
 	prefill(b, benchNode(b, db, "prefill", &jobStats{}), rawClaimPrefill)
 	rate, total, dry := hammer(b, benchClients, benchWindow, func(ctx context.Context, client int) (int, error) {
@@ -342,6 +346,7 @@ func prefill(b *testing.B, j *runtime.Jobs, n int) {
 // in runs per second.
 func benchEnqueue(b *testing.B, batch int) (float64, string) {
 	tdb := testdb.New(b)
+	defer tdb.Drop(b)
 	db := benchPool(b, tdb)
 	j := benchNode(b, db, "enqueuer", &jobStats{})
 	runs := make([]runtime.NewRun, batch)
@@ -371,6 +376,7 @@ func benchEnqueue(b *testing.B, batch int) (float64, string) {
 func benchWorkers(b *testing.B, perNode int) (float64, string) {
 	const nodes = 3
 	tdb := testdb.New(b)
+	defer tdb.Drop(b)
 	stats := &jobStats{}
 	var js []*runtime.Jobs
 	for i := 0; i < nodes; i++ {

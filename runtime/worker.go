@@ -166,6 +166,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	clock := client.clock
 	log := client.logger.With("queue", cfg.Queue)
 	wake, unlisten := w.jobs.listen(cfg.Queue)
+	gate := w.jobs.gate(cfg.Queue)
 	defer unlisten()
 
 	results := make(chan outcome, cfg.Concurrency)
@@ -206,14 +207,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		rescueC = rescue.C()
 	}
 	for ctx.Err() == nil {
-		claimed := 0
-		if free := cfg.Concurrency - len(running); free > 0 {
+		claimed, gateBusy := 0, false
+		if free := cfg.Concurrency - len(running); free > 0 && !gate.tryEnter() {
+			gateBusy = true // another worker here is claiming; it wakes us
+		} else if free > 0 {
 			limit := min(free, cfg.ClaimBatch)
 			// Not cut by ctx: a claim committed after a cut would leave
 			// its runs running without a handler until their lease passed.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Lease)
 			runs, err := w.jobs.store.RunsClaim(cctx, cfg.Queue, client.owner, limit, cfg.Lease)
 			cancel()
+			if gate.leave() {
+				w.jobs.wake(cfg.Queue)
+			}
 			switch {
 			case err != nil && ctx.Err() == nil:
 				log.Warn("lockgen: claiming runs failed", "error", err)
@@ -236,7 +242,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		if claimed == 0 {
 			idle = clock.NewTimer(poll + rand.N(poll/4+1))
 			idleC = idle.C()
-			poll = min(poll*2, cfg.PollMax)
+			if !gateBusy {
+				poll = min(poll*2, cfg.PollMax)
+			}
 		}
 		select {
 		case <-ctx.Done():

@@ -401,30 +401,37 @@ func (s store) RunInsertMany(ctx context.Context, tx *sql.Tx, runs []runtime.New
 	return err
 }
 
-// RunsClaim implements runtime.JobStore: lock, mark and read the runs in one transaction.
+// RunsClaim implements runtime.JobStore: lock, read and mark the runs in one transaction.
 func (s store) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]runtime.Run, error) {
 	var runs []runtime.Run
 	err := runtime.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		qt := s.q.WithTx(tx)
-		ids, err := qt.RunsClaimable(ctx, lockgendb.RunsClaimableParams{
+		rows, err := qt.RunsClaimable(ctx, lockgendb.RunsClaimableParams{
 			Queue: queue,
 			Limit: int32(limit),
 		})
-		if err != nil || len(ids) == 0 {
+		if err != nil || len(rows) == 0 {
 			return err
 		}
-		if _, err := qt.RunsMarkRunning(ctx, lockgendb.RunsMarkRunningParams{
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		n, err := qt.RunsMarkRunning(ctx, lockgendb.RunsMarkRunningParams{
 			Worker:  worker,
 			LeaseUs: lease.Microseconds(),
 			Ids:     ids,
-		}); err != nil {
-			return err
+		})
+		if err == nil {
+			err = runtime.CheckClaimed(n, len(ids))
 		}
-		rows, err := qt.RunsClaimed(ctx, ids)
 		if err != nil {
 			return err
 		}
+		// The rows are locked: the claim made them the next attempt and claim.
 		for _, r := range rows {
+			r.Attempt++
+			r.Claim++
 			runs = append(runs, runtime.Run{
 				ID:          r.ID,
 				Job:         r.Job,

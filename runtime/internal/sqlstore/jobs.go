@@ -38,23 +38,28 @@ func (s SessionStore) RunsClaim(ctx context.Context, queue, worker string, limit
 	var runs []runtime.Run
 	err := runtime.InTx(ctx, s.db, func(tx *sql.Tx) error {
 		q := s.q.WithTx(tx)
-		ids, err := q.RunsClaimable(ctx, sqlcdb.RunsClaimableParams{Queue: queue, Limit: int32(limit)})
-		if err != nil || len(ids) == 0 {
+		rows, err := q.RunsClaimable(ctx, sqlcdb.RunsClaimableParams{Queue: queue, Limit: int32(limit)})
+		if err != nil || len(rows) == 0 {
 			return err
 		}
-		if _, err := q.RunsMarkRunning(ctx, sqlcdb.RunsMarkRunningParams{Worker: worker, LeaseUs: lease.Microseconds(), Ids: ids}); err != nil {
-			return err
+		ids := make([]int64, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
 		}
-		rows, err := q.RunsClaimed(ctx, ids)
+		n, err := q.RunsMarkRunning(ctx, sqlcdb.RunsMarkRunningParams{Worker: worker, LeaseUs: lease.Microseconds(), Ids: ids})
+		if err == nil {
+			err = runtime.CheckClaimed(n, len(ids))
+		}
 		if err != nil {
 			return err
 		}
 		runs = make([]runtime.Run, 0, len(rows))
 		for _, r := range rows {
+			// The rows are locked: the claim made them the next attempt and claim.
 			runs = append(runs, runtime.Run{
 				ID: r.ID, Job: r.Job, Queue: r.Queue, Priority: int(r.Priority), Args: []byte(r.Args),
-				Attempt: int(r.Attempt), MaxAttempts: int(r.MaxAttempts), Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
-				ScheduledAt: r.ScheduledAt.Time, RunAt: r.RunAt, CreatedAt: r.CreatedAt, Claim: r.Claim,
+				Attempt: int(r.Attempt) + 1, MaxAttempts: int(r.MaxAttempts), Timeout: time.Duration(r.TimeoutUs) * time.Microsecond,
+				ScheduledAt: r.ScheduledAt.Time, RunAt: r.RunAt, CreatedAt: r.CreatedAt, Claim: r.Claim + 1,
 			})
 		}
 		return nil

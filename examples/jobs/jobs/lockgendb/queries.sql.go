@@ -658,7 +658,7 @@ func (q *Queries) RunSnooze(ctx context.Context, arg RunSnoozeParams) (int64, er
 }
 
 const runsClaimable = `-- name: RunsClaimable :many
-SELECT id
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
 FROM jobsdemo_runs
 WHERE queue = ? AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 ORDER BY priority DESC, run_at, id
@@ -671,39 +671,7 @@ type RunsClaimableParams struct {
 	Limit int32
 }
 
-// RunsClaimable locks up to limit due runs of a queue, highest priority
-// first, then oldest run_at, skipping runs other workers are claiming.
-func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([]int64, error) {
-	rows, err := q.db.QueryContext(ctx, runsClaimable, arg.Queue, arg.Limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const runsClaimed = `-- name: RunsClaimed :many
-SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
-FROM jobsdemo_runs
-WHERE id IN (/*SLICE:ids*/?) AND state = 'running'
-ORDER BY priority DESC, run_at, id
-`
-
-type RunsClaimedRow struct {
+type RunsClaimableRow struct {
 	ID          int64
 	Job         string
 	Queue       string
@@ -718,26 +686,19 @@ type RunsClaimedRow struct {
 	CreatedAt   time.Time
 }
 
-// RunsClaimed reads the runs just claimed, in the claiming transaction.
-func (q *Queries) RunsClaimed(ctx context.Context, ids []int64) ([]RunsClaimedRow, error) {
-	query := runsClaimed
-	var queryParams []interface{}
-	if len(ids) > 0 {
-		for _, v := range ids {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
-	}
-	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+// RunsClaimable locks and reads up to limit due runs of a queue, highest
+// priority first, then oldest run_at, skipping runs other workers are
+// claiming. RunsMarkRunning then claims them in the same transaction: a
+// claimed run has the attempt and claim read here plus one.
+func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([]RunsClaimableRow, error) {
+	rows, err := q.db.QueryContext(ctx, runsClaimable, arg.Queue, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []RunsClaimedRow
+	var items []RunsClaimableRow
 	for rows.Next() {
-		var i RunsClaimedRow
+		var i RunsClaimableRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.Job,
