@@ -57,7 +57,8 @@ type NewRun struct {
 	// Delay makes the run due this long after the database clock's now.
 	Delay time.Duration
 	// ScheduledAt, when set, is the scheduled tick the run is for: at most
-	// one run per job and tick is ever inserted.
+	// one run per job and tick is ever inserted. A run has a tick or a
+	// unique key, not both.
 	ScheduledAt time.Time
 	// Args is the handler's arguments, JSON. Default "{}".
 	Args []byte
@@ -176,9 +177,10 @@ func (c *Client) Jobs() (*Jobs, error) {
 
 // Limits of a run.
 const (
-	MaxPriority = 100
-	MaxJobName  = 191
-	MaxQueue    = 64
+	MaxPriority  = 100
+	MaxJobName   = 191
+	MaxQueue     = 64
+	MaxUniqueKey = 191
 )
 
 // Enqueue inserts r (in tx when tx is not nil, so that the run exists only
@@ -220,6 +222,10 @@ func checkNewRun(r NewRun) (NewRun, error) {
 		return r, fmt.Errorf("%w: job %q: timeout must be positive", ErrInvalid, r.Job)
 	case r.Delay < 0:
 		return r, fmt.Errorf("%w: job %q: negative delay", ErrInvalid, r.Job)
+	case len(r.UniqueKey) > MaxUniqueKey:
+		return r, fmt.Errorf("%w: job %q: unique key is longer than %d bytes", ErrInvalid, r.Job, MaxUniqueKey)
+	case r.UniqueKey != "" && !r.ScheduledAt.IsZero():
+		return r, fmt.Errorf("%w: job %q: a run has a scheduled tick or a unique key, not both", ErrInvalid, r.Job)
 	}
 	return r, nil
 }

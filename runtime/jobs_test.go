@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -319,8 +320,25 @@ func TestJobsCancelUniqueAndTxEnqueue(t *testing.T) {
 	_, err = j.Run(ctx, committed)
 	require.NoError(t, err)
 
-	_, err = j.Enqueue(ctx, nil, runtime.NewRun{Job: "bad", MaxAttempts: 0, Timeout: time.Second})
-	require.ErrorIs(t, err, runtime.ErrInvalid)
+	fine := newRun("fine")
+	for name, bad := range map[string]func(r *runtime.NewRun){
+		"no attempts":         func(r *runtime.NewRun) { r.MaxAttempts = 0 },
+		"no timeout":          func(r *runtime.NewRun) { r.Timeout = 0 },
+		"no job":              func(r *runtime.NewRun) { r.Job = "" },
+		"negative delay":      func(r *runtime.NewRun) { r.Delay = -time.Second },
+		"priority too high":   func(r *runtime.NewRun) { r.Priority = runtime.MaxPriority + 1 },
+		"unique key too long": func(r *runtime.NewRun) { r.UniqueKey = strings.Repeat("k", runtime.MaxUniqueKey+1) },
+		"tick and unique key": func(r *runtime.NewRun) { r.ScheduledAt, r.UniqueKey = time.Now(), "k" },
+	} {
+		r := fine
+		bad(&r)
+		_, err = j.Enqueue(ctx, nil, r)
+		require.ErrorIs(t, err, runtime.ErrInvalid, name)
+	}
+	longest := fine
+	longest.UniqueKey = strings.Repeat("k", runtime.MaxUniqueKey)
+	_, err = j.Enqueue(ctx, nil, longest)
+	require.NoError(t, err, "the longest unique key fits the column")
 }
 
 // TestJobsPriorityOrder: with one handler at a time, due runs go highest

@@ -13,10 +13,10 @@ import (
 // Scheduled jobs: one run per tick, cluster-wide.
 //
 // Every node runs the scheduler and inserts each tick it computes as a run
-// keyed by (job, scheduled_at); the unique key turns every insert after the
-// first into a no-op, so a tick gets exactly one run however many nodes
-// insert it, and no tick is lost while nodes come and go (there is no
-// leader to elect first). Ticks are absolute: cron ticks by the job's time
+// keyed by its job and tick (the unique index runs_dedupe), which turns
+// every insert after the first into a no-op, so a tick gets exactly one
+// run however many nodes insert it, and no tick is lost while nodes come
+// and go (there is no leader to elect first). Ticks are absolute: cron ticks by the job's time
 // zone, @every ticks at multiples of the interval since the Unix epoch, so
 // all nodes compute the same ones. The tick survives restarts: the latest
 // tick with a run is read from the runs table at start, and the ticks

@@ -18,24 +18,24 @@ type JobsdemoLock struct {
 }
 
 type JobsdemoRun struct {
-	ID           int64
-	Job          string
-	Queue        string
-	State        string
-	Priority     int32
-	RunAt        time.Time
-	ScheduledAt  sql.NullTime
-	Args         string
-	Attempt      int32
-	MaxAttempts  int32
-	TimeoutUs    int64
-	Claim        int64
-	Worker       string
-	Deadline     sql.NullTime
-	UniqueKey    sql.NullString
-	LastError    sql.NullString
-	CreatedAt    time.Time
-	FinishedAt   sql.NullTime
-	ClaimRef     sql.NullString
-	ActiveUnique sql.NullString
+	ID          int64
+	Job         string
+	Queue       string
+	State       string
+	Priority    int32
+	RunAt       time.Time
+	ScheduledAt sql.NullTime
+	Args        string
+	Attempt     int32
+	MaxAttempts int32
+	TimeoutUs   int64
+	Claim       int64
+	Worker      string
+	Deadline    sql.NullTime
+	UniqueKey   sql.NullString
+	LastError   sql.NullString
+	CreatedAt   time.Time
+	FinishedAt  sql.NullTime
+	ClaimRef    sql.NullString
+	Dedupe      sql.NullString
 }

@@ -553,8 +553,8 @@ type RunInsertParams struct {
 }
 
 // RunInsert enqueues a run, due delay_us after the database clock. A run
-// that would repeat a scheduled tick (job, scheduled_at) or the unique key
-// of an unfinished run of the job is not inserted: the statement then
+// that would repeat a scheduled tick or the unique key of an unfinished
+// run of the job is not inserted: the statement then
 // leaves the existing run as it is, and LastInsertId is its id either way.
 func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (sql.Result, error) {
 	return q.db.ExecContext(ctx, runInsert,
@@ -601,8 +601,8 @@ func (q *Queries) RunInsertSkipped(ctx context.Context, arg RunInsertSkippedPara
 const runLastTick = `-- name: RunLastTick :one
 SELECT scheduled_at
 FROM jobsdemo_runs
-WHERE job = ? AND scheduled_at IS NOT NULL
-ORDER BY scheduled_at DESC
+WHERE job = ? AND dedupe >= 't' AND dedupe < 'u'
+ORDER BY dedupe DESC
 LIMIT 1
 `
 

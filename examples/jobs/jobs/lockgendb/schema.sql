@@ -18,13 +18,14 @@ CREATE TABLE IF NOT EXISTS jobsdemo_locks (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- jobsdemo_runs holds every run of a job: enqueued, scheduled (one per
--- tick: the unique key (job, scheduled_at) makes a duplicate tick impossible),
--- running, or finished. state is available (due at run_at), running (claimed
--- until deadline by the database clock; a run past its deadline is rescued),
--- completed, discarded (out of attempts), cancelled or skipped (a tick not
--- run, per the job's catch-up policy). claim counts the claims of the run and
--- is never reset: every change of a running run checks it, so a worker whose
--- run was rescued and claimed again cannot overwrite the new attempt.
+-- tick), running, or finished. state is available (due at run_at), running
+-- (claimed until deadline by the database clock; a run past its deadline is
+-- rescued), completed, discarded (out of attempts), cancelled or skipped (a
+-- tick not run, per the job's catch-up policy). claim counts the claims of
+-- the run and is never reset: every change of a running run checks it, so a
+-- worker whose run was rescued and claimed again cannot overwrite the new
+-- attempt. The table has three secondary indexes only, because every index
+-- costs each insert and each claim.
 CREATE TABLE IF NOT EXISTS jobsdemo_runs (
     id           BIGINT       NOT NULL AUTO_INCREMENT,
     job          VARCHAR(191) NOT NULL,
@@ -47,13 +48,19 @@ CREATE TABLE IF NOT EXISTS jobsdemo_runs (
     -- claim_ref names one claim, "<id>:<claim>", so that a batched
     -- completion or heartbeat can match each run with its own claim.
     claim_ref     VARCHAR(41)  AS (CONCAT(id, ':', claim)) VIRTUAL,
-    -- active_unique is the unique key while the run is not finished, so a
-    -- unique key frees when its run completes.
-    active_unique VARCHAR(191) AS (IF(state IN ('available', 'running'), unique_key, NULL)) VIRTUAL,
+    -- dedupe is what no two runs of a job may share (the unique index
+    -- jobsdemo_runs_dedupe): "t" and the tick of a scheduled run, for
+    -- ever, so that a tick runs once however many nodes insert it; or "u"
+    -- and the unique key of a run while it is not finished, so that a
+    -- unique key frees when its run finishes. A run has a tick or a unique
+    -- key, never both.
+    dedupe        VARCHAR(200) AS (IF(scheduled_at IS NOT NULL, CONCAT('t', CAST(scheduled_at AS CHAR)),
+                                      IF(state IN ('available', 'running'), CONCAT('u', unique_key), NULL))) VIRTUAL,
     PRIMARY KEY (id),
-    UNIQUE KEY jobsdemo_runs_tick (job, scheduled_at),
-    UNIQUE KEY jobsdemo_runs_unique (job, active_unique),
+    UNIQUE KEY jobsdemo_runs_dedupe (job, dedupe),
+    -- Claims: due runs of a queue by priority, then run_at.
     KEY jobsdemo_runs_claim (queue, state, priority DESC, run_at),
-    KEY jobsdemo_runs_deadline (state, deadline),
-    KEY jobsdemo_runs_finished (state, finished_at)
+    -- Rescue (running runs past their deadline) and pruning (finished runs
+    -- of a job by finished_at).
+    KEY jobsdemo_runs_state (state, job, finished_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

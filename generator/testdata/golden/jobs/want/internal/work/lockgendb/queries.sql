@@ -185,8 +185,8 @@ SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera;
 
 -- name: RunInsert :execresult
 -- RunInsert enqueues a run, due delay_us after the database clock. A run
--- that would repeat a scheduled tick (job, scheduled_at) or the unique key
--- of an unfinished run of the job is not inserted: the statement then
+-- that would repeat a scheduled tick or the unique key of an unfinished
+-- run of the job is not inserted: the statement then
 -- leaves the existing run as it is, and LastInsertId is its id either way.
 INSERT INTO lockgen_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at)
 VALUES (
@@ -213,8 +213,8 @@ ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
 -- state, skipped included).
 SELECT scheduled_at
 FROM lockgen_runs
-WHERE job = sqlc.arg(job) AND scheduled_at IS NOT NULL
-ORDER BY scheduled_at DESC
+WHERE job = sqlc.arg(job) AND dedupe >= 't' AND dedupe < 'u'
+ORDER BY dedupe DESC
 LIMIT 1;
 
 -- name: RunsClaimable :many
