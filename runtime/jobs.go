@@ -403,10 +403,16 @@ func (j *Jobs) gate(queue string) *claimGate {
 	return g
 }
 
-func (j *Jobs) wake(queue string) {
+func (j *Jobs) wake(queue string) { j.wakeOthers(queue, nil) }
+
+// wakeOthers wakes the local workers of queue but self.
+func (j *Jobs) wakeOthers(queue string, self chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, ch := range j.workers[queue] {
+		if ch == self {
+			continue
+		}
 		select {
 		case ch <- struct{}{}:
 		default:

@@ -381,30 +381,89 @@ func (s *failingCompletes) RunsComplete(ctx context.Context, claims []runtime.Cl
 	return s.SessionStore.RunsComplete(ctx, claims)
 }
 
-// TestJobsCompletionErrorLeavesRunRetryable: when the database fails while
-// a completion is recorded, the run is not lost: it stays claimed until its
-// lease passes, is rescued and runs again.
+// TestJobsCompletionErrorLeavesRunRetryable: when a worker stops while the
+// database fails to record a completion, the run is not lost: it stays
+// claimed until its lease passes, is rescued and runs again on another
+// node.
 func TestJobsCompletionErrorLeavesRunRetryable(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
 	store := &failingCompletes{SessionStore: sqlstore.NewSession(tdb.Open(t))}
 	store.on.Store(true)
-	j := jobsOn(t, store, "node")
-	var ran atomic.Int32
-	startWorker(t, j, runtime.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
-			if ran.Add(1) == 1 {
-				return nil
-			}
-			store.on.Store(false)
-			return nil
-		}}}})
-	id, err := j.Enqueue(ctx, nil, newRun("work"))
+	a, b := jobsOn(t, store, "a"), jobsNode(t, tdb.Open(t), "b")
+	cfg := runtime.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond}
+	var ranOnA, ranOnB atomic.Int32
+	cfg.Handlers = map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
+		ranOnA.Add(1)
+		return nil
+	}}}
+	stopA := startWorker(t, a, cfg)
+	id, err := a.Enqueue(ctx, nil, newRun("work"))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return ran.Load() >= 1 }, 10*time.Second, 10*time.Millisecond)
-	info := waitState(t, j, id, runtime.RunCompleted)
+	require.Eventually(t, func() bool { return ranOnA.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
+	stopA() // gives up recording after a few tries
+
+	cfg.Handlers = map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
+		ranOnB.Add(1)
+		return nil
+	}}}
+	startWorker(t, b, cfg)
+	info := waitState(t, b, id, runtime.RunCompleted)
 	assert.Equal(t, 2, info.Attempt, "run again after the rescue")
-	assert.GreaterOrEqual(t, ran.Load(), int32(2))
+	assert.Equal(t, int32(1), ranOnA.Load())
+	assert.Equal(t, int32(1), ranOnB.Load())
+}
+
+// TestJobsOutcomesWaitForTheDatabase: while completions cannot be
+// recorded, the worker keeps the finished runs and the running ones
+// claimed (heartbeats go on; the recorder never blocks the worker loop),
+// claims no more than it can record, and records every outcome once the
+// database is back: each run ran once, as attempt 1, although the outage
+// lasted several leases and rescue ran all along.
+func TestJobsOutcomesWaitForTheDatabase(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	store := &failingCompletes{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	j := jobsOn(t, store, "node")
+	log := newRunLog()
+	handler := func(d time.Duration) runtime.JobHandler {
+		return runtime.JobHandler{Handle: func(ctx context.Context, run *runtime.Run) error {
+			log.enter(run.ID)
+			defer log.exit(run.ID)
+			time.Sleep(d)
+			return nil
+		}}
+	}
+	store.on.Store(true)
+	startWorker(t, j, runtime.WorkerConfig{
+		Concurrency: 10, CompleteBatch: 2, CompleteEvery: 5 * time.Millisecond,
+		Lease: time.Second, RescueEvery: 100 * time.Millisecond, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"long": handler(3 * time.Second), "short": handler(0)},
+	})
+	var ids []int64
+	for i := 0; i < 30; i++ {
+		job := "short"
+		if i == 0 {
+			job = "long"
+		}
+		id, err := j.Enqueue(ctx, nil, newRun(job))
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	time.Sleep(3500 * time.Millisecond) // 3.5 leases without completions
+	var running int
+	require.NoError(t, tdb.Open(t).QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE state = 'running'").Scan(&running))
+	assert.LessOrEqual(t, running, 20, "no more runs claimed than can run (10) and wait to be recorded (10)")
+	store.on.Store(false)
+	for _, id := range ids {
+		info := waitState(t, j, id, runtime.RunCompleted)
+		assert.Equal(t, 1, info.Attempt, "run %d was never rescued", id)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, id := range ids {
+		assert.Equal(t, 1, log.ran[id], "run %d ran once", id)
+	}
 }
 
 // TestJobsEnqueueMany: a batch larger than one statement inserts every
@@ -585,4 +644,30 @@ func TestJobsSingletonNeverOverlaps(t *testing.T) {
 	require.NoError(t, err)
 	info := waitState(t, js[0], id, runtime.RunDiscarded)
 	assert.Contains(t, info.LastError, "another lock was busy")
+}
+
+// TestJobsIdleWorkersBackOff: two workers of one node on an empty queue
+// back off their polls; the claim gate's wake-ups (for workers that
+// skipped a claim while the other claimed) do not keep them claiming.
+func TestJobsIdleWorkersBackOff(t *testing.T) {
+	tdb := testdb.New(t)
+	stats := &jobStats{}
+	c, err := runtime.NewClient(statsStore{SessionStore: sqlstore.NewSession(tdb.Open(t)), stats: stats}, runtime.WithOwner("node"))
+	require.NoError(t, err)
+	j, err := c.Jobs()
+	require.NoError(t, err)
+	cfg := runtime.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 200 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"noop": {Handle: func(context.Context, *runtime.Run) error { return nil }}}}
+	startWorker(t, j, cfg)
+	startWorker(t, j, cfg)
+	time.Sleep(1500 * time.Millisecond)
+	// Each worker: polls at 10, 20, 40, 80, 160 ms, then every ~200 ms
+	// (with up to 25% jitter): about 12 claims in 1.5 s.
+	assert.LessOrEqual(t, stats.claims.Load(), int64(40), "two idle workers claimed %d times in 1.5 s", stats.claims.Load())
+	assert.Positive(t, stats.claims.Load())
+
+	// A local enqueue still wakes them at once.
+	id, err := j.Enqueue(context.Background(), nil, newRun("noop"))
+	require.NoError(t, err)
+	waitState(t, j, id, runtime.RunCompleted)
 }

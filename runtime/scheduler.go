@@ -221,15 +221,15 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 			last = next
 		}
 		done := next
-		if cutoff := clock.Now().Add(-catchUpGrace); sj.Schedule.Next(done).Before(cutoff) {
+		next = sj.Schedule.Next(done)
+		if cutoff := clock.Now().Add(-catchUpGrace); !next.IsZero() && next.Before(cutoff) {
 			// This node fell behind (a long pause): the ticks it missed
 			// follow the catch-up policy, as after a restart.
 			if l := s.catchUp(ctx, ts, sj, done, cutoff); l.After(last) {
 				last = l
 			}
-			done = cutoff
+			next = sj.Schedule.Next(cutoff)
 		}
-		next = sj.Schedule.Next(done)
 	}
 	log.Warn("lockgen: the schedule has no more ticks")
 }

@@ -2,8 +2,10 @@ package runtime_test
 
 import (
 	"context"
+	"database/sql"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
 
@@ -182,4 +185,41 @@ func (e shiftedEvery) Next(t time.Time) time.Time {
 		next = next.Add(-e.d)
 	}
 	return next.UTC()
+}
+
+// onceSchedule has one tick.
+type onceSchedule struct{ at time.Time }
+
+func (o onceSchedule) Next(t time.Time) time.Time {
+	if t.Before(o.at) {
+		return o.at
+	}
+	return time.Time{}
+}
+
+// countingInserts counts the runs a node's scheduler inserts.
+type countingInserts struct {
+	sqlstore.SessionStore
+	inserts atomic.Int32
+}
+
+func (s *countingInserts) RunInsert(ctx context.Context, tx *sql.Tx, r runtime.NewRun) (int64, error) {
+	s.inserts.Add(1)
+	return s.SessionStore.RunInsert(ctx, tx, r)
+}
+
+// TestSchedulerStopsAfterTheLastTick: a schedule whose ticks run out (Next
+// returns zero) gets its last tick inserted once, and then the job's
+// scheduler loop ends instead of spinning on the last tick.
+func TestSchedulerStopsAfterTheLastTick(t *testing.T) {
+	tdb := testdb.New(t)
+	store := &countingInserts{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	j := jobsOn(t, store, "node")
+	at := time.Now().Add(200 * time.Millisecond).Truncate(time.Millisecond).UTC()
+	startScheduler(t, j, runtime.ScheduledJob{Name: "once", Schedule: onceSchedule{at}, MaxAttempts: 1, Timeout: time.Second})
+	time.Sleep(time.Second)
+	assert.Equal(t, int32(1), store.inserts.Load(), "the one tick, inserted once")
+	var n int
+	require.NoError(t, tdb.Open(t).QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = 'once' AND scheduled_at = ?", at).Scan(&n))
+	assert.Equal(t, 1, n)
 }

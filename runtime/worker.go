@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -207,18 +208,22 @@ func (w *Worker) Run(ctx context.Context) error {
 		rescueC = rescue.C()
 	}
 	for ctx.Err() == nil {
-		claimed, gateBusy := 0, false
-		if free := cfg.Concurrency - len(running); free > 0 && !gate.tryEnter() {
-			gateBusy = true // another worker here is claiming; it wakes us
+		// keepPoll: no claim for a reason other than an empty queue, so
+		// the idle poll does not back off.
+		claimed, keepPoll := 0, false
+		free := cfg.Concurrency - len(running)
+		if rec.unrecorded() >= rec.maxUnrecorded() {
+			free, keepPoll = 0, true // the database does not keep up with the outcomes
+		}
+		if free > 0 && !gate.tryEnter() {
+			keepPoll = true // another worker here is claiming; it wakes us
 		} else if free > 0 {
 			limit := min(free, cfg.ClaimBatch)
-			// Not cut by ctx: a claim committed after a cut would leave
-			// its runs running without a handler until their lease passed.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Lease)
-			runs, err := w.jobs.store.RunsClaim(cctx, cfg.Queue, client.owner, limit, cfg.Lease)
-			cancel()
-			if gate.leave() {
-				w.jobs.wake(cfg.Queue)
+			runs, othersSkipped, err := w.claim(ctx, gate, limit)
+			if othersSkipped && len(runs) == limit {
+				// Others skipped their claims, and there may be more
+				// due runs than this claim took.
+				w.jobs.wakeOthers(cfg.Queue, wake)
 			}
 			switch {
 			case err != nil && ctx.Err() == nil:
@@ -234,7 +239,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				}
 			}
 		}
-		if claimed > 0 && cfg.Concurrency-len(running) > 0 {
+		if claimed > 0 && free > claimed {
 			continue
 		}
 		var idle Timer
@@ -242,7 +247,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if claimed == 0 {
 			idle = clock.NewTimer(poll + rand.N(poll/4+1))
 			idleC = idle.C()
-			if !gateBusy {
+			if !keepPoll {
 				poll = min(poll*2, cfg.PollMax)
 			}
 		}
@@ -265,7 +270,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			poll = cfg.PollMin
 		case <-idleC:
 		case <-heartbeat.C():
-			w.heartbeat(ctx, running)
+			w.heartbeat(ctx, running, rec.claims())
 			heartbeat.Reset(cfg.Lease / 3)
 		case <-rescueC:
 			w.rescue(ctx)
@@ -291,7 +296,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			log.Warn("lockgen: shutdown grace passed; cancelling running handlers", "running", len(running))
 			cancelHandlers()
 		case <-hb.C():
-			w.heartbeat(context.WithoutCancel(ctx), running)
+			w.heartbeat(context.WithoutCancel(ctx), running, rec.claims())
 			hb.Reset(cfg.Lease / 3)
 		}
 	}
@@ -299,6 +304,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	rec.close()
 	<-recDone
 	return nil
+}
+
+// claim claims up to limit runs. It is not cut by ctx: a claim committed
+// after a cut would leave its runs running without a handler until their
+// lease passed.
+// The caller holds gate; claim gives it back (also on a panic) and
+// reports whether other workers skipped their claims meanwhile.
+func (w *Worker) claim(ctx context.Context, gate *claimGate, limit int) (runs []Run, othersSkipped bool, err error) {
+	defer func() { othersSkipped = gate.leave() }()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)
+	defer cancel()
+	runs, err = w.jobs.store.RunsClaim(cctx, w.cfg.Queue, w.jobs.client.owner, limit, w.cfg.Lease)
+	return runs, false, err
 }
 
 // handle runs r's handler, turning a panic into an error.
@@ -333,14 +351,12 @@ func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 }
 
 // heartbeat extends the deadline of the running runs that are still within
-// their timeout plus one lease; a run stuck past that is left to be
-// rescued.
-func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active) {
-	if len(running) == 0 {
-		return
-	}
+// their timeout plus one lease (a run stuck past that is left to be
+// rescued) and of the finished runs whose outcomes wait to be recorded
+// (unrecorded).
+func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrecorded []Claim) {
 	now := w.jobs.client.clock.Now()
-	claims := make([]Claim, 0, len(running))
+	claims := unrecorded
 	for _, a := range running {
 		if now.Sub(a.started) < a.run.Timeout+w.cfg.Lease {
 			claims = append(claims, Claim{ID: a.run.ID, Claim: a.run.Claim})
@@ -393,129 +409,228 @@ func (w *Worker) backoff(job string, attempt int) time.Duration {
 	return half + rand.N(half+1)
 }
 
-// recorder records outcomes: completions in batches, failures one by one,
-// each retried with backoff while the database fails (a run whose outcome
-// cannot be recorded is rescued later, never lost).
+// recorder records outcomes: completions in batches, failures and
+// give-backs one by one. add never blocks the worker loop. An outcome stays
+// queued until it is recorded: while the database fails, the recorder
+// retries with backoff and the worker heartbeats the queued runs' claims
+// (so a finished run is not rescued and run again just because its outcome
+// could not be written yet) and claims no new runs once maxUnrecorded are
+// queued. After close, it tries each outcome recordTries times; what is
+// still unrecorded then is rescued and run again (at least once).
 type recorder struct {
-	w  *Worker
-	in chan outcome
+	w      *Worker
+	mu     sync.Mutex
+	queue  []outcome
+	closed bool
+	signal chan struct{}
 }
 
 func newRecorder(w *Worker) *recorder {
-	return &recorder{w: w, in: make(chan outcome, w.cfg.CompleteBatch*4)}
+	return &recorder{w: w, signal: make(chan struct{}, 1)}
 }
 
-func (r *recorder) add(o outcome) { r.in <- o }
-func (r *recorder) close()        { close(r.in) }
+// maxUnrecorded is how many outcomes may wait to be recorded before the
+// worker stops claiming.
+func (r *recorder) maxUnrecorded() int {
+	return max(r.w.cfg.Concurrency, 4*r.w.cfg.CompleteBatch)
+}
+
+func (r *recorder) add(o outcome) {
+	r.mu.Lock()
+	r.queue = append(r.queue, o)
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *recorder) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *recorder) poke() {
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+// unrecorded returns how many outcomes wait to be recorded.
+func (r *recorder) unrecorded() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
+// claims returns the claims of the runs whose outcomes wait to be
+// recorded, for the worker's heartbeat.
+func (r *recorder) claims() []Claim {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	claims := make([]Claim, len(r.queue))
+	for i, o := range r.queue {
+		claims[i] = Claim{ID: o.run.ID, Claim: o.run.Claim}
+	}
+	return claims
+}
 
 func (r *recorder) loop() {
 	cfg := r.w.cfg
 	clock := r.w.jobs.client.clock
-	var batch []Claim
-	var flushC <-chan time.Time
-	var flushT Timer
-	flush := func() {
-		if len(batch) > 0 {
-			r.complete(batch)
-			batch = batch[:0]
-		}
-		if flushT != nil {
-			flushT.Stop()
-			flushT, flushC = nil, nil
-		}
-	}
+	log := r.w.jobs.client.logger
+	var since time.Time // when the oldest queued outcome arrived
+	failures := 0
 	for {
-		select {
-		case o, ok := <-r.in:
-			if !ok {
-				flush()
+		r.mu.Lock()
+		items, closed := slices.Clone(r.queue), r.closed
+		r.mu.Unlock()
+		if len(items) == 0 {
+			if closed {
 				return
 			}
-			if errors.Is(o.err, errSingletonBusy) {
-				r.snooze(o)
-				continue
+			since = time.Time{}
+			<-r.signal
+			continue
+		}
+		if since.IsZero() {
+			since = clock.Now()
+		}
+		// Let completions gather into a batch for up to CompleteEvery;
+		// after a failure, back off.
+		var wait time.Duration
+		switch {
+		case failures > 0:
+			wait = min(time.Duration(1<<min(failures-1, 10))*50*time.Millisecond, max(cfg.Lease/4, 50*time.Millisecond))
+		case !closed && len(items) < cfg.CompleteBatch:
+			wait = cfg.CompleteEvery - clock.Now().Sub(since)
+		}
+		if wait > 0 && (!closed || failures > 0) {
+			t := clock.NewTimer(wait)
+			select {
+			case <-t.C():
+			case <-r.signal:
+				if failures == 0 {
+					t.Stop()
+					continue // more outcomes: maybe a full batch now
+				}
+				r.poke() // backing off: keep the news for the next round
+				<-t.C()
 			}
-			if o.err != nil {
-				r.fail(o)
-				continue
-			}
-			batch = append(batch, Claim{ID: o.run.ID, Claim: o.run.Claim})
-			if len(batch) >= cfg.CompleteBatch {
-				flush()
-			} else if flushT == nil {
-				flushT = clock.NewTimer(cfg.CompleteEvery)
-				flushC = flushT.C()
-			}
-		case <-flushC:
-			flushT, flushC = nil, nil
-			flush()
+		}
+		recorded, err := r.record(items)
+		r.mu.Lock()
+		r.queue = slices.DeleteFunc(r.queue, func(o outcome) bool { return recorded[o.run] })
+		left := len(r.queue)
+		r.mu.Unlock()
+		since = time.Time{}
+		if err == nil {
+			failures = 0
+			continue
+		}
+		failures++
+		if closed && failures >= recordTries {
+			log.Error("lockgen: could not record the outcomes of finished runs before stopping; they will be rescued and run again", "queue", cfg.Queue, "runs", left, "error", err)
+			return
+		}
+		if failures == 1 || failures%10 == 0 {
+			log.Warn("lockgen: recording outcomes failed; retrying while heartbeating their runs", "queue", cfg.Queue, "runs", left, "error", err)
 		}
 	}
 }
 
-// recordTries bounds the attempts to record one outcome.
+// recordTries bounds the attempts to record an outcome once the worker
+// stops.
 const recordTries = 5
 
-func (r *recorder) complete(claims []Claim) {
-	log := r.w.jobs.client.logger
-	for try := 1; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
-		n, err := r.w.jobs.store.RunsComplete(ctx, claims)
-		cancel()
-		if err == nil {
-			if int(n) < len(claims) {
-				log.Info("lockgen: runs completed after they were rescued; their new attempts go on", "runs", len(claims)-int(n))
-			}
-			return
+// record writes items' outcomes and returns the runs it recorded and the
+// first error.
+func (r *recorder) record(items []outcome) (map[*Run]bool, error) {
+	done := map[*Run]bool{}
+	var firstErr error
+	keep := func(err error) {
+		if firstErr == nil {
+			firstErr = err
 		}
-		if try == recordTries {
-			log.Error("lockgen: could not record completed runs; they will be rescued and run again", "runs", len(claims), "error", err)
-			return
-		}
-		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
 	}
+	var completed []outcome
+	for _, o := range items {
+		var err error
+		switch {
+		case errors.Is(o.err, errSingletonBusy):
+			err = r.snooze(o)
+		case o.err != nil:
+			err = r.fail(o)
+		default:
+			completed = append(completed, o)
+			continue
+		}
+		if err != nil {
+			keep(err)
+			continue
+		}
+		done[o.run] = true
+	}
+	for len(completed) > 0 {
+		n := min(len(completed), r.w.cfg.CompleteBatch)
+		if err := r.complete(completed[:n]); err != nil {
+			keep(err)
+		} else {
+			for _, o := range completed[:n] {
+				done[o.run] = true
+			}
+		}
+		completed = completed[n:]
+	}
+	return done, firstErr
+}
+
+// statement runs one recording statement, bounded by the lease.
+func (r *recorder) statement(fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
+	defer cancel()
+	return fn(ctx)
+}
+
+func (r *recorder) complete(items []outcome) error {
+	claims := make([]Claim, len(items))
+	for i, o := range items {
+		claims[i] = Claim{ID: o.run.ID, Claim: o.run.Claim}
+	}
+	var n int64
+	err := r.statement(func(ctx context.Context) (err error) {
+		n, err = r.w.jobs.store.RunsComplete(ctx, claims)
+		return err
+	})
+	if err == nil && int(n) < len(claims) {
+		r.w.jobs.client.logger.Info("lockgen: runs completed after they were rescued; their new attempts go on", "runs", len(claims)-int(n))
+	}
+	return err
 }
 
 // snooze gives back a run whose singleton lock was held elsewhere.
-func (r *recorder) snooze(o outcome) {
-	c := Claim{ID: o.run.ID, Claim: o.run.Claim}
+func (r *recorder) snooze(o outcome) error {
 	delay := SingletonRetry/2 + rand.N(SingletonRetry/2+1)
-	for try := 1; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
-		_, err := r.w.jobs.store.RunSnooze(ctx, c, delay)
-		cancel()
-		if err == nil || try == recordTries {
-			if err != nil {
-				r.w.jobs.client.logger.Error("lockgen: could not give back a singleton run; it will be rescued", "run", o.run.ID, "error", err)
-			}
-			return
-		}
-		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
-	}
+	return r.statement(func(ctx context.Context) error {
+		_, err := r.w.jobs.store.RunSnooze(ctx, Claim{ID: o.run.ID, Claim: o.run.Claim}, delay)
+		return err
+	})
 }
 
-func (r *recorder) fail(o outcome) {
-	log := r.w.jobs.client.logger
+func (r *recorder) fail(o outcome) error {
 	text := o.err.Error()
 	if len(text) > 60000 {
 		text = text[:60000]
 	}
-	c := Claim{ID: o.run.ID, Claim: o.run.Claim}
 	backoff := r.w.backoff(o.run.Job, o.run.Attempt)
-	for try := 1; ; try++ {
-		ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
-		_, err := r.w.jobs.store.RunFail(ctx, c, text, backoff)
-		cancel()
-		if err == nil {
-			log.Info("lockgen: run failed", "job", o.run.Job, "run", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
-			return
-		}
-		if try == recordTries {
-			log.Error("lockgen: could not record a failed run; it will be rescued and run again", "run", o.run.ID, "error", err)
-			return
-		}
-		time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+	err := r.statement(func(ctx context.Context) error {
+		_, err := r.w.jobs.store.RunFail(ctx, Claim{ID: o.run.ID, Claim: o.run.Claim}, text, backoff)
+		return err
+	})
+	if err == nil {
+		r.w.jobs.client.logger.Info("lockgen: run failed", "job", o.run.Job, "run", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
 	}
+	return err
 }
 
 // ClaimRef is the "<id>:<claim>" form of c that the runs table's claim_ref

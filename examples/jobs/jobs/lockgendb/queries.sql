@@ -296,7 +296,7 @@ LIMIT ?;
 -- older_than_us ago by the database clock, except the run of the tick
 -- keep_tick (the job's newest tick, which anchors catch-up after a restart).
 DELETE FROM jobsdemo_runs
-WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'cancelled', 'skipped')
+WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'cancelled', 'skipped') AND deadline IS NULL
   AND (scheduled_at IS NULL OR sqlc.narg(keep_tick) IS NULL OR scheduled_at <> sqlc.narg(keep_tick))
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
 LIMIT ?;

@@ -60,7 +60,8 @@ CREATE TABLE IF NOT EXISTS jobsdemo_runs (
     UNIQUE KEY jobsdemo_runs_dedupe (job, dedupe),
     -- Claims: due runs of a queue by priority, then run_at.
     KEY jobsdemo_runs_claim (queue, state, priority DESC, run_at),
-    -- Rescue (running runs past their deadline) and pruning (finished runs
-    -- of a job by finished_at).
-    KEY jobsdemo_runs_state (state, job, finished_at)
+    -- Rescue (running runs past their deadline: a range of this index, so
+    -- that it locks only those) and pruning (finished runs, whose deadline
+    -- is NULL, of a job by finished_at).
+    KEY jobsdemo_runs_state (state, deadline, job, finished_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;

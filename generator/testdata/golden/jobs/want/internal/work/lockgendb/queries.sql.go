@@ -847,7 +847,7 @@ func (q *Queries) RunsMarkRunning(ctx context.Context, arg RunsMarkRunningParams
 
 const runsPrune = `-- name: RunsPrune :execrows
 DELETE FROM lockgen_runs
-WHERE job = ? AND state IN ('completed', 'discarded', 'cancelled', 'skipped')
+WHERE job = ? AND state IN ('completed', 'discarded', 'cancelled', 'skipped') AND deadline IS NULL
   AND (scheduled_at IS NULL OR ? IS NULL OR scheduled_at <> ?)
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(? AS SIGNED) MICROSECOND
 LIMIT ?
