@@ -10,7 +10,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -61,13 +63,21 @@ func newRun(job string) runtime.NewRun {
 // waitState waits until run id is in state.
 func waitState(t *testing.T, j *runtime.Jobs, id int64, state string) runtime.RunInfo {
 	t.Helper()
+	var mu sync.Mutex
 	var info runtime.RunInfo
-	require.Eventually(t, func() bool {
-		var err error
-		info, err = j.Run(context.Background(), id)
-		require.NoError(t, err)
-		return info.State == state
-	}, 20*time.Second, 10*time.Millisecond, "run %d never reached %s (last: %+v)", id, state, info)
+	var lastErr error
+	ok := assert.Eventually(t, func() bool {
+		got, err := j.Run(context.Background(), id)
+		mu.Lock()
+		defer mu.Unlock()
+		info, lastErr = got, err
+		return err == nil && got.State == state
+	}, 20*time.Second, 10*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if !ok {
+		t.Fatalf("run %d never reached %s (last: %+v, error %v)", id, state, info, lastErr)
+	}
 	return info
 }
 
@@ -369,16 +379,44 @@ func TestJobsPriorityOrder(t *testing.T) {
 // failingCompletes fails every RunsComplete while on.
 type failingCompletes struct {
 	sqlstore.SessionStore
-	on atomic.Bool
+	on     atomic.Bool
+	failed atomic.Int32
 }
 
 var errDBDown = errors.New("test: database unavailable")
 
 func (s *failingCompletes) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
 	if s.on.Load() {
+		s.failed.Add(1)
 		return 0, errDBDown
 	}
 	return s.SessionStore.RunsComplete(ctx, claims)
+}
+
+// rejectingFails is a store whose server rejects recording failures while
+// on (as a strict server rejects a value it cannot store).
+type rejectingFails struct {
+	sqlstore.SessionStore
+	on atomic.Bool
+}
+
+func (s *rejectingFails) RunFail(ctx context.Context, c runtime.Claim, errText string, backoff time.Duration) (bool, error) {
+	if s.on.Load() {
+		return false, &mysql.MySQLError{Number: 1366, Message: "test: Incorrect string value"}
+	}
+	return s.SessionStore.RunFail(ctx, c, errText, backoff)
+}
+
+// stopWithin stops a worker, failing the test if that takes longer than d.
+func stopWithin(t *testing.T, stop func(), d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("the worker did not stop within %v", d)
+	}
 }
 
 // TestJobsCompletionErrorLeavesRunRetryable: when a worker stops while the
@@ -401,7 +439,7 @@ func TestJobsCompletionErrorLeavesRunRetryable(t *testing.T) {
 	id, err := a.Enqueue(ctx, nil, newRun("work"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return ranOnA.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
-	stopA() // gives up recording after a few tries
+	stopWithin(t, stopA, 30*time.Second) // gives up recording after a few rounds
 
 	cfg.Handlers = map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
 		ranOnB.Add(1)
@@ -451,6 +489,7 @@ func TestJobsOutcomesWaitForTheDatabase(t *testing.T) {
 		ids = append(ids, id)
 	}
 	time.Sleep(3500 * time.Millisecond) // 3.5 leases without completions
+	assert.LessOrEqual(t, store.failed.Load(), int32(100), "the recorder backs off while the database fails")
 	var running int
 	require.NoError(t, tdb.Open(t).QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE state = 'running'").Scan(&running))
 	assert.LessOrEqual(t, running, 20, "no more runs claimed than can run (10) and wait to be recorded (10)")
@@ -670,4 +709,41 @@ func TestJobsIdleWorkersBackOff(t *testing.T) {
 	id, err := j.Enqueue(context.Background(), nil, newRun("noop"))
 	require.NoError(t, err)
 	waitState(t, j, id, runtime.RunCompleted)
+}
+
+// TestJobsRejectedOutcomeFallsBackToRescue: an outcome the server keeps
+// rejecting is given up after a few tries (it would otherwise be retried
+// and heartbeated for ever): the run is rescued and run again. An error
+// text that is not valid UTF-8 or is cut inside a character is stored as
+// valid UTF-8.
+func TestJobsRejectedOutcomeFallsBackToRescue(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	store := &rejectingFails{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	store.on.Store(true)
+	j := jobsOn(t, store, "node")
+	long := strings.Repeat("a", 59999) + "€ and \xff"
+	startWorker(t, j, runtime.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{
+			"flaky": {Handle: func(ctx context.Context, run *runtime.Run) error {
+				if run.Attempt == 1 {
+					return errors.New("first attempt fails")
+				}
+				return nil
+			}},
+			"long_error": {Handle: func(ctx context.Context, run *runtime.Run) error { return errors.New(long) }},
+		}})
+	id, err := j.Enqueue(ctx, nil, newRun("flaky"))
+	require.NoError(t, err)
+	info := waitState(t, j, id, runtime.RunCompleted)
+	assert.Equal(t, 2, info.Attempt, "rescued after its failure could not be recorded")
+
+	store.on.Store(false)
+	r := newRun("long_error")
+	r.MaxAttempts = 1
+	id, err = j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	info = waitState(t, j, id, runtime.RunDiscarded)
+	assert.True(t, utf8.ValidString(info.LastError))
+	assert.Equal(t, strings.Repeat("a", 59999), info.LastError, "cut before the character that did not fit")
 }

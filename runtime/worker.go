@@ -8,8 +8,12 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // JobFunc handles one attempt of a run. Returning nil completes the run;
@@ -302,7 +306,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	<-allDone
 	rec.close()
-	<-recDone
+	// Keep the unrecorded runs claimed while the recorder's last rounds go.
+	for recording := true; recording; {
+		select {
+		case <-recDone:
+			recording = false
+		case <-hb.C():
+			w.heartbeat(context.WithoutCancel(ctx), nil, rec.claims())
+			hb.Reset(cfg.Lease / 3)
+		}
+	}
 	return nil
 }
 
@@ -411,22 +424,28 @@ func (w *Worker) backoff(job string, attempt int) time.Duration {
 
 // recorder records outcomes: completions in batches, failures and
 // give-backs one by one. add never blocks the worker loop. An outcome stays
-// queued until it is recorded: while the database fails, the recorder
-// retries with backoff and the worker heartbeats the queued runs' claims
-// (so a finished run is not rescued and run again just because its outcome
-// could not be written yet) and claims no new runs once maxUnrecorded are
-// queued. After close, it tries each outcome recordTries times; what is
-// still unrecorded then is rescued and run again (at least once).
+// queued until it is recorded: while the database is unreachable, the
+// recorder retries with backoff and the worker heartbeats the queued runs'
+// claims (so a finished run is not rescued and run again just because its
+// outcome could not be written yet) and claims no new runs once
+// maxUnrecorded are queued. An outcome the server rejects (a MySQL error,
+// not a lost connection) recordTries times is dropped, and so is every
+// outcome still queued after close and recordTries more rounds: their runs
+// stay running until their deadline passes and are rescued and run again
+// (at least once).
 type recorder struct {
 	w      *Worker
 	mu     sync.Mutex
 	queue  []outcome
 	closed bool
 	signal chan struct{}
+	// rejected counts the server's rejections per queued outcome; only
+	// loop uses it.
+	rejected map[*Run]int
 }
 
 func newRecorder(w *Worker) *recorder {
-	return &recorder{w: w, signal: make(chan struct{}, 1)}
+	return &recorder{w: w, signal: make(chan struct{}, 1), rejected: map[*Run]int{}}
 }
 
 // maxUnrecorded is how many outcomes may wait to be recorded before the
@@ -480,7 +499,8 @@ func (r *recorder) loop() {
 	clock := r.w.jobs.client.clock
 	log := r.w.jobs.client.logger
 	var since time.Time // when the oldest queued outcome arrived
-	failures := 0
+	failures := 0       // rounds in a row that ended on an error
+	roundsClosed := 0   // failed rounds since close
 	for {
 		r.mu.Lock()
 		items, closed := slices.Clone(r.queue), r.closed
@@ -505,22 +525,22 @@ func (r *recorder) loop() {
 		case !closed && len(items) < cfg.CompleteBatch:
 			wait = cfg.CompleteEvery - clock.Now().Sub(since)
 		}
-		if wait > 0 && (!closed || failures > 0) {
+		if wait > 0 {
 			t := clock.NewTimer(wait)
 			select {
 			case <-t.C():
 			case <-r.signal:
 				if failures == 0 {
 					t.Stop()
-					continue // more outcomes: maybe a full batch now
+					continue // more outcomes, or closed: maybe flush now
 				}
 				r.poke() // backing off: keep the news for the next round
 				<-t.C()
 			}
 		}
-		recorded, err := r.record(items)
+		done, err := r.record(items)
 		r.mu.Lock()
-		r.queue = slices.DeleteFunc(r.queue, func(o outcome) bool { return recorded[o.run] })
+		r.queue = slices.DeleteFunc(r.queue, func(o outcome) bool { return done[o.run] })
 		left := len(r.queue)
 		r.mu.Unlock()
 		since = time.Time{}
@@ -529,9 +549,11 @@ func (r *recorder) loop() {
 			continue
 		}
 		failures++
-		if closed && failures >= recordTries {
-			log.Error("lockgen: could not record the outcomes of finished runs before stopping; they will be rescued and run again", "queue", cfg.Queue, "runs", left, "error", err)
-			return
+		if closed {
+			if roundsClosed++; roundsClosed >= recordTries {
+				log.Error("lockgen: could not record the outcomes of finished runs before stopping; they will be rescued and run again", "queue", cfg.Queue, "runs", left, "error", err)
+				return
+			}
 		}
 		if failures == 1 || failures%10 == 0 {
 			log.Warn("lockgen: recording outcomes failed; retrying while heartbeating their runs", "queue", cfg.Queue, "runs", left, "error", err)
@@ -539,19 +561,42 @@ func (r *recorder) loop() {
 	}
 }
 
-// recordTries bounds the attempts to record an outcome once the worker
-// stops.
+// recordTries is how often the server may reject an outcome, and how many
+// failed rounds the recorder makes after close, before it gives up.
 const recordTries = 5
 
-// record writes items' outcomes and returns the runs it recorded and the
-// first error.
+// record writes items' outcomes and returns the ones it is done with
+// (recorded, or given up after recordTries rejections) and the first
+// error. A lost connection or a timeout ends the round at once: the
+// statements after it would most likely wait as long.
 func (r *recorder) record(items []outcome) (map[*Run]bool, error) {
 	done := map[*Run]bool{}
 	var firstErr error
-	keep := func(err error) {
+	// settle notes the result of one statement for its outcomes and
+	// reports whether the round may go on.
+	settle := func(os []outcome, err error) bool {
+		if err == nil {
+			for _, o := range os {
+				done[o.run] = true
+				delete(r.rejected, o.run)
+			}
+			return true
+		}
 		if firstErr == nil {
 			firstErr = err
 		}
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) {
+			return false
+		}
+		for _, o := range os {
+			if r.rejected[o.run]++; r.rejected[o.run] >= recordTries {
+				r.w.jobs.client.logger.Error("lockgen: the database rejects a run's outcome; the run will be rescued and run again", "job", o.run.Job, "run", o.run.ID, "error", err)
+				done[o.run] = true
+				delete(r.rejected, o.run)
+			}
+		}
+		return true
 	}
 	var completed []outcome
 	for _, o := range items {
@@ -565,20 +610,14 @@ func (r *recorder) record(items []outcome) (map[*Run]bool, error) {
 			completed = append(completed, o)
 			continue
 		}
-		if err != nil {
-			keep(err)
-			continue
+		if !settle([]outcome{o}, err) {
+			return done, firstErr
 		}
-		done[o.run] = true
 	}
 	for len(completed) > 0 {
 		n := min(len(completed), r.w.cfg.CompleteBatch)
-		if err := r.complete(completed[:n]); err != nil {
-			keep(err)
-		} else {
-			for _, o := range completed[:n] {
-				done[o.run] = true
-			}
+		if !settle(completed[:n], r.complete(completed[:n])) {
+			return done, firstErr
 		}
 		completed = completed[n:]
 	}
@@ -618,10 +657,7 @@ func (r *recorder) snooze(o outcome) error {
 }
 
 func (r *recorder) fail(o outcome) error {
-	text := o.err.Error()
-	if len(text) > 60000 {
-		text = text[:60000]
-	}
+	text := errorText(o.err)
 	backoff := r.w.backoff(o.run.Job, o.run.Attempt)
 	err := r.statement(func(ctx context.Context) error {
 		_, err := r.w.jobs.store.RunFail(ctx, Claim{ID: o.run.ID, Claim: o.run.Claim}, text, backoff)
@@ -631,6 +667,24 @@ func (r *recorder) fail(o outcome) error {
 		r.w.jobs.client.logger.Info("lockgen: run failed", "job", o.run.Job, "run", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
 	}
 	return err
+}
+
+// maxErrorText bounds the error text kept with a run (the column is a TEXT).
+const maxErrorText = 60000
+
+// errorText is err's text as the runs table keeps it: valid UTF-8 (a
+// strict server rejects anything else, and the outcome would never be
+// recorded), cut at a character boundary to maxErrorText bytes.
+func errorText(err error) string {
+	text := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(text) > maxErrorText {
+		n := maxErrorText
+		for n > 0 && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		text = text[:n]
+	}
+	return text
 }
 
 // ClaimRef is the "<id>:<claim>" form of c that the runs table's claim_ref
