@@ -747,3 +747,32 @@ func TestJobsRejectedOutcomeFallsBackToRescue(t *testing.T) {
 	assert.True(t, utf8.ValidString(info.LastError))
 	assert.Equal(t, strings.Repeat("a", 59999), info.LastError, "cut before the character that did not fit")
 }
+
+// TestJobsWorkerStopsDespiteAStuckHandler: a handler that ignores its
+// cancelled context does not keep Run from returning: one lease after the
+// shutdown grace the worker stops without it, and its run is rescued and
+// run again elsewhere.
+func TestJobsWorkerStopsDespiteAStuckHandler(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	a, b := jobsNode(t, tdb.Open(t), "a"), jobsNode(t, tdb.Open(t), "b")
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{}, 1)
+	cfg := runtime.WorkerConfig{Lease: 500 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond}
+	cfg.Handlers = map[string]runtime.JobHandler{"stuck": {Handle: func(context.Context, *runtime.Run) error {
+		started <- struct{}{}
+		<-release // ignores its context
+		return nil
+	}}}
+	stopA := startWorker(t, a, cfg)
+	id, err := a.Enqueue(ctx, nil, newRun("stuck"))
+	require.NoError(t, err)
+	<-started
+	stopWithin(t, stopA, 5*time.Second)
+
+	cfg.Handlers = map[string]runtime.JobHandler{"stuck": {Handle: func(context.Context, *runtime.Run) error { return nil }}}
+	startWorker(t, b, cfg)
+	info := waitState(t, b, id, runtime.RunCompleted)
+	assert.Equal(t, 2, info.Attempt)
+}

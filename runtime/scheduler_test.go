@@ -223,3 +223,21 @@ func TestSchedulerStopsAfterTheLastTick(t *testing.T) {
 	require.NoError(t, tdb.Open(t).QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = 'once' AND scheduled_at = ?", at).Scan(&n))
 	assert.Equal(t, 1, n)
 }
+
+// TestScheduleDaylightSaving pins what a cron schedule in a zone with
+// daylight saving does (robfig/cron's rules, documented in the README): a
+// wall-clock time skipped by the spring change does not fire that day, and
+// one repeated by the autumn change fires twice, an hour apart.
+func TestScheduleDaylightSaving(t *testing.T) {
+	utc := func(s string) time.Time {
+		at, err := time.Parse(time.RFC3339, s)
+		require.NoError(t, err)
+		return at
+	}
+	spring := mustSchedule(t, "30 2 * * *", "America/New_York")
+	assert.Equal(t, utc("2026-03-09T06:30:00Z"), spring.Next(utc("2026-03-07T12:00:00Z")), "no 02:30 on 2026-03-08")
+	autumn := mustSchedule(t, "30 1 * * *", "America/New_York")
+	first := autumn.Next(utc("2026-10-31T12:00:00Z"))
+	assert.Equal(t, utc("2026-11-01T05:30:00Z"), first, "01:30 EDT")
+	assert.Equal(t, utc("2026-11-01T06:30:00Z"), autumn.Next(first), "and 01:30 EST")
+}

@@ -77,7 +77,9 @@ type WorkerConfig struct {
 	// (any node's); default Lease/2. Negative: never.
 	RescueEvery time.Duration
 	// ShutdownGrace is how long Run, once ctx ends, lets running handlers
-	// finish before it cancels their contexts; default 30s.
+	// finish before it cancels their contexts; default 30s. Handlers that
+	// still run one Lease after that are left behind: Run returns, and
+	// their runs are rescued and run again.
 	ShutdownGrace time.Duration
 }
 
@@ -160,8 +162,9 @@ type outcome struct {
 const rescueLimit = 1000
 
 // Run claims and handles runs until ctx ends, then stops claiming, lets
-// running handlers finish for up to ShutdownGrace, cancels the rest,
-// records every outcome it has and returns nil. Database errors are logged
+// running handlers finish for up to ShutdownGrace, cancels the rest (and
+// stops waiting for those that ignore the cancel one Lease later), records
+// every outcome it has and returns nil. Database errors are logged
 // and retried with backoff, never fatal: a run whose outcome could not be
 // recorded stays claimed until its lease passes and is then rescued and run
 // again (at least once).
@@ -292,19 +295,29 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { handlers.Wait(); close(allDone) }()
 	hb := clock.NewTimer(cfg.Lease / 3)
 	defer hb.Stop()
-	for len(running) > 0 {
+	var abandonC <-chan time.Time // after the grace: the handlers' last lease
+	abandoned := false
+	for len(running) > 0 && !abandoned {
 		select {
 		case o := <-results:
 			finish(o)
 		case <-grace.C():
 			log.Warn("lockgen: shutdown grace passed; cancelling running handlers", "running", len(running))
 			cancelHandlers()
+			abandon := clock.NewTimer(cfg.Lease)
+			defer abandon.Stop()
+			abandonC = abandon.C()
+		case <-abandonC:
+			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued and run again", "running", len(running))
+			abandoned = true
 		case <-hb.C():
 			w.heartbeat(context.WithoutCancel(ctx), running, rec.claims())
 			hb.Reset(cfg.Lease / 3)
 		}
 	}
-	<-allDone
+	if !abandoned {
+		<-allDone
+	}
 	rec.close()
 	// Keep the unrecorded runs claimed while the recorder's last rounds go.
 	for recording := true; recording; {
