@@ -144,8 +144,12 @@ func newBody(g *jen.Group, m *model) {
 	g.If(jen.Id("db").Op("==").Nil()).Block(
 		jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: nil *sql.DB"), rt("ErrInvalid"))),
 	)
+	fields := []jen.Code{jen.Id("q").Op(":").Qual(m.DBImport, "New").Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")}
+	if len(m.Jobs) > 0 {
+		fields = append(fields, jen.Id("inserts").Op(":").Add(rt("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.TablePrefix+runsTableBaseName)))
+	}
 	g.List(jen.Id("client"), jen.Err()).Op(":=").Add(rt("NewClient")).Call(
-		jen.Id("store").Values(jen.Id("q").Op(":").Qual(m.DBImport, "New").Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")),
+		jen.Id("store").Values(fields...),
 		jen.Id("opts").Op("..."),
 	)
 	g.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err()))
@@ -338,10 +342,14 @@ func storeGlue(m *model) *jen.File {
 	ttlUs := jen.Id("ttl").Dot("Microseconds").Call()
 
 	f.Comment(m.storeDoc())
-	f.Type().Id("store").Struct(
+	fields := []jen.Code{
 		jen.Id("q").Op("*").Add(db("Queries")),
 		jen.Id("db").Op("*").Qual("database/sql", "DB"),
-	)
+	}
+	if len(m.Jobs) > 0 {
+		fields = append(fields, jen.Id("inserts").Op("*").Add(rt("InsertStmts")).Comment("the prepared multi-row inserts of runs"))
+	}
+	f.Type().Id("store").Struct(fields...)
 	f.Line()
 	f.Var().Defs(
 		jen.Id("_").Add(rt("SessionStore")).Op("=").Id("store").Values(),

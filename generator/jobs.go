@@ -336,17 +336,10 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
 		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
 	)
-	method("// RunInsertMany implements runtime.JobStore: the multi-row RunInsert.", "RunInsertMany",
+	method("// RunInsertMany implements runtime.JobStore: the multi-row RunInsert, prepared.", "RunInsertMany",
 		[]jen.Code{ctx(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.Id("runs").Index().Add(rt("NewRun"))},
 		[]jen.Code{jen.Error()},
-		jen.List(jen.Id("query"), jen.Id("args")).Op(":=").List(rt("InsertRunsSQL").Call(jen.Lit(m.TablePrefix+runsTableBaseName), jen.Len(jen.Id("runs"))), rt("InsertRunsArgs").Call(jen.Id("runs"))),
-		jen.Var().Err().Error(),
-		jen.If(jen.Id("tx").Op("!=").Nil()).Block(
-			jen.List(jen.Id("_"), jen.Err()).Op("=").Id("tx").Dot("ExecContext").Call(jen.Id("ctx"), jen.Id("query"), jen.Id("args").Op("...")),
-		).Else().Block(
-			jen.List(jen.Id("_"), jen.Err()).Op("=").Id("s").Dot("db").Dot("ExecContext").Call(jen.Id("ctx"), jen.Id("query"), jen.Id("args").Op("...")),
-		),
-		jen.Return(jen.Err()),
+		jen.Return(jen.Id("s").Dot("inserts").Dot("Exec").Call(jen.Id("ctx"), jen.Id("tx"), jen.Id("runs"))),
 	)
 	method("// RunsClaim implements runtime.JobStore: lock, read and mark the runs in one transaction.", "RunsClaim",
 		[]jen.Code{ctx(), jen.List(jen.Id("queue"), jen.Id("worker")).String(), jen.Id("limit").Int(), jen.Id("lease").Add(dur())},

@@ -161,12 +161,5 @@ func (s SessionStore) RunInsertSkipped(ctx context.Context, job, queue string, t
 
 // RunInsertMany implements runtime.JobStore.
 func (s SessionStore) RunInsertMany(ctx context.Context, tx *sql.Tx, runs []runtime.NewRun) error {
-	query, args := runtime.InsertRunsSQL(Namespace+"runs", len(runs)), runtime.InsertRunsArgs(runs)
-	var err error
-	if tx != nil {
-		_, err = tx.ExecContext(ctx, query, args...)
-	} else {
-		_, err = s.db.ExecContext(ctx, query, args...)
-	}
-	return err
+	return s.inserts.Exec(ctx, tx, runs)
 }

@@ -79,13 +79,16 @@ const Namespace = "lockgen_"
 // itself to pin connections.
 type SessionStore struct {
 	Store
-	db *sql.DB
+	db      *sql.DB
+	inserts *runtime.InsertStmts
 }
 
 var _ runtime.SessionStore = SessionStore{}
 
 // NewSession returns a SessionStore running on db.
-func NewSession(db *sql.DB) SessionStore { return SessionStore{Store: New(db), db: db} }
+func NewSession(db *sql.DB) SessionStore {
+	return SessionStore{Store: New(db), db: db, inserts: runtime.NewInsertStmts(db, Namespace+"runs")}
+}
 
 // SessionNamespace implements runtime.SessionStore.
 func (s SessionStore) SessionNamespace() string { return Namespace }

@@ -67,7 +67,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
 	}
-	client, err := runtime.NewClient(store{q: lockgendb.New(db), db: db}, opts...)
+	client, err := runtime.NewClient(store{q: lockgendb.New(db), db: db, inserts: runtime.NewInsertStmts(db, "lockgen_runs")}, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -19,8 +19,9 @@ import (
 // autocommit statement on the pool; the session strategy pins one connection
 // of the pool per holding (see sessionConn).
 type store struct {
-	q  *lockgendb.Queries
-	db *sql.DB
+	q       *lockgendb.Queries
+	db      *sql.DB
+	inserts *runtime.InsertStmts // the prepared multi-row inserts of runs
 }
 
 var (
@@ -389,16 +390,9 @@ func (s store) RunInsert(ctx context.Context, tx *sql.Tx, r runtime.NewRun) (int
 	return res.LastInsertId()
 }
 
-// RunInsertMany implements runtime.JobStore: the multi-row RunInsert.
+// RunInsertMany implements runtime.JobStore: the multi-row RunInsert, prepared.
 func (s store) RunInsertMany(ctx context.Context, tx *sql.Tx, runs []runtime.NewRun) error {
-	query, args := runtime.InsertRunsSQL("lockgen_runs", len(runs)), runtime.InsertRunsArgs(runs)
-	var err error
-	if tx != nil {
-		_, err = tx.ExecContext(ctx, query, args...)
-	} else {
-		_, err = s.db.ExecContext(ctx, query, args...)
-	}
-	return err
+	return s.inserts.Exec(ctx, tx, runs)
 }
 
 // RunsClaim implements runtime.JobStore: lock, read and mark the runs in one transaction.
