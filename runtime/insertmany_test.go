@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,10 +52,70 @@ func TestInsertStmts(t *testing.T) {
 	require.NoError(t, tx.Commit())
 	assert.Equal(t, want+6, count(), "committed")
 
+	// A statement evicted while an insert uses it is closed by that
+	// insert, not under it.
+	held := s.acquire(ctx, 7, true)
+	require.NotNil(t, held)
+	for n := 8; n <= 8+maxPreparedSizes; n++ {
+		require.NoError(t, s.Exec(ctx, nil, batch(n)))
+		want += n
+	}
+	assert.True(t, held.evicted)
+	_, err = held.stmt.ExecContext(ctx, InsertRunsArgs(batch(7))...)
+	require.NoError(t, err, "still open for its user")
+	want += 7
+	s.release(held)
+	_, err = held.stmt.ExecContext(ctx, InsertRunsArgs(batch(7))...)
+	assert.Error(t, err, "closed by its last user")
+	assert.Equal(t, want+6, count())
+	assert.LessOrEqual(t, len(s.used), maxPreparedSizes)
+
+	// Many inserts at once, of more sizes than are kept: none fails on a
+	// statement evicted under it.
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*40)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				errs <- s.Exec(ctx, nil, batch(1+(g+i)%9))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+
+	// In a transaction on a pool of one connection: no second connection
+	// is taken to prepare.
+	tdb2 := testdb.New(t)
+	one := tdb2.Open(t)
+	one.SetMaxOpenConns(1)
+	s1 := NewInsertStmts(one, "lockgen_runs")
+	tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tx, err = one.BeginTx(tctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, s1.Exec(tctx, tx, batch(3)))
+	require.NoError(t, tx.Commit())
+	require.NoError(t, s1.Exec(tctx, nil, batch(3)), "prepared outside the transaction")
+	tx, err = one.BeginTx(tctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, s1.Exec(tctx, tx, batch(3)), "and used inside one")
+	require.NoError(t, tx.Commit())
+	var n int
+	require.NoError(t, one.QueryRowContext(tctx, "SELECT COUNT(*) FROM lockgen_runs").Scan(&n))
+	assert.Equal(t, 9, n)
+
+	// A failed prepare sends text, and the next inserts too.
 	missing := NewInsertStmts(db, "no_such_runs")
 	err = missing.Exec(ctx, nil, batch(2))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "1146", "the text statement's own error")
-	assert.True(t, missing.refused, "no more prepares after the server refused one")
+	assert.Equal(t, prepareBackoff, missing.textLeft)
 	assert.Error(t, missing.Exec(ctx, nil, batch(2)))
+	assert.Equal(t, prepareBackoff-1, missing.textLeft, "sent as text without a prepare")
 }

@@ -776,3 +776,28 @@ func TestJobsWorkerStopsDespiteAStuckHandler(t *testing.T) {
 	info := waitState(t, b, id, runtime.RunCompleted)
 	assert.Equal(t, 2, info.Attempt)
 }
+
+// TestJobsWorkerStopsDespiteAStuckRescuedHandler: a handler stuck past its
+// timeout whose run was rescued and run again on the same worker is still
+// waited for at shutdown only up to the grace and one lease.
+func TestJobsWorkerStopsDespiteAStuckRescuedHandler(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsNode(t, tdb.Open(t), "node")
+	release := make(chan struct{})
+	defer close(release)
+	stop := startWorker(t, j, runtime.WorkerConfig{Lease: 300 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"stuck_once": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			if run.Attempt == 1 {
+				<-release // ignores its context
+			}
+			return nil
+		}}}})
+	r := newRun("stuck_once")
+	r.Timeout = 100 * time.Millisecond
+	id, err := j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	info := waitState(t, j, id, runtime.RunCompleted)
+	require.Equal(t, 2, info.Attempt, "rescued from the stuck attempt")
+	stopWithin(t, stop, 5*time.Second)
+}

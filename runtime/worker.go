@@ -178,6 +178,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer unlisten()
 
 	results := make(chan outcome, cfg.Concurrency)
+	// returned closes when Run returns, so that a handler left behind
+	// (it ignored its cancelled context) does not block on results.
+	returned := make(chan struct{})
+	defer close(returned)
 	rec := newRecorder(w)
 	recDone := make(chan struct{})
 	go func() { defer close(recDone); rec.loop() }()
@@ -194,7 +198,11 @@ func (w *Worker) Run(ctx context.Context) error {
 		go func() {
 			defer handlers.Done()
 			defer cancel()
-			results <- outcome{run: r, err: w.handle(hctx, r)}
+			o := outcome{run: r, err: w.handle(hctx, r)}
+			select {
+			case results <- o:
+			case <-returned:
+			}
 		}()
 	}
 	finish := func(o outcome) {
@@ -295,12 +303,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { handlers.Wait(); close(allDone) }()
 	hb := clock.NewTimer(cfg.Lease / 3)
 	defer hb.Stop()
+	// Wait for every handler goroutine (not only the runs in running: a
+	// handler past its timeout whose run was rescued and claimed again
+	// here is no longer there).
 	var abandonC <-chan time.Time // after the grace: the handlers' last lease
-	abandoned := false
-	for len(running) > 0 && !abandoned {
+	for waiting := true; waiting; {
 		select {
 		case o := <-results:
 			finish(o)
+		case <-allDone:
+			waiting = false
 		case <-grace.C():
 			log.Warn("lockgen: shutdown grace passed; cancelling running handlers", "running", len(running))
 			cancelHandlers()
@@ -309,14 +321,19 @@ func (w *Worker) Run(ctx context.Context) error {
 			abandonC = abandon.C()
 		case <-abandonC:
 			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued and run again", "running", len(running))
-			abandoned = true
+			waiting = false
 		case <-hb.C():
 			w.heartbeat(context.WithoutCancel(ctx), running, rec.claims())
 			hb.Reset(cfg.Lease / 3)
 		}
 	}
-	if !abandoned {
-		<-allDone
+	for drained := false; !drained; { // outcomes already delivered
+		select {
+		case o := <-results:
+			finish(o)
+		default:
+			drained = true
+		}
 	}
 	rec.close()
 	// Keep the unrecorded runs claimed while the recorder's last rounds go.
