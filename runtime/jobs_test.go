@@ -801,3 +801,52 @@ func TestJobsWorkerStopsDespiteAStuckRescuedHandler(t *testing.T) {
 	require.Equal(t, 2, info.Attempt, "rescued from the stuck attempt")
 	stopWithin(t, stop, 5*time.Second)
 }
+
+// TestJobsStuckHandlerKeepsItsSlot: a handler stuck past its timeout
+// (ignoring its context) still takes one of the worker's slots after its
+// run is rescued and claimed again, so the worker never runs more handlers
+// than its Concurrency.
+func TestJobsStuckHandlerKeepsItsSlot(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsNode(t, tdb.Open(t), "a")
+	release := make(chan struct{})
+	var inside, most atomic.Int32
+	started := make(chan int, 4)
+	enter := func() func() {
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		return func() { inside.Add(-1) }
+	}
+	stop := startWorker(t, j, runtime.WorkerConfig{Concurrency: 2, Lease: 300 * time.Millisecond, RescueEvery: 50 * time.Millisecond,
+		PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{
+			"stuck": {Handle: func(ctx context.Context, run *runtime.Run) error {
+				defer enter()()
+				started <- run.Attempt
+				<-release // ignores its context, attempt after attempt
+				return nil
+			}},
+			"quick": {Handle: func(ctx context.Context, run *runtime.Run) error {
+				defer enter()()
+				return nil
+			}},
+		}})
+	r := newRun("stuck")
+	r.Timeout = 100 * time.Millisecond
+	_, err := j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	require.Equal(t, 1, <-started)
+	require.Equal(t, 2, <-started, "rescued and claimed again beside the stuck attempt 1")
+	quick, err := j.Enqueue(ctx, nil, newRun("quick"))
+	require.NoError(t, err)
+	time.Sleep(700 * time.Millisecond)
+	assert.Equal(t, int32(2), most.Load(), "never more handlers than Concurrency")
+	info, err := j.Run(ctx, quick)
+	require.NoError(t, err)
+	assert.Equal(t, runtime.RunAvailable, info.State, "no slot for it while both stuck handlers run")
+	close(release)
+	waitState(t, j, quick, runtime.RunCompleted)
+	stopWithin(t, stop, 5*time.Second)
+}

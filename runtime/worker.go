@@ -187,6 +187,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(recDone); rec.loop() }()
 
 	running := map[int64]*active{}
+	// live counts the handler goroutines that have not delivered their
+	// outcome: more than len(running) when a stuck handler's run was
+	// rescued and claimed again here. Free slots count live handlers.
+	live := 0
 	var handlers sync.WaitGroup
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
@@ -194,6 +198,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	start := func(r *Run) {
 		hctx, cancel := context.WithTimeout(handlerCtx, r.Timeout)
 		running[r.ID] = &active{run: r, started: clock.Now(), cancel: cancel}
+		live++
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
@@ -206,6 +211,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 	finish := func(o outcome) {
+		live--
 		if a, ok := running[o.run.ID]; ok && a.run.Claim == o.run.Claim {
 			delete(running, o.run.ID)
 		}
@@ -226,7 +232,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		// keepPoll: no claim for a reason other than an empty queue, so
 		// the idle poll does not back off.
 		claimed, keepPoll := 0, false
-		free := cfg.Concurrency - len(running)
+		free := cfg.Concurrency - live
 		if rec.unrecorded() >= rec.maxUnrecorded() {
 			free, keepPoll = 0, true // the database does not keep up with the outcomes
 		}
@@ -314,13 +320,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-allDone:
 			waiting = false
 		case <-grace.C():
-			log.Warn("lockgen: shutdown grace passed; cancelling running handlers", "running", len(running))
+			log.Warn("lockgen: shutdown grace passed; cancelling running handlers", "running", live)
 			cancelHandlers()
 			abandon := clock.NewTimer(cfg.Lease)
 			defer abandon.Stop()
 			abandonC = abandon.C()
 		case <-abandonC:
-			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued and run again", "running", len(running))
+			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued and run again", "running", live)
 			waiting = false
 		case <-hb.C():
 			w.heartbeat(context.WithoutCancel(ctx), running, rec.claims())
