@@ -164,10 +164,11 @@ const rescueLimit = 1000
 // Run claims and handles runs until ctx ends, then stops claiming, lets
 // running handlers finish for up to ShutdownGrace, cancels the rest (and
 // stops waiting for those that ignore the cancel one Lease later), records
-// every outcome it has and returns nil. Database errors are logged
-// and retried with backoff, never fatal: a run whose outcome could not be
-// recorded stays claimed until its lease passes and is then rescued and run
-// again (at least once).
+// every outcome it has and returns nil. Database errors are logged and
+// retried with backoff, never fatal: an outcome that cannot be recorded yet
+// is kept (its run heartbeated) and retried while Run runs; one still
+// unrecorded when Run returns leaves its run claimed until its lease
+// passes, and the run is then rescued and run again (at least once).
 func (w *Worker) Run(ctx context.Context) error {
 	cfg := w.cfg
 	client := w.jobs.client
