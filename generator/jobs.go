@@ -45,9 +45,10 @@ func resolveJobs(s *spec.Spec) ([]jobModel, []queueModel) {
 			jm.ArgsType = j.GoName + "Args"
 		}
 		if j.Enqueueable() {
-			jm.Enqueue, jm.EnqueueTx = "Enqueue"+j.GoName, "Enqueue"+j.GoName+"Tx"
+			m := j.Methods()
+			jm.Enqueue, jm.EnqueueTx = m[0], m[1]
 			if jm.ArgsType != "" {
-				jm.EnqueueMany = "Enqueue" + j.GoName + "Many"
+				jm.EnqueueMany = m[2]
 			}
 		}
 		jobs = append(jobs, jm)

@@ -579,10 +579,12 @@ locks:
 	},
 	{
 		name: "jobs generating the same Go name",
-		yaml: "version: 1\npackage: locks\njobs:\n  - name: report\n  - name: report_args\n  - name: x\n  - name: enqueue_x\n",
+		yaml: "version: 1\npackage: locks\njobs:\n  - name: report\n  - name: report_args\n  - name: x\n  - name: enqueue_x\n  - {name: y, args: {n: int64}}\n  - name: y_tx\n  - name: y_many\n",
 		want: []string{
 			`lockgen.yaml:5:11: jobs "report" and "report_args" both generate the Go name ReportArgs ("report" is at line 4; rename one of them)`,
 			`lockgen.yaml:7:11: jobs "x" and "enqueue_x" both generate the Go name EnqueueX ("x" is at line 6; rename one of them)`,
+			`lockgen.yaml:9:11: jobs "y" and "y_tx" both generate the Go name EnqueueYTx ("y" is at line 8; rename one of them)`,
+			`lockgen.yaml:10:11: jobs "y" and "y_many" both generate the Go name EnqueueYMany ("y" is at line 8; rename one of them)`,
 		},
 	},
 	{

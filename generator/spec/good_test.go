@@ -481,7 +481,7 @@ func TestJobKinds(t *testing.T) {
 	assert.True(t, both.Enqueueable())
 	assert.False(t, enqueued.Scheduled())
 	assert.True(t, enqueued.Enqueueable())
-	assert.Equal(t, []string{"SendSMS", "EnqueueSendSMS", "SendSMSArgs"}, enqueued.Names())
+	assert.Equal(t, []string{"SendSMS", "SendSMSArgs", "EnqueueSendSMS", "EnqueueSendSMSTx", "EnqueueSendSMSMany"}, enqueued.Names())
 }
 
 func TestLoadFile(t *testing.T) {

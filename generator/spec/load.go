@@ -171,7 +171,7 @@ func (l *loader) jobLockClashes(s *Spec) {
 		if j.GoName == "" {
 			continue
 		}
-		for _, m := range []string{"Enqueue" + j.GoName, "Enqueue" + j.GoName + "Tx", "Enqueue" + j.GoName + "Many"} {
+		for _, m := range j.Methods() {
 			if lk, clash := owner[m]; clash {
 				l.errs = append(l.errs, &Error{File: l.file, Pos: j.Pos, Msg: fmt.Sprintf("job %q and lock %q both generate the method %s", j.Name, lk.Name, m),
 					Hint: "rename one of them"})

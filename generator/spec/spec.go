@@ -220,10 +220,11 @@ type Job struct {
 	// or "all" (CatchUp* constants). Default "one" for a scheduled job;
 	// empty for a job that is not scheduled.
 	CatchUp string
-	// MinInterval is the least time between the starts of two scheduled
-	// runs, however fast a run ends (like ShedLock's lockAtLeastFor): 0 to
-	// 24h, and for an "@every" schedule at most its interval. Default 0;
-	// always 0 for a job that is not scheduled.
+	// MinInterval is the least time between two ticks that run (like
+	// ShedLock's lockAtLeastFor, but measured between ticks, not run
+	// starts): a tick sooner than this after the last tick with a run is
+	// skipped and recorded. 0 to 24h, and for an "@every" schedule at most
+	// its interval. Default 0; always 0 for a job that is not scheduled.
 	MinInterval time.Duration
 	// Retention is how long finished runs are kept before they are pruned:
 	// 1m to 8760h (a year). Default 168h (a week).
@@ -247,11 +248,21 @@ func (j Job) Enqueueable() bool {
 }
 
 // Names returns the Go names generated for j, in order: the handler method
-// <GoName>, Enqueue<GoName> and the argument struct <GoName>Args. Load
-// rejects specs in which two jobs would share one of them (whether or not
-// the job is Enqueueable), so the generator can put them in one namespace.
+// <GoName>, the argument struct <GoName>Args and the Methods. Load rejects
+// specs in which two jobs would share one of them (whether or not the job
+// is Enqueueable or has args), so the generator can put them in one
+// namespace.
 func (j Job) Names() []string {
-	return []string{j.GoName, "Enqueue" + j.GoName, j.GoName + "Args"}
+	return append([]string{j.GoName, j.GoName + "Args"}, j.Methods()...)
+}
+
+// Methods returns the enqueue methods named for j, in order:
+// Enqueue<GoName>, Enqueue<GoName>Tx and Enqueue<GoName>Many. The generator
+// writes the first two for an Enqueueable job and the third when it also
+// has args; Load checks all three against other jobs and locks either way.
+func (j Job) Methods() []string {
+	e := "Enqueue" + j.GoName
+	return []string{e, e + "Tx", e + "Many"}
 }
 
 // Arg is one typed argument of a job; it becomes a field of the job's
