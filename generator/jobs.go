@@ -2,13 +2,11 @@ package generator
 
 import (
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
 
 	"github.com/lockgen/lockgen/generator/spec"
-	"github.com/lockgen/lockgen/templates"
 )
 
 // Names of the job files lockgen writes.
@@ -31,13 +29,7 @@ type jobModel struct {
 	Enqueue, EnqueueTx, EnqueueMany string
 }
 
-// queueModel is one queue workers claim from.
-type queueModel struct {
-	Name        string
-	Concurrency int
-}
-
-func resolveJobs(s *spec.Spec) ([]jobModel, []queueModel) {
+func resolveJobs(s *spec.Spec) []jobModel {
 	var jobs []jobModel
 	for _, j := range s.Jobs {
 		jm := jobModel{Job: j, NameConst: j.GoName + "Job", RunVar: spec.LowerCamelCase(j.Name) + "Run"}
@@ -53,24 +45,7 @@ func resolveJobs(s *spec.Spec) ([]jobModel, []queueModel) {
 		}
 		jobs = append(jobs, jm)
 	}
-	var queues []queueModel
-	for _, q := range s.Queues {
-		queues = append(queues, queueModel{Name: q.Name, Concurrency: q.Concurrency})
-	}
-	return jobs, queues
-}
-
-// runsMigrations are the migration files of the runs table: always a new
-// file after the lock table's, so adding jobs never rewrites a migration.
-func runsMigrations(m spec.Migrations, prefix string) []sqlFile {
-	base := prefix + runsTableBaseName
-	if m.Format == spec.FormatGoose {
-		return []sqlFile{{Path: path.Join(m.Dir, "00002_"+base+".sql"), Template: templates.GooseRuns}}
-	}
-	return []sqlFile{
-		{Path: path.Join(m.Dir, "0002_"+base+".down.sql"), Template: templates.RunsDown},
-		{Path: path.Join(m.Dir, "0002_"+base+".up.sql"), Template: templates.RunsUp},
-	}
+	return jobs
 }
 
 // argGoType is the Go type of a job argument.

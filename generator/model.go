@@ -49,7 +49,7 @@ type model struct {
 	// Jobs are the declared jobs, in spec order, and Queues their queues
 	// (none without jobs).
 	Jobs   []jobModel
-	Queues []queueModel
+	Queues []spec.Queue
 }
 
 // sqlFile is one SQL output file and the template that renders it.
@@ -133,7 +133,7 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 		m.Locks = append(m.Locks, resolveLock(lk))
 	}
 	if len(s.Jobs) > 0 {
-		m.Jobs, m.Queues = resolveJobs(s)
+		m.Jobs, m.Queues = resolveJobs(s), s.Queues
 		m.Migrations = append(m.Migrations, runsMigrations(s.Migrations, s.TablePrefix)...)
 	}
 	m.Receiver = receiverName(m.Locks)
@@ -207,15 +207,27 @@ func receiverName(locks []lockModel) string {
 	}
 }
 
-// migrations returns the migration files for m's format in m's directory.
+// migrations returns the migration files of the lock table for m's format
+// in m's directory.
 func migrations(m spec.Migrations, prefix string) []sqlFile {
-	base := prefix + tableBaseName
+	return migrationFiles(m, 1, prefix+tableBaseName, templates.GooseLocks, templates.LocksDown, templates.LocksUp)
+}
+
+// runsMigrations are the migration files of the runs table: always a new
+// file after the lock table's, so adding jobs never rewrites a migration.
+func runsMigrations(m spec.Migrations, prefix string) []sqlFile {
+	return migrationFiles(m, 2, prefix+runsTableBaseName, templates.GooseRuns, templates.RunsDown, templates.RunsUp)
+}
+
+// migrationFiles names migration number n of base in m's format: one goose
+// file, or a down and an up file, from the given templates.
+func migrationFiles(m spec.Migrations, n int, base, goose, down, up string) []sqlFile {
 	if m.Format == spec.FormatGoose {
-		return []sqlFile{{Path: path.Join(m.Dir, "00001_"+base+".sql"), Template: templates.GooseLocks}}
+		return []sqlFile{{Path: path.Join(m.Dir, fmt.Sprintf("%05d_%s.sql", n, base)), Template: goose}}
 	}
 	return []sqlFile{
-		{Path: path.Join(m.Dir, "0001_"+base+".down.sql"), Template: templates.LocksDown},
-		{Path: path.Join(m.Dir, "0001_"+base+".up.sql"), Template: templates.LocksUp},
+		{Path: path.Join(m.Dir, fmt.Sprintf("%04d_%s.down.sql", n, base)), Template: down},
+		{Path: path.Join(m.Dir, fmt.Sprintf("%04d_%s.up.sql", n, base)), Template: up},
 	}
 }
 
