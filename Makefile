@@ -5,14 +5,26 @@ GO ?= go
 MODULES := . runtime examples lockgenprom
 # -count=1: tests talk to a real server, never reuse cached results.
 TESTFLAGS ?= -race -count=1
+export TESTFLAGS
+# The packages whose tests touch SQL: `make test` runs them against MySQL
+# as well as MariaDB (every package runs against MariaDB).
+SQL_PKGS := ./runtime/... ./examples/... ./templates/... ./internal/doctor/...
+MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 
-.PHONY: help db generate check-generated test lint bench demo fuzz
+.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-db: ## make sure MariaDB answers at 127.0.0.1:3306 (start or install it), unless LOCKGEN_TEST_DSN is set
+mariadb: ## make sure MariaDB answers at 127.0.0.1:3306 (start or install it), unless LOCKGEN_TEST_DSN is set
 	@./.ci/ensure-mariadb
+
+db: ## make sure MariaDB answers at :3306 and MySQL 9.7 at :3307 (start or install them), unless LOCKGEN_TEST_DSN / LOCKGEN_TEST_MYSQL_DSN are set
+	@./.ci/ensure-mariadb
+	@./.ci/ensure-mysql
+
+tools: ## make sure a C compiler is there (go test -race needs cgo)
+	@./.ci/ensure-gcc
 
 generate: ## regenerate queries/, the runtime's sqlc package and the examples' code
 	$(GO) test ./templates -run TestQueriesMatchTemplates -update
@@ -25,20 +37,23 @@ check-generated: generate ## fail when any generated file differs from what is c
 		echo "check-generated: generated files are stale: run 'make generate' and commit" >&2; exit 1; \
 	fi
 
-test: db lint ## gofmt, vet and run every test (race detector on) against MariaDB
-	@for m in $(MODULES); do (cd $$m && echo "== go test $$m" && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
+test: tools db lint ## gofmt, vet and run every test (race detector on) against MariaDB, and every SQL test against MySQL too
+	@GO=$(GO) ./.ci/test $(SQL_PKGS)
 
-lint: ## gofmt and go vet
+lint: tools ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 
-bench: db ## print the lock round-trip table, the handoff latency per strategy and the jobs table
+bench: mariadb ## print the lock round-trip table, the handoff latency per strategy and the jobs table (MariaDB)
 	cd examples && $(GO) run ./bench
 	cd runtime && $(GO) test -run '^$$' -bench Handoff -benchtime 500x .
 	cd runtime && $(GO) test -run '^$$' -bench Hold10kLeases -benchtime 1x .
 	cd runtime && $(GO) test -run '^$$' -bench JobsTable -benchtime 1x -timeout 20m .
 
-demo: db ## generate the quickstart's code and run it against MariaDB
+bench-mysql: db ## the same tables against MySQL (LOCKGEN_TEST_MYSQL_DSN, default 127.0.0.1:3307)
+	$(MAKE) bench LOCKGEN_DSN="$(MYSQL_DSN)" LOCKGEN_TEST_DSN="$(MYSQL_DSN)"
+
+demo: mariadb ## generate the quickstart's code and run it against MariaDB
 	cd examples && $(GO) generate ./quickstart && $(GO) run ./quickstart
 
 fuzz: ## fuzz the spec loader for a minute

@@ -475,6 +475,24 @@ const (
 		"// pool."
 )
 
+func (m *model) checkServerDoc() string {
+	return comment("CheckServer probes the server now, as the first lock or job call does anyway: it fails with an error wrapping " +
+		"runtime.ErrUnsupported when lockgen cannot run safely on it (TiDB or another engine it does not know, MySQL before 8.0, " +
+		"MariaDB before 10.6, session or row locks on a Galera or Group Replication cluster), and with runtime.ErrInvalid when db " +
+		"was opened without parseTime=true or the lock table is missing. Call it at startup to fail fast; " +
+		"`go tool lockgen doctor` prints the same checks.")
+}
+
+func (m *model) serverDoc() string {
+	return comment("Server implements runtime.ServerStore: the pool and tables the runtime checks at first use.")
+}
+
+// migrationsHint names the migration directory for the error that says the
+// tables are missing.
+func (m *model) migrationsHint() string {
+	return fmt.Sprintf("%s/ (relative to %s)", strings.TrimSuffix(m.MigrationsDir, "/"), m.SpecName)
+}
+
 func (m *model) ownerDoc() string {
 	return comment("Owner returns the identity recorded in the lock rows held through these Locks (see WithOwner).")
 }

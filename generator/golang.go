@@ -132,6 +132,13 @@ func wrappers(m *model) *jen.File {
 	f.Func().Params(jen.Id(m.Receiver).Op("*").Id("Locks")).Id("Owner").Params().String().Block(
 		jen.Return(jen.Id(m.Receiver).Dot("client").Dot("Owner").Call()),
 	)
+	f.Line()
+	f.Comment(m.checkServerDoc())
+	f.Func().Params(jen.Id(m.Receiver).Op("*").Id("Locks")).Id("CheckServer").Params(
+		jen.Id("ctx").Qual("context", "Context"),
+	).Error().Block(
+		jen.Return(jen.Id(m.Receiver).Dot("client").Dot("CheckServer").Call(jen.Id("ctx"))),
+	)
 	for i := range m.Locks {
 		lockMethods(f, m, &m.Locks[i])
 	}
@@ -146,7 +153,7 @@ func newBody(g *jen.Group, m *model) {
 	)
 	fields := []jen.Code{jen.Id("q").Op(":").Qual(m.DBImport, "New").Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")}
 	if len(m.Jobs) > 0 {
-		fields = append(fields, jen.Id("inserts").Op(":").Add(rt("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.TablePrefix+runsTableBaseName)))
+		fields = append(fields, jen.Id("inserts").Op(":").Add(rt("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.RunsTable)))
 	}
 	g.List(jen.Id("client"), jen.Err()).Op(":=").Add(rt("NewClient")).Call(
 		jen.Id("store").Values(fields...),
@@ -356,6 +363,18 @@ func storeGlue(m *model) *jen.File {
 		jen.Id("_").Add(rt("RowStore")).Op("=").Id("store").Values(),
 		jen.Id("_").Add(rt("BatchStore")).Op("=").Id("store").Values(),
 		jen.Id("_").Add(rt("PruneStore")).Op("=").Id("store").Values(),
+		jen.Id("_").Add(rt("ServerStore")).Op("=").Id("store").Values(),
+	)
+
+	f.Line()
+	f.Comment(m.serverDoc())
+	target := []kv{{"DB", jen.Id("s").Dot("db")}, {"LocksTable", jen.Lit(m.Table)}}
+	if m.RunsTable != "" {
+		target = append(target, kv{"RunsTable", jen.Lit(m.RunsTable)})
+	}
+	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())})
+	f.Func().Params(recv.Clone()).Id("Server").Params().Add(rt("ServerTarget")).Block(
+		jen.Return(literal(rt("ServerTarget"), target...)),
 	)
 
 	f.Line()

@@ -39,8 +39,12 @@ type model struct {
 	SchemaPath, QueriesPath string
 	// TablePrefix is the validated prefix; Table the lock table's name.
 	TablePrefix, Table string
-	// Migrations are the migration files to render, in path order.
-	Migrations []sqlFile
+	// Migrations are the migration files to render, in path order, and
+	// MigrationsDir their directory relative to the spec dir.
+	Migrations    []sqlFile
+	MigrationsDir string
+	// RunsTable is the runs table's name; empty without jobs.
+	RunsTable string
 	// Receiver is the receiver name of the Locks methods; it differs from
 	// every key parameter.
 	Receiver string
@@ -128,12 +132,15 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 		TablePrefix: s.TablePrefix,
 		Table:       s.TablePrefix + tableBaseName,
 		Migrations:  migrations(s.Migrations, s.TablePrefix),
+		// The runtime names it in the error for missing tables.
+		MigrationsDir: s.Migrations.Dir,
 	}
 	for _, lk := range s.Locks {
 		m.Locks = append(m.Locks, resolveLock(lk))
 	}
 	if len(s.Jobs) > 0 {
 		m.Jobs, m.Queues = resolveJobs(s), s.Queues
+		m.RunsTable = s.TablePrefix + runsTableBaseName
 		m.Migrations = append(m.Migrations, runsMigrations(s.Migrations, s.TablePrefix)...)
 	}
 	m.Receiver = receiverName(m.Locks)

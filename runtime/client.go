@@ -25,6 +25,7 @@ type Client struct {
 	observer Observer
 	wake     *wakeups
 	galera   galeraCheck
+	server   serverCheck
 	jobsOnce sync.Once
 	jobs     *Jobs
 }

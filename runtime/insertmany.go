@@ -3,12 +3,9 @@ package runtime
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // utcNow is the database clock in UTC with microseconds (see the utc_now
@@ -33,7 +30,9 @@ func InsertRunsSQL(table string, n int) string {
 		}
 		b.WriteString(insertRunRow)
 	}
-	b.WriteString(" ON DUPLICATE KEY UPDATE id = id")
+	// A no-op assignment of a column that is not AUTO_INCREMENT: "id = id"
+	// fails on MySQL with error 1869 when one batch repeats a key.
+	b.WriteString(" ON DUPLICATE KEY UPDATE job = job")
 	return b.String()
 }
 
@@ -110,8 +109,7 @@ func (s *InsertStmts) Exec(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 			_, err = st.stmt.ExecContext(ctx, args...)
 		}
 		s.release(st)
-		var me *mysql.MySQLError
-		if !errors.As(err, &me) || (me.Number != 1461 && me.Number != 1295) {
+		if !isNotPreparable(err) {
 			return err
 		}
 		s.backOff()

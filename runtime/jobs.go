@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // Jobs: runs of typed jobs in the runs table.
@@ -193,6 +193,9 @@ func (j *Jobs) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error)
 	if err != nil {
 		return 0, err
 	}
+	if err := j.client.checkServer(ctx, probe.Jobs); err != nil {
+		return 0, err
+	}
 	id, err := j.store.RunInsert(ctx, tx, r)
 	if err != nil {
 		return 0, fmt.Errorf("lockgen: enqueue job %q: %w", r.Job, err)
@@ -248,6 +251,9 @@ func (j *Jobs) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 		}
 		queues[checked[i].Queue] = true
 	}
+	if err := j.client.checkServer(ctx, probe.Jobs); err != nil {
+		return err
+	}
 	for len(checked) > 0 {
 		n := min(len(checked), MaxEnqueueBatch)
 		if err := j.store.RunInsertMany(ctx, tx, checked[:n]); err != nil {
@@ -276,8 +282,7 @@ func (j *Jobs) Cancel(ctx context.Context, id int64) (bool, error) {
 // wrapping ErrUniqueKeyTaken when an unfinished run has its unique key.
 func (j *Jobs) Retry(ctx context.Context, id int64) (bool, error) {
 	ok, err := j.store.RunRetry(ctx, id)
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && me.Number == 1062 {
+	if isDuplicateKey(err) {
 		return false, fmt.Errorf("%w: retry run %d", ErrUniqueKeyTaken, id)
 	}
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // Limits of a lock's configuration.
@@ -180,6 +182,9 @@ func (l *Lock) Try(ctx context.Context, key string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := l.client.checkServer(ctx, probe.Feature(l.cfg.Strategy)); err != nil {
+		return nil, err
+	}
 	start := l.client.clock.Now()
 	lease, err := l.tryOnce(ctx, key)
 	l.observeAcquire(start, err)
@@ -268,6 +273,9 @@ func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Le
 func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
 	key, err := l.checkKey(key)
 	if err != nil {
+		return nil, err
+	}
+	if err := l.client.checkServer(ctx, probe.Feature(l.cfg.Strategy)); err != nil {
 		return nil, err
 	}
 	start := l.client.clock.Now()

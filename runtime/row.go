@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // StrategyRow holds the lock row's exclusive row lock (SELECT ... FOR UPDATE)
@@ -96,20 +94,6 @@ func (l *Lock) rowStore(ctx context.Context) (RowStore, error) {
 		return nil, err
 	}
 	return rs, nil
-}
-
-// isLockWaitFailure reports a row lock that was not granted in time: a lock
-// wait timeout (1205, also MariaDB's NOWAIT) or MySQL's NOWAIT (3572).
-func isLockWaitFailure(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1205 || me.Number == 3572)
-}
-
-// isDeadlock reports InnoDB's deadlock error, after which the server has
-// rolled back the whole transaction.
-func isDeadlock(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1213
 }
 
 // tryRow acquires a row lock: with NOWAIT when wait is 0, else waiting up

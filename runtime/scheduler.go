@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // Scheduled jobs: one run per tick, cluster-wide.
@@ -151,13 +153,17 @@ type TickStore interface {
 	RunInsertSkipped(ctx context.Context, job, queue string, tick time.Time, reason string) error
 }
 
-// Run inserts ticks until ctx ends, then returns nil. Database errors are
+// Run inserts ticks until ctx ends, then returns nil. It fails at once
+// when the server cannot run jobs (see Client.CheckServer). Database errors are
 // logged and retried: a tick whose insert keeps failing on this node is
 // inserted by another node, or run later by catch-up.
 func (s *Scheduler) Run(ctx context.Context) error {
 	ts, ok := s.jobs.store.(TickStore)
 	if !ok {
 		return fmt.Errorf("%w: the store does not implement TickStore", ErrInvalid)
+	}
+	if err := s.jobs.client.checkServerAtStart(ctx, probe.Jobs); err != nil {
+		return err
 	}
 	var wg sync.WaitGroup
 	for _, sj := range s.list {

@@ -108,8 +108,7 @@ func (c *Client) refuseGalera(ctx context.Context, ss galeraStore, strategy stri
 		// bounded by its own ctx (concurrent first callers may each ask).
 		var err error
 		galera, err = ss.ServerGalera(ctx)
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1193 { // unknown variable: MySQL, not Galera
+		if isUnknownVariable(err) { // MySQL has no wsrep_on: not Galera
 			galera, err = false, nil
 		}
 		if err != nil {
@@ -150,7 +149,7 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	if err != nil {
 		return nil, fmt.Errorf("lockgen: acquire %s: pin a connection: %w", l.describe(key), err)
 	}
-	got, err := conn.GetLock(ctx, name, wait)
+	got, err := l.client.getLock(ctx, conn, name, wait)
 	switch {
 	case err != nil:
 		_ = conn.Discard() // GET_LOCK may have succeeded on the server

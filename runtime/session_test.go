@@ -89,8 +89,10 @@ func TestSessionWaitsOnTheServer(t *testing.T) {
 	t.Cleanup(func() { _ = wdb.Close() })
 	name := uniqueName(t, tdb)
 	holder := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second})
-	waiter := sessionNode(t, wdb).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second, Wait: 30 * time.Second})
+	wnode := sessionNode(t, wdb)
+	waiter := wnode.lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second, Wait: 30 * time.Second})
 	ctx := context.Background()
+	require.NoError(t, wnode.client.CheckServer(ctx), "the server probe is not counted")
 	lease, err := holder.Try(ctx, "")
 	require.NoError(t, err)
 	got := make(chan *runtime.Lease, 1)
@@ -288,4 +290,39 @@ func TestSessionAndLeaseNeverShareALock(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, l2.Token(), s.Token())
 	require.NoError(t, l2.Release(ctx))
+}
+
+// TestSessionSubSecondWait: MySQL rounds GET_LOCK's timeout to whole
+// seconds (a 0.45 s wait returned at once), so a session waiter with a
+// sub-second wait must still get a lock released within its wait, on both
+// servers; and a wait that runs out ends no earlier than asked.
+func TestSessionSubSecondWait(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: 5 * time.Second, Wait: 450 * time.Millisecond}
+	holder := sessionNode(t, tdb.Open(t)).lock(t, cfg)
+	waiter := sessionNode(t, tdb.Open(t)).lock(t, cfg)
+
+	for round := 0; round < 3; round++ {
+		lease, err := holder.Try(ctx, "")
+		require.NoError(t, err)
+		released := make(chan error, 1)
+		go func() {
+			time.Sleep(150 * time.Millisecond)
+			released <- lease.Release(ctx)
+		}()
+		next, err := waiter.Acquire(ctx, "")
+		require.NoError(t, err, "round %d: released within the wait", round)
+		require.NoError(t, <-released)
+		assert.Greater(t, next.Token(), lease.Token())
+		require.NoError(t, next.Release(ctx))
+	}
+
+	lease, err := holder.Try(ctx, "")
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = waiter.Acquire(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired)
+	assert.GreaterOrEqual(t, time.Since(start), cfg.Wait, "the wait ran out no earlier than asked")
+	require.NoError(t, lease.Release(ctx))
 }

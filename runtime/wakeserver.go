@@ -58,7 +58,7 @@ func (l *Lock) getWake(ctx context.Context, ss SessionStore, key string, wait ti
 	if err != nil {
 		return nil, err
 	}
-	got, err := conn.GetLock(ctx, name, wait)
+	got, err := l.client.getLock(ctx, conn, name, wait)
 	switch {
 	case err != nil:
 		_ = conn.Discard()

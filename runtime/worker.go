@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // JobFunc handles one attempt of a run. Returning nil completes the run;
@@ -169,9 +171,14 @@ const rescueLimit = 1000
 // is kept (its run heartbeated) and retried while Run runs; one still
 // unrecorded when Run returns leaves its run claimed until its lease
 // passes, and the run is then rescued and run again (at least once).
+// It fails at once, before claiming, when the server cannot run jobs or the
+// connection lacks parseTime=true (see Client.CheckServer).
 func (w *Worker) Run(ctx context.Context) error {
 	cfg := w.cfg
 	client := w.jobs.client
+	if err := client.checkServerAtStart(ctx, probe.Jobs); err != nil {
+		return err
+	}
 	clock := client.clock
 	log := client.logger.With("queue", cfg.Queue)
 	wake, unlisten := w.jobs.listen(cfg.Queue)

@@ -49,7 +49,7 @@ type streams struct {
 
 // commands returns the subcommands, in the order help lists them.
 func commands() []*command {
-	return []*command{generateCommand(), checkCommand(), initCommand(), versionCommand(), sqlcCommand()}
+	return []*command{generateCommand(), checkCommand(), doctorCommand(), initCommand(), versionCommand(), sqlcCommand()}
 }
 
 // run executes the lockgen command line args (without the program name),

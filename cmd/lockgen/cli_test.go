@@ -317,3 +317,15 @@ func TestSQLCPassthrough(t *testing.T) {
 	assert.Equal(t, exitFail, code)
 	assert.NotEmpty(t, stderr, "sqlc's error is shown")
 }
+
+// TestDoctorNeedsAServer: doctor without -dsn or LOCKGEN_DSN is a usage
+// error that says how to name the server (internal/doctor tests the checks
+// against both servers).
+func TestDoctorNeedsAServer(t *testing.T) {
+	t.Setenv("LOCKGEN_DSN", "")
+	code, stdout, stderr := lockgen("doctor")
+	assert.Equal(t, exitUsage, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "pass -dsn")
+	assert.Contains(t, stderr, "LOCKGEN_DSN")
+}

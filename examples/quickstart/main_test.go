@@ -10,7 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockgen/lockgen/examples/internal/demodb"
 	"github.com/lockgen/lockgen/examples/internal/exampletest"
+	"github.com/lockgen/lockgen/examples/quickstart/locks"
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // TestQuickstart runs the example against the test server and checks what
@@ -37,4 +40,39 @@ func TestQuickstart(t *testing.T) {
 	assert.Equal(t, 9, count["account 7"], out.String())
 	assert.Contains(t, out.String(), "observer: account 7 balance=9", "every read-add-write under the row lock counted")
 	assert.Contains(t, out.String(), "observer: master held=false last token="+strconv.FormatInt(last["master"], 10))
+}
+
+// TestGeneratedCodeChecksTheServer: the generated store hands the runtime
+// its tables and migrations, so a database without them is refused with
+// where the migrations are, and a pool without parseTime=true with what to
+// set, before any lock statement runs.
+func TestGeneratedCodeChecksTheServer(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := demodb.Config(exampletest.FreshDSN(t))
+	require.NoError(t, err)
+	db, err := demodb.Open(cfg)
+	require.NoError(t, err)
+	defer db.Close()
+	l, err := locks.New(db)
+	require.NoError(t, err)
+	err = l.CheckServer(ctx)
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorContains(t, err, "table quickstart_locks does not exist")
+	assert.ErrorContains(t, err, "migrations/ (relative to lockgen.yaml)")
+	_, err = l.TryMasterLock(ctx)
+	assert.ErrorIs(t, err, runtime.ErrInvalid)
+
+	_, err = db.ExecContext(ctx, migration)
+	require.NoError(t, err)
+	require.NoError(t, l.CheckServer(ctx), "once the migration is applied")
+
+	cfg.ParseTime = false
+	raw, err := demodb.Open(cfg)
+	require.NoError(t, err)
+	defer raw.Close()
+	l, err = locks.New(raw)
+	require.NoError(t, err)
+	err = l.CheckServer(ctx)
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorContains(t, err, "parseTime=true")
 }

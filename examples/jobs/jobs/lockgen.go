@@ -9,6 +9,7 @@
 package jobs
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
@@ -77,4 +78,15 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 // Locks (see WithOwner).
 func (l *Locks) Owner() string {
 	return l.client.Owner()
+}
+
+// CheckServer probes the server now, as the first lock or job call does
+// anyway: it fails with an error wrapping runtime.ErrUnsupported when lockgen
+// cannot run safely on it (TiDB or another engine it does not know, MySQL
+// before 8.0, MariaDB before 10.6, session or row locks on a Galera or Group
+// Replication cluster), and with runtime.ErrInvalid when db was opened without
+// parseTime=true or the lock table is missing. Call it at startup to fail
+// fast; `go tool lockgen doctor` prints the same checks.
+func (l *Locks) CheckServer(ctx context.Context) error {
+	return l.client.CheckServer(ctx)
 }

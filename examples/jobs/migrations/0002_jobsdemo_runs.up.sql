@@ -28,9 +28,12 @@ CREATE TABLE IF NOT EXISTS jobsdemo_runs (
     last_error   TEXT         NULL,
     created_at   DATETIME(6)  NOT NULL,
     finished_at  DATETIME(6)  NULL,
-    -- claim_ref names one claim, "<id>:<claim>", so that a batched
-    -- completion or heartbeat can match each run with its own claim.
-    claim_ref     VARCHAR(41)  AS (CONCAT(id, ':', claim)) VIRTUAL,
+    -- claim_ref names the current claim, "<id>:<claim>", written with claim
+    -- by RunsMarkRunning, so that a batched completion or heartbeat can
+    -- match each run with its own claim. It is a stored column, not a
+    -- generated one: MySQL forbids generated columns that read an
+    -- AUTO_INCREMENT column (error 3109).
+    claim_ref    VARCHAR(41)  NULL,
     -- dedupe is what no two runs of a job may share (the unique index
     -- jobsdemo_runs_dedupe): "t" and the tick of a scheduled run, for
     -- ever, so that a tick runs once however many nodes insert it; or "u"

@@ -83,11 +83,19 @@ type SessionStore struct {
 	inserts *runtime.InsertStmts
 }
 
-var _ runtime.SessionStore = SessionStore{}
+var (
+	_ runtime.SessionStore = SessionStore{}
+	_ runtime.ServerStore  = SessionStore{}
+)
 
 // NewSession returns a SessionStore running on db.
 func NewSession(db *sql.DB) SessionStore {
 	return SessionStore{Store: New(db), db: db, inserts: runtime.NewInsertStmts(db, Namespace+"runs")}
+}
+
+// Server implements runtime.ServerStore.
+func (s SessionStore) Server() runtime.ServerTarget {
+	return runtime.ServerTarget{DB: s.db, LocksTable: Namespace + "locks", RunsTable: Namespace + "runs", Migrations: "queries/schema.sql"}
 }
 
 // SessionNamespace implements runtime.SessionStore.

@@ -67,14 +67,23 @@ func New(t testing.TB) *DB {
 	})
 	cfg := base.Clone()
 	cfg.DBName = name
+	d := &DB{Config: cfg, Name: name}
+	d.ApplySchema(t)
+	return d
+}
+
+// ApplySchema creates the tables of the schema that do not exist.
+func (d *DB) ApplySchema(t testing.TB) {
+	t.Helper()
+	cfg := d.Config.Clone()
 	cfg.MultiStatements = true
 	db := open(t, cfg)
 	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	if _, err := db.ExecContext(ctx, Schema(t)); err != nil {
 		t.Fatalf("testdb: apply schema: %v", err)
 	}
-	cfg.MultiStatements = false
-	return &DB{Config: cfg, Name: name}
 }
 
 // Open opens a new pool (standing for one node) on the test database.

@@ -28,7 +28,18 @@ var (
 	_ runtime.RowStore     = store{}
 	_ runtime.BatchStore   = store{}
 	_ runtime.PruneStore   = store{}
+	_ runtime.ServerStore  = store{}
 )
+
+// Server implements runtime.ServerStore: the pool and tables the runtime
+// checks at first use.
+func (s store) Server() runtime.ServerTarget {
+	return runtime.ServerTarget{
+		DB:         s.db,
+		LocksTable: "lockgen_locks",
+		Migrations: "db/migrations/ (relative to lockgen.yaml)",
+	}
+}
 
 // LeaseAcquire implements runtime.Store. The fencing token is the statement's
 // LastInsertId; it is 0 when another holder has the row.

@@ -193,6 +193,17 @@ func (l *Locks) Owner() string {
 	return l.client.Owner()
 }
 
+// CheckServer probes the server now, as the first lock or job call does
+// anyway: it fails with an error wrapping runtime.ErrUnsupported when lockgen
+// cannot run safely on it (TiDB or another engine it does not know, MySQL
+// before 8.0, MariaDB before 10.6, session or row locks on a Galera or Group
+// Replication cluster), and with runtime.ErrInvalid when db was opened without
+// parseTime=true or the lock table is missing. Call it at startup to fail
+// fast; `go tool lockgen doctor` prints the same checks.
+func (l *Locks) CheckServer(ctx context.Context) error {
+	return l.client.CheckServer(ctx)
+}
+
 // WithMasterLock runs fn while holding the master lock and releases the lock
 // when fn returns or panics (the panic goes on after the release). fn's ctx is
 // done when ctx is. WithMasterLock returns fn's error, joined with the release

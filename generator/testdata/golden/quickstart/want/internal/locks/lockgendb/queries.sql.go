@@ -18,9 +18,9 @@ VALUES (
 )
 ON DUPLICATE KEY UPDATE
     token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
-    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
-    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
-    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at)
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), ?, owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND, expires_at)
 `
 
 type LeaseAcquireParams struct {
@@ -39,11 +39,16 @@ type LeaseAcquireParams struct {
 // per microsecond) and past a row-strategy holding whose token bump was
 // rolled back (see RowTake).
 // The assignments test expires_at before it is overwritten (MySQL applies
-// ON DUPLICATE KEY UPDATE assignments left to right).
+// ON DUPLICATE KEY UPDATE assignments left to right). They repeat the
+// inserted values instead of reading VALUES(col), which MySQL 8.0.20+
+// deprecates with a warning on every execution (its replacement, the row
+// alias, is a syntax error on MariaDB).
 func (q *Queries) LeaseAcquire(ctx context.Context, arg LeaseAcquireParams) (sql.Result, error) {
 	return q.db.ExecContext(ctx, leaseAcquire,
 		arg.Name,
 		arg.LockKey,
+		arg.Owner,
+		arg.TtlUs,
 		arg.Owner,
 		arg.TtlUs,
 	)
@@ -398,9 +403,9 @@ INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at
 VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE
     token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
-    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(owner), owner),
-    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(acquired_at), acquired_at),
-    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), VALUES(expires_at), expires_at)
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), ?, owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02', expires_at)
 `
 
 type RowTakeParams struct {
@@ -422,7 +427,12 @@ type RowTakeParams struct {
 // mistake (fn committing the transaction itself) looks free, never held
 // forever, and is not taken for a session holding.
 func (q *Queries) RowTake(ctx context.Context, arg RowTakeParams) (sql.Result, error) {
-	return q.db.ExecContext(ctx, rowTake, arg.Name, arg.LockKey, arg.Owner)
+	return q.db.ExecContext(ctx, rowTake,
+		arg.Name,
+		arg.LockKey,
+		arg.Owner,
+		arg.Owner,
+	)
 }
 
 const serverGalera = `-- name: ServerGalera :one
@@ -500,9 +510,9 @@ INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at
 VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
 ON DUPLICATE KEY UPDATE
     token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
-    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(owner), owner),
-    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(acquired_at), acquired_at),
-    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', VALUES(expires_at), expires_at)
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', ?, owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', '9999-12-31 23:59:59', expires_at)
 `
 
 type SessionTokenParams struct {
@@ -520,5 +530,10 @@ type SessionTokenParams struct {
 // LastInsertId is 0. The row stays "unexpired" until the holding is
 // released, so LeaseGuard works for session locks too.
 func (q *Queries) SessionToken(ctx context.Context, arg SessionTokenParams) (sql.Result, error) {
-	return q.db.ExecContext(ctx, sessionToken, arg.Name, arg.LockKey, arg.Owner)
+	return q.db.ExecContext(ctx, sessionToken,
+		arg.Name,
+		arg.LockKey,
+		arg.Owner,
+		arg.Owner,
+	)
 }

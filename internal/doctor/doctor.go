@@ -1,0 +1,371 @@
+// Package doctor checks a database server against what lockgen needs, for
+// `lockgen doctor`: the server's probe (runtime/probe, the same checks the
+// runtime makes at first use), each declared strategy and the job queue,
+// the server's timeouts against the spec's TTLs and waits, the tables, the
+// current user's grants on them, and the connection settings lockgen
+// depends on. A Result says, in plain words, what works, what is refused
+// and why.
+package doctor
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/runtime/probe"
+)
+
+// Severity of a Check.
+type Severity string
+
+// Severities. Only Fail makes Result.OK false.
+const (
+	OK   Severity = "ok"
+	Note Severity = "note"
+	Fail Severity = "FAIL"
+)
+
+// Check is one finding, in plain words.
+type Check struct {
+	Severity Severity `json:"severity"`
+	Topic    string   `json:"topic"`
+	Message  string   `json:"message"`
+}
+
+// Use is one thing the spec declares (a lock, the jobs) and whether it can
+// run on the server.
+type Use struct {
+	Name     string `json:"name"`
+	Strategy string `json:"strategy"`
+	Works    bool   `json:"works"`
+	Why      string `json:"why,omitempty"`
+}
+
+// Result is the doctor's report.
+type Result struct {
+	// Addr and User say where doctor connected, never with a password.
+	Addr     string        `json:"addr"`
+	Server   string        `json:"server"`
+	Report   *probe.Report `json:"probe"`
+	SpecFile string        `json:"spec,omitempty"`
+	Uses     []Use         `json:"uses"`
+	Checks   []Check       `json:"checks"`
+}
+
+// OK tells whether everything the spec declares can run: no Check failed.
+func (r *Result) OK() bool {
+	for _, c := range r.Checks {
+		if c.Severity == Fail {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Result) add(s Severity, topic, format string, args ...any) {
+	r.Checks = append(r.Checks, Check{Severity: s, Topic: topic, Message: fmt.Sprintf(format, args...)})
+}
+
+// Options say what to check.
+type Options struct {
+	// DSN is the go-sql-driver/mysql DSN, used as given (doctor reports its
+	// parseTime and loc as they are).
+	DSN string
+	// Spec is the loaded lockgen.yaml; nil checks every strategy and the
+	// jobs against the default table prefix.
+	Spec *spec.Spec
+}
+
+// Run connects, probes and checks. It fails only when the DSN is bad or the
+// server cannot be reached; everything else is a Check.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	cfg, err := mysql.ParseDSN(o.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("bad DSN: %w", err)
+	}
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bad DSN: %w", err)
+	}
+	db := sql.OpenDB(c)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+
+	uses, locksTable, runsTable := declared(o.Spec)
+	tables := []string{locksTable}
+	if runsTable != "" {
+		tables = append(tables, runsTable)
+	}
+	report, err := probe.Run(ctx, db, tables...)
+	if err != nil {
+		return nil, fmt.Errorf("%s as %s: %w", cfg.Addr, cfg.User, err)
+	}
+	r := &Result{Addr: cfg.Addr, Server: report.Server(), Report: report, Uses: uses}
+	if o.Spec != nil {
+		r.SpecFile = o.Spec.File
+	}
+
+	// Strategies and jobs.
+	for i, u := range r.Uses {
+		why := report.Refusal(probe.Feature(u.Strategy))
+		r.Uses[i].Works, r.Uses[i].Why = why == "", why
+		if why != "" {
+			r.add(Fail, u.Name, "%s is refused: %s", u.Strategy, why)
+		}
+	}
+
+	// Connection settings.
+	for _, bad := range report.Settings() {
+		r.add(Fail, "parseTime", "%s", bad)
+	}
+	if report.ParseTime && report.Location != "UTC" {
+		s := Note
+		if o.Spec != nil && scheduled(o.Spec) {
+			s = Fail
+		}
+		r.add(s, "loc", "the DSN's loc is %s: the driver sends time.Time values in it, so nodes whose DSNs differ in loc disagree on a scheduled tick's time; use loc=UTC (the default)", report.Location)
+	}
+	if report.ReadOnly {
+		r.add(Fail, "read_only", "the server is read-only (a replica?): every lockgen write fails; connect to the primary")
+	}
+	r.add(Note, "time_zone", "session time_zone is %s; lockgen reads the clock with UTC_TIMESTAMP, so it does not matter", report.TimeZone)
+
+	// Tables and grants.
+	for _, t := range tables {
+		if report.Tables[t] {
+			r.add(OK, t, "table %s exists", t)
+		} else {
+			where := "the migrations lockgen generate wrote"
+			if o.Spec != nil {
+				where = fmt.Sprintf("the migrations in %s/ (relative to %s)", o.Spec.Migrations.Dir, o.Spec.File)
+			}
+			r.add(Fail, t, "table %s does not exist in database %q: apply %s", t, report.Database, where)
+		}
+	}
+	checkGrants(ctx, db, r, report.Database, tables)
+
+	// Timeouts against the spec.
+	checkTimeouts(r, report, cfg, o.Spec)
+
+	if report.AuthPlugin != "" {
+		msg := fmt.Sprintf("user %s authenticates with %s", report.User, report.AuthPlugin)
+		if report.AuthPlugin == "caching_sha2_password" && cfg.Passwd != "" && cfg.TLS == nil {
+			msg += "; without TLS, go-sql-driver/mysql fetches the server's RSA key for a first login over plain TCP, which a man in the middle could replace: use tls=true in production"
+		}
+		r.add(Note, "auth", "%s", msg)
+	}
+	return r, nil
+}
+
+// declared lists what the spec uses and its table names; without a spec,
+// every strategy and the jobs on the default prefix.
+func declared(s *spec.Spec) (uses []Use, locks, runs string) {
+	if s == nil {
+		for _, f := range probe.Features {
+			uses = append(uses, Use{Name: string(f), Strategy: string(f)})
+		}
+		return uses, "lockgen_locks", "lockgen_runs"
+	}
+	for _, l := range s.Locks {
+		uses = append(uses, Use{Name: "lock " + l.Name, Strategy: l.Strategy})
+	}
+	if len(s.Jobs) > 0 {
+		uses = append(uses, Use{Name: fmt.Sprintf("jobs (%d)", len(s.Jobs)), Strategy: string(probe.Jobs)})
+		runs = s.TablePrefix + "runs"
+	}
+	return uses, s.TablePrefix + "locks", runs
+}
+
+func scheduled(s *spec.Spec) bool {
+	return slices.ContainsFunc(s.Jobs, func(j spec.Job) bool { return j.Schedule != "" })
+}
+
+// checkTimeouts compares the server's and the DSN's timeouts with the
+// spec's locks.
+func checkTimeouts(r *Result, report *probe.Report, cfg *mysql.Config, s *spec.Spec) {
+	r.add(Note, "timeouts", "wait_timeout %s, innodb_lock_wait_timeout %s", report.WaitTimeout, report.LockWaitTimeout)
+	if s == nil {
+		return
+	}
+	var longestWait time.Duration
+	for _, l := range s.Locks {
+		if l.Strategy != spec.StrategyLease {
+			longestWait = max(longestWait, l.Wait)
+		}
+		// A session holding pins an idle connection; it checks it every
+		// renew_every, which must come before the server drops it.
+		if l.Strategy == spec.StrategySession && report.WaitTimeout > 0 && l.RenewEvery >= report.WaitTimeout {
+			r.add(Fail, "lock "+l.Name, "renew_every %s is not below wait_timeout %s: the server drops the idle pinned connection and its GET_LOCK", l.RenewEvery, report.WaitTimeout)
+		}
+		if l.Strategy == spec.StrategyLease && report.WaitTimeout > 0 && l.TTL >= report.WaitTimeout {
+			r.add(Note, "lock "+l.Name, "ttl %s is not below wait_timeout %s: a holding's wake connection may be dropped (waiters then poll)", l.TTL, report.WaitTimeout)
+		}
+	}
+	// session and row locks wait inside one statement (GET_LOCK, the row
+	// lock wait); the driver's readTimeout must outlast it.
+	if cfg.ReadTimeout > 0 && longestWait > 0 && cfg.ReadTimeout <= longestWait {
+		r.add(Fail, "readTimeout", "the DSN's readTimeout %s is not longer than the longest session or row wait %s: the driver would cut the waiting statement; raise it or drop it", cfg.ReadTimeout, longestWait)
+	}
+}
+
+// grantLine reads "GRANT <privileges> ON <scope> TO ...".
+var grantLine = regexp.MustCompile("^GRANT (.+?) ON (\\S+) TO ")
+
+// needed are the privileges lockgen's statements use on its tables.
+var needed = []string{"SELECT", "INSERT", "UPDATE", "DELETE"}
+
+// checkGrants reads SHOW GRANTS and says, for each table, which needed
+// privileges are missing and whether the user has more than it needs.
+func checkGrants(ctx context.Context, db *sql.DB, r *Result, database string, tables []string) {
+	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
+	if err != nil {
+		r.add(Note, "grants", "cannot read SHOW GRANTS: %v", err)
+		return
+	}
+	defer rows.Close()
+	var grants []string
+	for rows.Next() {
+		var g string
+		if err := rows.Scan(&g); err != nil {
+			r.add(Note, "grants", "cannot read SHOW GRANTS: %v", err)
+			return
+		}
+		grants = append(grants, g)
+	}
+	for _, t := range tables {
+		have := privileges(grants, database, t)
+		var missing []string
+		for _, p := range needed {
+			if !have[p] && !have["ALL PRIVILEGES"] {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 {
+			r.add(Fail, "grants", "user %s lacks %s on %s.%s: GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO the user", r.Report.User, strings.Join(missing, ", "), database, t, database, t)
+			continue
+		}
+		var excess []string
+		for p := range have {
+			if !slices.Contains(needed, p) {
+				excess = append(excess, p)
+			}
+		}
+		slices.Sort(excess)
+		if len(excess) > 0 {
+			list := strings.Join(excess, ", ")
+			if len(excess) > 5 {
+				list = fmt.Sprintf("%s and %d more", strings.Join(excess[:5], ", "), len(excess)-5)
+			}
+			r.add(Note, "grants", "user %s has more than lockgen needs on %s.%s (%s); the application needs only SELECT, INSERT, UPDATE, DELETE", r.Report.User, database, t, list)
+		} else {
+			r.add(OK, "grants", "user %s has exactly SELECT, INSERT, UPDATE, DELETE on %s.%s", r.Report.User, database, t)
+		}
+	}
+}
+
+// privileges returns the privileges grants give on database.table.
+func privileges(grants []string, database, table string) map[string]bool {
+	have := map[string]bool{}
+	unquote := func(s string) string { return strings.Trim(s, "`'\"") }
+	for _, g := range grants {
+		m := grantLine.FindStringSubmatch(g)
+		if m == nil {
+			continue
+		}
+		db, tbl, ok := strings.Cut(m[2], ".")
+		if !ok {
+			continue
+		}
+		db, tbl = unquote(db), unquote(tbl)
+		if (db != "*" && !strings.EqualFold(db, database)) || (tbl != "*" && tbl != table) {
+			continue
+		}
+		for _, p := range strings.Split(m[1], ",") {
+			p = strings.ToUpper(strings.TrimSpace(p))
+			if p == "ALL" {
+				p = "ALL PRIVILEGES"
+			}
+			if p != "" && p != "USAGE" {
+				have[p] = true
+			}
+		}
+	}
+	return have
+}
+
+// WriteText prints the result for people: the server, what the spec
+// declares and whether it works there, then every check, failures first.
+func (r *Result) WriteText(w io.Writer) {
+	p := r.Report
+	cluster := "not a cluster node"
+	if p.Cluster != probe.NoCluster {
+		cluster = "a " + string(p.Cluster) + " node"
+	}
+	mode := "read-write"
+	if p.ReadOnly {
+		mode = "READ-ONLY"
+	}
+	loc := p.Location
+	if !p.ParseTime {
+		loc = "(no parseTime)"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "server\t%s (VERSION() %q, %s), %s, %s\n", r.Server, p.Version, p.Comment, cluster, mode)
+	fmt.Fprintf(tw, "connection\t%s as %s, database %q\n", r.Addr, p.User, p.Database)
+	fmt.Fprintf(tw, "settings\tparseTime=%t, loc=%s, time_zone %s, isolation %s\n", p.ParseTime, loc, p.TimeZone, p.Isolation)
+	tw.Flush()
+
+	what := "every strategy and the jobs (no spec given)"
+	if r.SpecFile != "" {
+		what = "what " + r.SpecFile + " declares"
+	}
+	fmt.Fprintf(w, "\n%s:\n", what)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, u := range r.Uses {
+		verdict := "works"
+		if !u.Works {
+			verdict = "REFUSED: " + u.Why
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", u.Name, u.Strategy, verdict)
+	}
+	tw.Flush()
+
+	fmt.Fprintf(w, "\nchecks:\n")
+	checks := slices.Clone(r.Checks)
+	order := map[Severity]int{Fail: 0, Note: 1, OK: 2}
+	slices.SortStableFunc(checks, func(a, b Check) int { return order[a.Severity] - order[b.Severity] })
+	for _, c := range checks {
+		fmt.Fprintf(w, "  %-4s  %s: %s\n", c.Severity, c.Topic, c.Message)
+	}
+	fails := 0
+	for _, c := range checks {
+		if c.Severity == Fail {
+			fails++
+		}
+	}
+	if fails == 0 {
+		fmt.Fprintf(w, "\nresult: everything %s can run here\n", strings.TrimPrefix(what, "what "))
+	} else {
+		fmt.Fprintf(w, "\nresult: %d problem(s), marked FAIL above\n", fails)
+	}
+}
+
+// WriteJSON prints the result as one JSON object, with "ok" added.
+func (r *Result) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		OK bool `json:"ok"`
+		*Result
+	}{r.OK(), r})
+}

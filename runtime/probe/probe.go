@@ -1,0 +1,296 @@
+// Package probe asks a MySQL-compatible server what lockgen needs to know
+// before it trusts it: which server and version it is, whether it is a
+// node of a cluster whose locks are not cluster-wide, which features each
+// lock strategy and the job queue rely on, how the connection is set up,
+// and whether lockgen's tables exist. The runtime probes once per Client
+// at first use and refuses what cannot be safe; `lockgen doctor` prints the
+// same report.
+//
+// A Report only states facts and reasons; the runtime turns a refusal into
+// an error wrapping runtime.ErrUnsupported (a server or cluster) or
+// runtime.ErrInvalid (a connection setting).
+package probe
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Flavor is the kind of server.
+type Flavor string
+
+// The flavors lockgen tells apart. Only MariaDB and MySQL are supported.
+const (
+	MariaDB Flavor = "MariaDB"
+	MySQL   Flavor = "MySQL"
+	TiDB    Flavor = "TiDB"
+	Unknown Flavor = "unknown"
+)
+
+// Cluster is the kind of replication cluster a server is a node of.
+type Cluster string
+
+// Clusters. Galera and Group Replication keep GET_LOCK and row locks local
+// to one node.
+const (
+	NoCluster        Cluster = ""
+	Galera           Cluster = "Galera"
+	GroupReplication Cluster = "Group Replication"
+)
+
+// Feature is something a part of lockgen needs from the server.
+type Feature string
+
+// The features Support answers for.
+const (
+	// Lease is the lease strategy (also leader election and the lock of
+	// singleton jobs): an upsert and the database clock.
+	Lease Feature = "lease"
+	// Session is the session strategy: GET_LOCK, cluster-wide.
+	Session Feature = "session"
+	// Row is the row strategy: SELECT … FOR UPDATE [NOWAIT], cluster-wide.
+	Row Feature = "row"
+	// Jobs is the job queue: FOR UPDATE SKIP LOCKED that really skips.
+	Jobs Feature = "jobs"
+)
+
+// Features lists every Feature, in the order reports print them.
+var Features = []Feature{Lease, Session, Row, Jobs}
+
+// Report is what the server said.
+type Report struct {
+	// Version is VERSION(), Comment @@version_comment.
+	Version, Comment string
+	Flavor           Flavor
+	// Major, Minor and Patch are parsed from Version.
+	Major, Minor, Patch int
+	Cluster             Cluster
+	// ReadOnly is @@read_only or @@super_read_only: a replica, where every
+	// lockgen write fails.
+	ReadOnly bool
+	// WaitTimeout is @@wait_timeout: the server drops a connection idle for
+	// longer (a session lock with it). LockWaitTimeout is
+	// @@innodb_lock_wait_timeout, in whole seconds on both servers.
+	WaitTimeout, LockWaitTimeout time.Duration
+	// TimeZone is the session's @@time_zone. Isolation is the session's
+	// transaction isolation level.
+	TimeZone, Isolation string
+	// ParseTime is true when the connection returns DATETIME columns as
+	// time.Time (the DSN's parseTime=true), which the generated queries
+	// need. Location is the time.Location those values come in (the DSN's
+	// loc); empty without ParseTime.
+	ParseTime bool
+	Location  string
+	// User is CURRENT_USER(), AuthPlugin its authentication plugin when the
+	// server lets this user read it (else empty).
+	User, AuthPlugin string
+	// Database is DATABASE(); Tables tells, for each table asked about,
+	// whether it exists there.
+	Database string
+	Tables   map[string]bool
+}
+
+// Run probes the server behind db and checks for tables in the current
+// database. It costs a handful of statements; a failure to reach the server
+// is returned as it is.
+func Run(ctx context.Context, db *sql.DB, tables ...string) (*Report, error) {
+	r := &Report{Tables: map[string]bool{}}
+	var readOnly sql.NullInt64
+	var waitTimeout, lockWait sql.NullInt64
+	var database sql.NullString
+	var now any
+	err := db.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment, @@session.time_zone, @@session.wait_timeout, "+
+		"@@session.innodb_lock_wait_timeout, @@global.read_only, CURRENT_USER(), DATABASE(), UTC_TIMESTAMP(6)").
+		Scan(&r.Version, &r.Comment, &r.TimeZone, &waitTimeout, &lockWait, &readOnly, &r.User, &database, &now)
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	r.WaitTimeout = time.Duration(waitTimeout.Int64) * time.Second
+	r.LockWaitTimeout = time.Duration(lockWait.Int64) * time.Second
+	r.ReadOnly = readOnly.Int64 != 0
+	r.Database = database.String
+	if t, ok := now.(time.Time); ok {
+		r.ParseTime, r.Location = true, t.Location().String()
+	}
+	// InnoDB, whose row locks lockgen relies on, is what tells MySQL from
+	// engines that only speak its protocol.
+	innodb, err := variable(ctx, db, "@@innodb_version")
+	if err != nil && !unknownVariable(err) {
+		return nil, fmt.Errorf("probe: innodb_version: %w", err)
+	}
+	r.Flavor, r.Major, r.Minor, r.Patch = flavor(r.Version, r.Comment, innodb != "")
+
+	// Variables that exist on one flavour only: error 1193 means "absent".
+	if v, err := variable(ctx, db, "@@session.transaction_isolation"); err == nil {
+		r.Isolation = v
+	} else if v, err := variable(ctx, db, "@@session.tx_isolation"); err == nil {
+		r.Isolation = v
+	}
+	if v, err := variable(ctx, db, "@@global.super_read_only"); err == nil && v != "0" {
+		r.ReadOnly = true
+	}
+	if v, err := variable(ctx, db, "@@global.wsrep_on"); err == nil && v == "1" {
+		r.Cluster = Galera
+	} else if err != nil && !unknownVariable(err) {
+		return nil, fmt.Errorf("probe: wsrep_on: %w", err)
+	}
+	if r.Cluster == NoCluster && r.Flavor == MySQL {
+		var members int
+		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM performance_schema.replication_group_members WHERE MEMBER_STATE <> 'OFFLINE'").Scan(&members)
+		if err == nil && members > 0 {
+			r.Cluster = GroupReplication
+		}
+	}
+	// The plugin is readable only with privileges on mysql.user; without
+	// them it stays unknown.
+	if at := strings.LastIndex(r.User, "@"); at > 0 {
+		var plugin string
+		if err := db.QueryRowContext(ctx, "SELECT plugin FROM mysql.user WHERE user = ? AND host = ?", r.User[:at], r.User[at+1:]).Scan(&plugin); err == nil {
+			r.AuthPlugin = plugin
+		}
+	}
+	if len(tables) > 0 {
+		for _, t := range tables {
+			r.Tables[t] = false
+		}
+		args := make([]any, len(tables))
+		for i, t := range tables {
+			args[i] = t
+		}
+		rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?"+strings.Repeat(", ?", len(tables)-1)+")", args...)
+		if err != nil {
+			return nil, fmt.Errorf("probe: tables: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				return nil, fmt.Errorf("probe: tables: %w", err)
+			}
+			r.Tables[name] = true
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("probe: tables: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func variable(ctx context.Context, db *sql.DB, name string) (string, error) {
+	var v sql.NullString
+	err := db.QueryRowContext(ctx, "SELECT CAST("+name+" AS CHAR)").Scan(&v)
+	return v.String, err
+}
+
+// unknownVariable tells error 1193 (unknown system variable).
+func unknownVariable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1193
+}
+
+// versionNumbers reads major.minor[.patch]; Aurora MySQL reports
+// "8.0.mysql_aurora.3.05.2".
+var versionNumbers = regexp.MustCompile(`^(\d+)\.(\d+)(?:\.(\d+))?`)
+
+// flavor reads the kind of server and its version from VERSION() and
+// @@version_comment. TiDB and Vitess report a MySQL version with their name
+// after it; a server without InnoDB is not MySQL.
+func flavor(version, comment string, innodb bool) (f Flavor, major, minor, patch int) {
+	if m := versionNumbers.FindStringSubmatch(version); m != nil {
+		major, _ = strconv.Atoi(m[1])
+		minor, _ = strconv.Atoi(m[2])
+		patch, _ = strconv.Atoi(m[3])
+	}
+	both := strings.ToLower(version + " " + comment)
+	switch {
+	case strings.Contains(both, "tidb"):
+		return TiDB, major, minor, patch
+	case strings.Contains(both, "mariadb"):
+		return MariaDB, major, minor, patch
+	case strings.Contains(both, "vitess"), strings.Contains(both, "dolt"), strings.Contains(both, "go-mysql-server"),
+		!innodb, major == 0:
+		return Unknown, major, minor, patch
+	}
+	return MySQL, major, minor, patch
+}
+
+// atLeast tells whether the server's version is major.minor or later.
+func (r *Report) atLeast(major, minor int) bool {
+	return r.Major > major || (r.Major == major && r.Minor >= minor)
+}
+
+// FractionalLockWait tells whether GET_LOCK waits fractions of a second.
+// MariaDB does; MySQL (checked on 9.7.4) rounds the timeout to whole
+// seconds: 0.3 returns at once, 0.7 and 1.4 wait one second.
+func (r *Report) FractionalLockWait() bool { return r.Flavor == MariaDB }
+
+// Server describes the server in a few words: "MySQL 9.7.4", "MariaDB
+// 10.11.19 (Galera)".
+func (r *Report) Server() string {
+	s := string(r.Flavor) + " " + r.Version
+	if r.Flavor == MariaDB || r.Flavor == MySQL {
+		s = fmt.Sprintf("%s %d.%d.%d", r.Flavor, r.Major, r.Minor, r.Patch)
+	}
+	if r.Cluster != NoCluster {
+		s += " (" + string(r.Cluster) + ")"
+	}
+	return s
+}
+
+// Refusal returns why lockgen cannot run f safely on this server, or ""
+// when it can. It speaks of the server only (flavor, version, cluster);
+// Settings speaks of the connection.
+func (r *Report) Refusal(f Feature) string {
+	switch r.Flavor {
+	case TiDB:
+		return "TiDB takes no row lock for FOR UPDATE SKIP LOCKED, reports LAST_INSERT_ID 0 for the lock upsert and let a second holder in during tests; use MySQL 8.0+ or MariaDB 10.6+"
+	case Unknown:
+		return fmt.Sprintf("server %q (%s) is not MySQL or MariaDB; lockgen knows where other MySQL-compatible engines differ only for those it was tested on: use MySQL 8.0+ or MariaDB 10.6+", r.Version, r.Comment)
+	case MySQL:
+		if !r.atLeast(8, 0) {
+			return fmt.Sprintf("MySQL %d.%d has no NOWAIT, SKIP LOCKED or microsecond-exact upserts lockgen relies on; use MySQL 8.0 or later", r.Major, r.Minor)
+		}
+	case MariaDB:
+		if !r.atLeast(10, 6) {
+			return fmt.Sprintf("MariaDB %d.%d has no SKIP LOCKED (10.6+); use MariaDB 10.6 or later", r.Major, r.Minor)
+		}
+	}
+	if (f == Session || f == Row) && r.Cluster != NoCluster {
+		what := "GET_LOCK"
+		if f == Row {
+			what = "row locks (SELECT … FOR UPDATE)"
+		}
+		return fmt.Sprintf("on a %s cluster each node grants %s on its own, so two holders could run at once; use strategy lease", r.Cluster, what)
+	}
+	return ""
+}
+
+// Settings returns what is wrong with the connection itself, one sentence
+// each: a missing parseTime. Empty when nothing is.
+func (r *Report) Settings() []string {
+	var bad []string
+	if !r.ParseTime {
+		bad = append(bad, "the connection returns DATETIME columns as bytes: open the *sql.DB with parseTime=true in the DSN (go-sql-driver/mysql), which the generated queries need")
+	}
+	return bad
+}
+
+// MissingTables returns the tables asked about that do not exist, in the
+// order they were asked for.
+func (r *Report) MissingTables(tables ...string) []string {
+	var missing []string
+	for _, t := range tables {
+		if !r.Tables[t] {
+			missing = append(missing, t)
+		}
+	}
+	return missing
+}

@@ -1,0 +1,161 @@
+package runtime
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime/probe"
+)
+
+// ServerStore is implemented by stores that can name the pool they run on
+// and the tables they need. A Client whose store implements it probes the
+// server once, at the first lock or job call (or CheckServer), and refuses
+// what lockgen cannot run safely there; with any other store it trusts the
+// server.
+type ServerStore interface {
+	// Server returns the pool, the tables and where their migrations are.
+	Server() ServerTarget
+}
+
+// ServerTarget is what a ServerStore runs on.
+type ServerTarget struct {
+	// DB is the pool the store's statements run on.
+	DB *sql.DB
+	// LocksTable is the lock table; RunsTable the runs table, empty when
+	// the store has no jobs.
+	LocksTable, RunsTable string
+	// Migrations names where the migrations that create the tables are
+	// ("db/migrations/ (relative to lockgen.yaml)"), for the error that
+	// says they are missing.
+	Migrations string
+}
+
+// serverCheck keeps, per Client, the probe of the server once it found
+// everything in place.
+type serverCheck struct {
+	mu     sync.Mutex
+	report *probe.Report
+}
+
+// CheckServer probes the server now, as the first lock or job call would:
+// it fails with an error wrapping ErrUnsupported when the server (TiDB or
+// another engine lockgen does not know, MySQL before 8.0, MariaDB before
+// 10.6) cannot run lockgen's locks safely, and with ErrInvalid when the
+// connection lacks parseTime=true or the lock table is missing. Stores
+// that do not implement ServerStore are not probed. The probe costs a few
+// statements once per Client; a probe that failed is tried again at the
+// next call.
+func (c *Client) CheckServer(ctx context.Context) error {
+	return c.checkServer(ctx, probe.Lease)
+}
+
+// checkServer refuses f when the probed server or connection cannot run it.
+func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
+	ss, ok := c.store.(ServerStore)
+	if !ok {
+		return nil
+	}
+	target := ss.Server()
+	c.server.mu.Lock()
+	r := c.server.report
+	c.server.mu.Unlock()
+	if r == nil {
+		// Not under the mutex: each first caller waits only for its own
+		// probe, bounded by its own ctx.
+		tables := []string{target.LocksTable}
+		if target.RunsTable != "" {
+			tables = append(tables, target.RunsTable)
+		}
+		var err error
+		if r, err = probe.Run(ctx, target.DB, tables...); err != nil {
+			return fmt.Errorf("lockgen: checking the server: %w", err)
+		}
+		if len(r.MissingTables(tables...)) == 0 {
+			c.server.mu.Lock()
+			c.server.report = r
+			c.server.mu.Unlock()
+		}
+	}
+	return refusal(r, f, target)
+}
+
+// refusal is the error for running f on the server of r, nil when it can
+// run.
+func refusal(r *probe.Report, f probe.Feature, target ServerTarget) error {
+	if why := r.Refusal(f); why != "" {
+		return fmt.Errorf("%w: %s on %s: %s", ErrUnsupported, f, r.Server(), why)
+	}
+	if bad := r.Settings(); len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(bad, "; "))
+	}
+	need := []string{target.LocksTable}
+	if f == probe.Jobs {
+		need = append(need, target.RunsTable)
+	}
+	if missing := r.MissingTables(need...); len(missing) > 0 {
+		where := "the migrations lockgen generate wrote"
+		if target.Migrations != "" {
+			where = "the migrations in " + target.Migrations
+		}
+		return fmt.Errorf("%w: table %s does not exist in database %q: apply %s with your migration tool", ErrInvalid,
+			strings.Join(missing, " and "), r.Database, where)
+	}
+	return nil
+}
+
+// checkServerAtStart is checkServer for the loops that run until ctx ends
+// (workers, the scheduler): a refusal ends them at once, while a probe
+// that could not reach the server is only logged, since those loops retry
+// database errors anyway.
+func (c *Client) checkServerAtStart(ctx context.Context, f probe.Feature) error {
+	err := c.checkServer(ctx, f)
+	if err == nil || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalid) {
+		return err
+	}
+	if ctx.Err() == nil {
+		c.logger.Warn("lockgen: could not check the server; going on", "error", err)
+	}
+	return nil
+}
+
+// getLockPoll is how often the sub-second rest of a GET_LOCK wait is
+// polled where the server rounds GET_LOCK's timeout to whole seconds.
+const getLockPoll = 50 * time.Millisecond
+
+// getLock runs GET_LOCK for name on conn, waiting up to wait. MySQL rounds
+// GET_LOCK's timeout to whole seconds (0.3 s returns at once, 0.7 s waits
+// a second); MariaDB waits fractions. Unless the probe found MariaDB, the
+// server waits the whole seconds of wait and the rest is polled with
+// GET_LOCK(name, 0) every 50 ms, so a wait neither ends early nor runs
+// over by more than one poll. Results are GetLock's.
+func (c *Client) getLock(ctx context.Context, conn SessionConn, name string, wait time.Duration) (int64, error) {
+	c.server.mu.Lock()
+	fractional := c.server.report != nil && c.server.report.FractionalLockWait()
+	c.server.mu.Unlock()
+	if wait <= 0 || fractional {
+		return conn.GetLock(ctx, name, max(wait, 0))
+	}
+	deadline := c.clock.Now().Add(wait)
+	if whole := wait.Truncate(time.Second); whole > 0 {
+		if got, err := conn.GetLock(ctx, name, whole); err != nil || got != 0 {
+			return got, err
+		}
+	}
+	for {
+		if got, err := conn.GetLock(ctx, name, 0); err != nil || got != 0 {
+			return got, err
+		}
+		left := deadline.Sub(c.clock.Now())
+		if left <= 0 {
+			return 0, nil
+		}
+		if err := sleepOrWake(ctx, c.clock, min(left, getLockPoll), nil); err != nil {
+			return 0, err
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// TestServerRefusesConnectionWithoutParseTime: without parseTime=true the
+// workers could never scan a run (they used to log a Scan error every 2 s
+// for ever while RunJobs returned nil), so every lock and job call, and
+// Worker.Run at once, fail with ErrInvalid saying what to set.
+func TestServerRefusesConnectionWithoutParseTime(t *testing.T) {
+	ctx := context.Background()
+	tdb := testdb.New(t)
+	cfg := tdb.Config.Clone()
+	cfg.ParseTime = false
+	db := sql.OpenDB(mysqlConnector(t, cfg))
+	t.Cleanup(func() { _ = db.Close() })
+	j := jobsNode(t, db, "noparse")
+
+	_, err := j.Enqueue(ctx, nil, newRun("x"))
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorContains(t, err, "parseTime=true")
+
+	w, err := j.NewWorker(runtime.WorkerConfig{Handlers: map[string]runtime.JobHandler{"x": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	require.NoError(t, err)
+	runCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = w.Run(runCtx)
+	require.ErrorIs(t, err, runtime.ErrInvalid, "Run must fail at once, not claim for ever")
+	assert.NoError(t, runCtx.Err(), "Run returned before its context ended")
+
+	c, err := runtime.NewClient(sqlstore.NewSession(db))
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "noparse", TTL: time.Second})
+	require.NoError(t, err)
+	_, err = l.Try(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorIs(t, c.CheckServer(ctx), runtime.ErrInvalid)
+}
+
+// TestServerNamesMissingTables: a missing runs table is refused with the
+// table and the migrations to apply, not a raw error 1146; locks, whose
+// table exists, go on working; once the table is created the same Client
+// works (a probe that found tables missing is not kept).
+func TestServerNamesMissingTables(t *testing.T) {
+	ctx := context.Background()
+	tdb := testdb.New(t)
+	tdb.Exec(t, "DROP TABLE lockgen_runs")
+	db := tdb.Open(t)
+	j := jobsNode(t, db, "missing")
+
+	_, err := j.Enqueue(ctx, nil, newRun("x"))
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorContains(t, err, "table lockgen_runs does not exist")
+	assert.ErrorContains(t, err, "queries/schema.sql")
+
+	c, err := runtime.NewClient(sqlstore.NewSession(db))
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "present", TTL: time.Second})
+	require.NoError(t, err)
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err, "the lock table exists")
+	require.NoError(t, lease.Release(ctx))
+
+	tdb.ApplySchema(t)
+	_, err = j.Enqueue(ctx, nil, newRun("x"))
+	require.NoError(t, err)
+}
+
+// TestServerProbeRunsOnce: the probe costs a few statements at a Client's
+// first call, and nothing after: the second acquire is one statement.
+func TestServerProbeRunsOnce(t *testing.T) {
+	ctx := context.Background()
+	tdb := testdb.New(t)
+	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	db := sql.OpenDB(counter)
+	t.Cleanup(func() { _ = db.Close() })
+	c, err := runtime.NewClient(sqlstore.NewSession(db))
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "probed", TTL: time.Minute})
+	require.NoError(t, err)
+
+	before := counter.Count()
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	first := counter.Count() - before
+	require.NoError(t, lease.Release(ctx))
+	assert.Greater(t, first, int64(1), "the first acquire probes the server")
+
+	before = counter.Count()
+	lease, err = l.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), counter.Count()-before, "later acquires do not probe again")
+	require.NoError(t, lease.Release(ctx))
+}

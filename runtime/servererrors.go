@@ -1,0 +1,72 @@
+package runtime
+
+import (
+	"errors"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// The server errors the runtime branches on, in one place. MariaDB and
+// MySQL share the numbers except where noted; docs/decisions.md ("What
+// differs between MariaDB and MySQL") lists every difference lockgen
+// handles.
+const (
+	errDuplicateKey    = 1062 // ER_DUP_ENTRY
+	errUnknownVariable = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE: wsrep_on on MySQL
+	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT; also MariaDB's answer to NOWAIT
+	errDeadlock        = 1213 // ER_LOCK_DEADLOCK: the transaction was rolled back
+	errNeedReprepare   = 1295 // ER_UNSUPPORTED_PS: not preparable
+	errTooManyPrepared = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
+	errMySQLNowaitBusy = 3572 // ER_LOCK_NOWAIT: MySQL's answer to NOWAIT
+)
+
+func serverError(err error) (uint16, bool) {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return 0, false
+	}
+	return me.Number, true
+}
+
+func isServerError(err error, numbers ...uint16) bool {
+	n, ok := serverError(err)
+	if !ok {
+		return false
+	}
+	for _, want := range numbers {
+		if n == want {
+			return true
+		}
+	}
+	return false
+}
+
+// IsTransient reports whether err is a server error after which the same
+// autocommit statement can be retried at once: a deadlock (1213) or a lock
+// wait timeout (1205). Both roll the statement back entirely.
+func IsTransient(err error) bool {
+	return isServerError(err, errDeadlock, errLockWaitTimeout)
+}
+
+// isLockWaitFailure reports a row lock that was not granted in time: a lock
+// wait timeout (1205, which is also MariaDB's answer to NOWAIT) or MySQL's
+// NOWAIT (3572).
+func isLockWaitFailure(err error) bool {
+	return isServerError(err, errLockWaitTimeout, errMySQLNowaitBusy)
+}
+
+// isDeadlock reports InnoDB's deadlock error, after which the server has
+// rolled back the whole transaction.
+func isDeadlock(err error) bool { return isServerError(err, errDeadlock) }
+
+// isUnknownVariable reports a system variable the server does not have.
+func isUnknownVariable(err error) bool { return isServerError(err, errUnknownVariable) }
+
+// isDuplicateKey reports a unique key violation.
+func isDuplicateKey(err error) bool { return isServerError(err, errDuplicateKey) }
+
+// isNotPreparable reports a prepared statement the server will not keep:
+// too many prepared statements, or a statement it cannot prepare.
+func isNotPreparable(err error) bool {
+	return isServerError(err, errTooManyPrepared, errNeedReprepare)
+}

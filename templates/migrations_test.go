@@ -1,0 +1,154 @@
+package templates
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testDB creates an empty database on the test server (LOCKGEN_TEST_DSN,
+// default root@tcp(127.0.0.1:3306)/test; `make test` runs this against
+// MariaDB and MySQL) and drops it when the test ends.
+func testDB(t *testing.T) *sql.DB {
+	t.Helper()
+	dsn := os.Getenv("LOCKGEN_TEST_DSN")
+	if dsn == "" {
+		dsn = "root@tcp(127.0.0.1:3306)/test"
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	cfg.ParseTime = true
+	c, err := mysql.NewConnector(cfg)
+	require.NoError(t, err)
+	admin := sql.OpenDB(c)
+	t.Cleanup(func() { _ = admin.Close() })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "lockgen_m_" + hex.EncodeToString(b[:])
+	_, err = admin.Exec("CREATE DATABASE " + name)
+	require.NoError(t, err, "is the test server running? `make test` starts it")
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + name) })
+	cfg.DBName = name
+	c, err = mysql.NewConnector(cfg)
+	require.NoError(t, err)
+	db := sql.OpenDB(c)
+	db.SetMaxOpenConns(1) // one session, so SHOW WARNINGS sees each statement
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// statementEnd splits a migration into statements: a ";" that ends a line.
+var statementEnd = regexp.MustCompile(`;[ \t]*\n`)
+
+// apply runs each statement of a migration file and fails on an error or a
+// warning.
+func apply(t *testing.T, db *sql.DB, what, sqlText string) {
+	t.Helper()
+	for _, stmt := range statementEnd.Split(sqlText+"\n", -1) {
+		if strings.TrimSpace(stripComments(stmt)) == "" {
+			continue
+		}
+		_, err := db.Exec(stmt)
+		require.NoError(t, err, "%s: %s", what, stmt)
+		rows, err := db.Query("SHOW WARNINGS")
+		require.NoError(t, err)
+		for rows.Next() {
+			var level, msg string
+			var code int
+			require.NoError(t, rows.Scan(&level, &code, &msg))
+			t.Errorf("%s: %s %d: %s", what, level, code, msg)
+		}
+		require.NoError(t, rows.Close())
+	}
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// gooseSection returns the Up or Down part of a goose migration.
+func gooseSection(t *testing.T, file []byte, section string) string {
+	t.Helper()
+	s := string(file)
+	up, down := strings.Index(s, "-- +goose Up"), strings.Index(s, "-- +goose Down")
+	require.True(t, up >= 0 && down > up, "goose markers")
+	if section == "Up" {
+		return s[up:down]
+	}
+	return s[down:]
+}
+
+func tables(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() ORDER BY TABLE_NAME")
+	require.NoError(t, err)
+	defer rows.Close()
+	var names []string
+	for rows.Next() {
+		var n string
+		require.NoError(t, rows.Scan(&n))
+		names = append(names, n)
+	}
+	require.NoError(t, rows.Err())
+	return names
+}
+
+// TestMigrationsApplyRollBackAndReapply: the generated migrations of both
+// formats (golang-migrate pairs and goose files) apply, roll back and apply
+// again on the test server, without an error or a warning, and leave
+// exactly the lock and runs tables.
+func TestMigrationsApplyRollBackAndReapply(t *testing.T) {
+	data := Data{Header: Header, Prefix: "acme_"}
+	render := func(name string) []byte {
+		b, err := Render(name, data)
+		require.NoError(t, err)
+		return b
+	}
+	type migration struct{ name, up, down string }
+	formats := map[string][]migration{
+		"golang-migrate": {
+			{"0001 locks", string(render(LocksUp)), string(render(LocksDown))},
+			{"0002 runs", string(render(RunsUp)), string(render(RunsDown))},
+		},
+		"goose": {
+			{"0001 locks", gooseSection(t, render(GooseLocks), "Up"), gooseSection(t, render(GooseLocks), "Down")},
+			{"0002 runs", gooseSection(t, render(GooseRuns), "Up"), gooseSection(t, render(GooseRuns), "Down")},
+		},
+	}
+	for format, ms := range formats {
+		t.Run(format, func(t *testing.T) {
+			db := testDB(t)
+			ctx := context.Background()
+			for round := 1; round <= 2; round++ {
+				for _, m := range ms {
+					apply(t, db, m.name+" up", m.up)
+				}
+				assert.Equal(t, []string{"acme_locks", "acme_runs"}, tables(t, db), "round %d: after up", round)
+				// The tables take a lock and a run.
+				_, err := db.ExecContext(ctx, "INSERT INTO acme_locks (name, acquired_at, expires_at) VALUES ('x', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+				require.NoError(t, err)
+				_, err = db.ExecContext(ctx, "INSERT INTO acme_runs (job, queue, state, run_at, args, max_attempts, timeout_us, created_at) VALUES ('j', 'q', 'available', UTC_TIMESTAMP(6), '{}', 1, 1, UTC_TIMESTAMP(6))")
+				require.NoError(t, err)
+				for i := len(ms) - 1; i >= 0; i-- {
+					apply(t, db, ms[i].name+" down", ms[i].down)
+				}
+				assert.Empty(t, tables(t, db), "round %d: after down", round)
+			}
+		})
+	}
+}
