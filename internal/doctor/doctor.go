@@ -163,6 +163,8 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			msg += "; without TLS, go-sql-driver/mysql fetches the server's RSA key for a first login over plain TCP, which a man in the middle could replace: use tls=true in production"
 		}
 		r.add(Note, "auth", "%s", msg)
+	} else {
+		r.add(Note, "auth", "the auth plugin of %s is not readable without SELECT on mysql.user (fine: lockgen does not need it)", report.User)
 	}
 	return r, nil
 }
