@@ -243,8 +243,10 @@ func (lk *lockModel) withDoc() string {
 			"(the lock declares no wait).", lk.With)
 	}
 	loss := lk.leaseDoc() + " while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause runtime.ErrLeaseLost " +
-		"before anyone else can take the lock, and " + lk.With + " returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
-		"the critical section may not have been exclusive to its end."
+		"before anyone else can take the lock (ctx.Err() reads the local deadline itself, so the first check after a pause reports the loss), and " +
+		lk.With + " returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
+		"the critical section may not have been exclusive to its end. A check that returned nil can be stale by the time a write lands: " +
+		"pass lease.Token() with the write, or use lease.Guard in its transaction."
 	if lk.Row {
 		loss = lk.leaseDoc() + ". " + rowLossDoc(lk.With)
 	}

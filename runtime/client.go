@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // MaxOwnerLen is the longest owner identity the lock table stores.
@@ -42,12 +43,18 @@ type clientOptions struct {
 
 // WithOwner sets the identity recorded in the lock rows this client holds,
 // shown to observers (Holder). Default: "<hostname>-<pid>-<random>".
-// It must be non-empty, at most MaxOwnerLen bytes, and not end in a space. Holders in one client
+// It must be non-empty, at most MaxOwnerLen bytes, valid UTF-8, and not end
+// in a space. Holders in one client
 // share the owner; each holding is told apart by its fencing token.
 func WithOwner(owner string) Option {
 	return func(o *clientOptions) error {
 		if owner == "" || len(owner) > MaxOwnerLen {
 			return fmt.Errorf("%w: owner must be 1 to %d bytes, got %d", ErrInvalid, MaxOwnerLen, len(owner))
+		}
+		if !utf8.ValidString(owner) {
+			// A server without strict mode would cut it at the first bad
+			// byte, and renewals with the original would never match.
+			return fmt.Errorf("%w: owner %q is not valid UTF-8", ErrInvalid, owner)
 		}
 		if strings.HasSuffix(owner, " ") {
 			// The lock table's collation ignores trailing spaces.

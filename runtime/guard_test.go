@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
 
@@ -114,4 +115,27 @@ func TestGuardMisuse(t *testing.T) {
 	require.NoError(t, err)
 	defer tx.Rollback()
 	require.ErrorIs(t, lease.Guard(ctx, tx), runtime.ErrReleased)
+}
+
+// TestGuardRefusedOnGalera: Galera does not replicate LOCK IN SHARE MODE,
+// so a guarded transaction on one node could commit after a new holder
+// acquired on another; Guard says so (ErrUnsupported) instead of passing.
+// The lease itself works there.
+func TestGuardRefusedOnGalera(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	c, err := runtime.NewClient(galeraStore{sqlstore.NewSession(db)})
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "guard-galera", TTL: 5 * time.Second})
+	require.NoError(t, err)
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err, "lease works on Galera")
+	defer lease.Release(ctx)
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer tx.Rollback()
+	err = lease.Guard(ctx, tx)
+	require.ErrorIs(t, err, runtime.ErrUnsupported)
+	assert.Contains(t, err.Error(), "Galera")
 }

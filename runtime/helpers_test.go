@@ -92,6 +92,17 @@ func dbRemaining(t *testing.T, db *sql.DB, name, key string, token int64) time.D
 	return time.Duration(us) * time.Microsecond
 }
 
+// dbRemainingAt is how long the row (name, key) with token stayed held by
+// the database clock after the moment at, for a row whose expiry no longer
+// moves (no renewal reaches the database any more): the time left when the
+// row was read, plus the time from at until the read was sent, a lower
+// bound that does not count the reader's own delay against the holder.
+func dbRemainingAt(t *testing.T, db *sql.DB, name, key string, token int64, at time.Time) time.Duration {
+	t.Helper()
+	sent := time.Now()
+	return dbRemaining(t, db, name, key, token) + sent.Sub(at)
+}
+
 // skewedClock is the system clock shifted by a constant offset, standing for
 // a client whose wall clock is wrong by hours.
 type skewedClock struct {
@@ -231,3 +242,26 @@ func contend(t *testing.T, locks []*runtime.Lock, workers, perWorker int) *overl
 	require.Equal(t, len(locks)*workers*perWorker, chk.entries)
 	return chk
 }
+
+// pausedClock is a clock that moves only when the test says and whose
+// timers never fire: it stands for a process that resumes from a pause
+// before any timer goroutine has run.
+type pausedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *pausedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *pausedClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *pausedClock) NewTimer(time.Duration) runtime.Timer          { return frozenTimer{} }
+func (c *pausedClock) AfterFunc(time.Duration, func()) runtime.Timer { return frozenTimer{} }

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockgen/lockgen/runtime/probe"
 )
@@ -219,8 +221,12 @@ func checkNewRun(r NewRun) (NewRun, error) {
 		return r, fmt.Errorf("%w: queue name is longer than %d bytes", ErrInvalid, MaxQueue)
 	case r.Priority < -MaxPriority || r.Priority > MaxPriority:
 		return r, fmt.Errorf("%w: job %q: priority %d is outside [-%d, %d]", ErrInvalid, r.Job, r.Priority, MaxPriority, MaxPriority)
-	case r.MaxAttempts < 1:
-		return r, fmt.Errorf("%w: job %q: max attempts must be at least 1", ErrInvalid, r.Job)
+	case r.MaxAttempts < 1 || r.MaxAttempts > math.MaxInt32:
+		return r, fmt.Errorf("%w: job %q: max attempts must be 1 to %d, got %d", ErrInvalid, r.Job, math.MaxInt32, r.MaxAttempts)
+	case !utf8.ValidString(r.Job) || !utf8.ValidString(r.Queue) || !utf8.ValidString(r.UniqueKey):
+		// A server without strict mode would cut them at the first bad
+		// byte, so two unique keys could collapse onto one.
+		return r, fmt.Errorf("%w: job %q: job, queue and unique key must be valid UTF-8", ErrInvalid, r.Job)
 	case r.Timeout <= 0:
 		return r, fmt.Errorf("%w: job %q: timeout must be positive", ErrInvalid, r.Job)
 	case r.Delay < 0:

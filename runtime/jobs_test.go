@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -339,6 +340,9 @@ func TestJobsCancelUniqueAndTxEnqueue(t *testing.T) {
 		"priority too high":   func(r *runtime.NewRun) { r.Priority = runtime.MaxPriority + 1 },
 		"unique key too long": func(r *runtime.NewRun) { r.UniqueKey = strings.Repeat("k", runtime.MaxUniqueKey+1) },
 		"tick and unique key": func(r *runtime.NewRun) { r.ScheduledAt, r.UniqueKey = time.Now(), "k" },
+		"attempts past int32": func(r *runtime.NewRun) { r.MaxAttempts = math.MaxInt32 + 1 },
+		"unique key not utf8": func(r *runtime.NewRun) { r.UniqueKey = "k\xff" },
+		"queue not utf8":      func(r *runtime.NewRun) { r.Queue = "q\xfe" },
 	} {
 		r := fine
 		bad(&r)

@@ -26,9 +26,11 @@ type Lease struct {
 	wake *wakeHolding
 
 	// ctx ends when the lease is lost (cause wraps ErrLeaseLost) or
-	// released (cause ErrReleased).
+	// released (cause ErrReleased). view is what Context returns: ctx, with
+	// an Err that checks the local deadline itself (see leaseContext).
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	view   context.Context
 
 	// renewCtx ends at Release; it bounds the renewal loop's statements.
 	renewCtx    context.Context
@@ -69,6 +71,7 @@ func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.T
 		deadline:  sent.Add(l.cfg.TTL - l.cfg.SafetyMargin),
 	}
 	ls.ctx, ls.cancel = context.WithCancelCause(parent)
+	ls.view = leaseContext{Context: ls.ctx, ls: ls}
 	ls.renewCtx, ls.renewCancel = context.WithCancel(parent)
 	if h.row != nil {
 		ls.deadline = time.Time{}
@@ -103,19 +106,64 @@ func (ls *Lease) Owner() string { return ls.id.Owner }
 
 // Context returns a context that ends when the lease is lost (its cause
 // wraps ErrLeaseLost) or released (cause ErrReleased). It carries the values
-// of the context the lease was acquired with, not its cancellation.
-func (ls *Lease) Context() context.Context { return ls.ctx }
+// of the context the lease was acquired with, not its cancellation. Its Err
+// reads the clock itself: once the local deadline has passed without a
+// renewal it reports the loss, even when the process was paused and the
+// watchdog goroutine has not run yet, and Done is closed by then.
+// Contexts derived from it end when its Done closes.
+func (ls *Lease) Context() context.Context { return ls.view }
 
-// Done is closed when the lease is lost or released.
+// Done is closed when the lease is lost or released. After a pause past the
+// local deadline, call Err (or Held): Done closes when the watchdog
+// goroutine runs, which may be after the paused code resumed.
 func (ls *Lease) Done() <-chan struct{} { return ls.ctx.Done() }
 
 // Err returns nil while the lease is held, then the reason it ended: an
-// error wrapping ErrLeaseLost, or ErrReleased.
+// error wrapping ErrLeaseLost, or ErrReleased. It checks the local deadline
+// against the clock at the call, so the first check after a pause past the
+// deadline reports the loss, before the database lets anyone else in (the
+// deadline is TTL − SafetyMargin after the acquire or renewal was sent).
+// A nil answer can still be stale by the time a write that follows it
+// lands: only the fencing token, or Guard inside the write's transaction,
+// closes that window.
 func (ls *Lease) Err() error {
-	if ls.ctx.Err() == nil {
+	if ls.view.Err() == nil {
 		return nil
 	}
 	return context.Cause(ls.ctx)
+}
+
+// Held reports whether the lease is still held by the local deadline,
+// checked now: Err() == nil. It costs a clock read and a mutex, no
+// statement.
+func (ls *Lease) Held() bool { return ls.Err() == nil }
+
+// leaseContext is a lease's context whose Err checks the local deadline at
+// the call: after a pause (SIGSTOP, a VM freeze, a long GC) the holder's
+// own goroutine often runs before the watchdog's, and must not read nil.
+// It cancels the lease first, so Done is closed before Err is non-nil.
+type leaseContext struct {
+	context.Context
+	ls *Lease
+}
+
+// Err implements context.Context.
+func (c leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.ls.pastDeadline() {
+		c.ls.checkDeadline()
+	}
+	return c.Context.Err()
+}
+
+// pastDeadline reports whether the local deadline of a holding that has one
+// has passed by the clock.
+func (ls *Lease) pastDeadline() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return !ls.deadline.IsZero() && !ls.released && !ls.clock.Now().Before(ls.deadline)
 }
 
 // LocalDeadline returns the client-side deadline by the Client's clock:
@@ -274,7 +322,9 @@ func (ls *Lease) holds(row LeaseRow, found bool) bool {
 //
 // Guard returns an error wrapping ErrLeaseLost when the holding is over (the
 // caller must roll tx back), ErrReleased after Release, ErrInvalid for a nil
-// tx, or the database's error.
+// tx, ErrUnsupported on a Galera cluster (which does not replicate the
+// shared lock, so Guard cannot hold a new holder off there: compare the
+// fencing token in the guarded write itself), or the database's error.
 func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	if tx == nil {
 		return fmt.Errorf("%w: nil transaction", ErrInvalid)
@@ -297,6 +347,19 @@ func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	case ls.row != nil:
 		ok, err = ls.row.tx.Holds(ctx, ls.id)
 	default:
+		if gs, isGS := ls.lock.client.store.(galeraStore); isGS {
+			galera, gerr := ls.lock.client.isGalera(ctx, gs)
+			if gerr != nil {
+				return gerr
+			}
+			if galera {
+				// Galera certifies writes, not shared locks: the guard's
+				// LOCK IN SHARE MODE is not replicated, so a guarded
+				// transaction on one node could commit after a new holder
+				// acquired on another.
+				return fmt.Errorf("%w: Guard on a Galera cluster (wsrep_on): shared row locks are not replicated, so another node's holder could acquire before the guarded writes commit; check the fencing token in the write itself", ErrUnsupported)
+			}
+		}
 		ok, err = ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -621,4 +622,102 @@ func TestInvalidUse(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrInvalid, "key on an unkeyed lock")
 	_, err = keyed.Try(ctx, string(make([]byte, runtime.MaxKeyLen+1)))
 	require.ErrorIs(t, err, runtime.ErrInvalid, "key too long")
+}
+
+// TestKeysAndOwnersMustBeUTF8: on a server without strict mode, a key that
+// is not valid UTF-8 would be cut at its first bad byte, so "a\xffb" and
+// "a\xfec" would share one row and renewals by the original key would never
+// match. They, bad owners and bad lock names are refused with ErrInvalid
+// before any statement; valid 4-byte UTF-8 and NUL bytes are held as
+// themselves, each key its own row.
+func TestKeysAndOwnersMustBeUTF8(t *testing.T) {
+	tdb := testdb.New(t)
+	cfg := tdb.Config.Clone()
+	cfg.Params = map[string]string{"sql_mode": "''"} // not strict: the server would truncate
+	counter := stmtcount.Wrap(mysqlConnector(t, cfg))
+	db := sql.OpenDB(counter)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := context.Background()
+	n := newNode(t, db)
+	keyed := n.lock(t, runtime.LockConfig{Name: "utf8", Keyed: true, TTL: 5 * time.Second})
+
+	before := counter.Count()
+	for _, key := range []string{"a\xffb", "a\xfec", "\xc3", "ok\xe2\x82"} {
+		_, err := keyed.Try(ctx, key)
+		require.ErrorIs(t, err, runtime.ErrInvalid, "%q", key)
+	}
+	assert.Equal(t, before, counter.Count(), "refused before any statement")
+	_, err := runtime.NewClient(sqlstore.New(db), runtime.WithOwner("node\xff"))
+	require.ErrorIs(t, err, runtime.ErrInvalid, "owner")
+	_, err = n.client.Lock(runtime.LockConfig{Name: "bad\xff", TTL: time.Second})
+	require.ErrorIs(t, err, runtime.ErrInvalid, "lock name")
+
+	var leases []*runtime.Lease
+	for _, key := range []string{"😀", "a\x00b", "a\x00c", `'; DROP TABLE lockgen_locks; --`, `back\slash"quote`} {
+		lease, err := keyed.Try(ctx, key)
+		require.NoError(t, err, "%q is its own key", key)
+		row, found, err := sqlstore.New(db).LeaseGet(ctx, "utf8", key)
+		require.NoError(t, err)
+		require.True(t, found, "%q stored as itself", key)
+		assert.Equal(t, lease.Token(), row.Token)
+		leases = append(leases, lease)
+	}
+	for _, l := range leases {
+		require.NoError(t, l.Release(ctx))
+	}
+}
+
+// TestPausedHolderSeesLossAtFirstCheck: once the local deadline has passed
+// by the clock, the lease's Err, Held and Context().Err, and fn's ctx in
+// With, report the loss at the first call, before any timer goroutine runs
+// (this clock's timers never fire), and Done is closed by then.
+func TestPausedHolderSeesLossAtFirstCheck(t *testing.T) {
+	tdb := testdb.New(t)
+	clock := &pausedClock{now: time.Now()}
+	n := newNode(t, tdb.Open(t), runtime.WithClock(clock))
+	ctx := context.Background()
+
+	l := n.lock(t, runtime.LockConfig{Name: "paused", TTL: time.Second})
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	require.True(t, lease.Held())
+	clock.advance(lease.LocalDeadline().Sub(clock.Now()) - time.Millisecond)
+	require.NoError(t, lease.Err(), "a millisecond before the local deadline")
+	clock.advance(time.Millisecond)
+	assert.ErrorIs(t, lease.Context().Err(), context.Canceled, "at the local deadline")
+	assert.ErrorIs(t, context.Cause(lease.Context()), runtime.ErrLeaseLost)
+	assert.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost)
+	assert.False(t, lease.Held())
+	select {
+	case <-lease.Done():
+	default:
+		t.Fatal("Done must be closed once Err reports the loss")
+	}
+
+	inFn := n.lock(t, runtime.LockConfig{Name: "paused-with", TTL: time.Second})
+	err = inFn.With(ctx, "", func(ctx context.Context, lease *runtime.Lease) error {
+		require.NoError(t, ctx.Err())
+		clock.advance(time.Second)
+		assert.ErrorIs(t, ctx.Err(), context.Canceled, "fn's first check after the pause")
+		assert.ErrorIs(t, context.Cause(ctx), runtime.ErrLeaseLost)
+		select {
+		case <-ctx.Done():
+		default:
+			t.Error("fn's Done must be closed once its Err reports the loss")
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, runtime.ErrLeaseLost)
+
+	// fn returns the loss: With reports it once, not joined with Release's.
+	again := n.lock(t, runtime.LockConfig{Name: "paused-again", TTL: time.Second})
+	err = again.With(ctx, "", func(ctx context.Context, lease *runtime.Lease) error {
+		clock.advance(time.Second)
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, runtime.ErrLeaseLost)
+	assert.Equal(t, 1, strings.Count(err.Error(), runtime.ErrLeaseLost.Error()), err.Error())
 }

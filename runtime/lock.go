@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lockgen/lockgen/runtime/probe"
 )
@@ -84,6 +85,9 @@ type Lock struct {
 func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	if cfg.Name == "" || len(cfg.Name) > MaxNameLen {
 		return nil, fmt.Errorf("%w: lock name must be 1 to %d bytes", ErrInvalid, MaxNameLen)
+	}
+	if !utf8.ValidString(cfg.Name) {
+		return nil, fmt.Errorf("%w: lock name %q is not valid UTF-8", ErrInvalid, cfg.Name)
 	}
 	if cfg.UUIDKeys && !cfg.Keyed {
 		return nil, fmt.Errorf("%w: lock %q: UUIDKeys needs Keyed", ErrInvalid, cfg.Name)
@@ -164,6 +168,11 @@ func (l *Lock) checkKey(key string) (string, error) {
 		return "", fmt.Errorf("%w: lock %q is not keyed; got key %q", ErrInvalid, l.cfg.Name, key)
 	case len(key) > MaxKeyLen:
 		return "", fmt.Errorf("%w: lock %q: key is %d bytes, the limit is %d", ErrInvalid, l.cfg.Name, len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		// A server without strict mode would cut the key at the first bad
+		// byte: two keys could share one row, and renewals by the
+		// original key would never match it.
+		return "", fmt.Errorf("%w: lock %q: key %q is not valid UTF-8", ErrInvalid, l.cfg.Name, key)
 	case strings.HasSuffix(key, " "):
 		// The lock table's collation ignores trailing spaces: "a" and
 		// "a " would share one row.
@@ -349,7 +358,9 @@ func (l *Lock) waitTurn(ctx context.Context, w *waiter, start time.Time, key str
 // cause ErrLeaseLost if the lease is lost while fn runs; the lease is renewed
 // until fn returns. If the lease was lost, With returns an error that wraps
 // ErrLeaseLost even if fn returned nil, because the critical section may not
-// have been exclusive to its end.
+// have been exclusive to its end. For a row lock, writes fn makes on
+// lease.Tx() commit with the release when fn returns nil, and roll back
+// when fn returns an error or panics.
 //
 // With is reentrant: called again inside fn with fn's context (or one
 // derived from it), for the same lock and key on the same Client, it runs
@@ -370,8 +381,9 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 		if err := held.Err(); err != nil {
 			return err
 		}
-		joinCtx, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(held.Context(), func() { cancel(context.Cause(held.Context())) })
+		inner, cancel := context.WithCancelCause(ctx)
+		joinCtx := heldContext{Context: inner, lease: held, cancel: cancel}
+		stop := context.AfterFunc(held.ctx, func() { cancel(context.Cause(held.ctx)) })
 		defer func() {
 			stop()
 			cancel(context.Canceled)
@@ -385,6 +397,29 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 	return runHolding(ctx, lease, fn)
 }
 
+// heldContext is the context With passes to fn: it ends with the caller's
+// context and, with the lease's cause, with the lease. Like the lease's own
+// context, its Err checks the lease's local deadline at the call, so fn's
+// first check after a pause past the deadline reports the loss (the
+// AfterFunc that propagates it may not have run yet); it cancels itself
+// first, so Done is closed before Err is non-nil.
+type heldContext struct {
+	context.Context
+	lease  *Lease
+	cancel context.CancelCauseFunc
+}
+
+// Err implements context.Context.
+func (c heldContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if c.lease.view.Err() != nil {
+		c.cancel(context.Cause(c.lease.ctx))
+	}
+	return c.Context.Err()
+}
+
 // heldKey is the context key under which With passes the lease it holds to
 // fn, so that a nested With of the same Client, lock and key joins it.
 type heldKey struct {
@@ -395,20 +430,26 @@ type heldKey struct {
 // runHolding runs fn with a context that ends with ctx or, with cause
 // ErrLeaseLost, with the lease; then it releases the lease, also when fn
 // panics. The error is fn's joined with Release's (which wraps ErrLeaseLost
-// if the lease was lost first).
+// if the lease was lost first), unless both report the loss: then fn's.
 func runHolding(ctx context.Context, lease *Lease, fn func(ctx context.Context, lease *Lease) error) (err error) {
-	fnCtx, cancel := context.WithCancelCause(context.WithValue(ctx, heldKey{lease.lock.client, lease.id.Name, lease.id.Key}, lease))
-	stop := context.AfterFunc(lease.Context(), func() { cancel(context.Cause(lease.Context())) })
+	inner, cancel := context.WithCancelCause(context.WithValue(ctx, heldKey{lease.lock.client, lease.id.Name, lease.id.Key}, lease))
+	fnCtx := heldContext{Context: inner, lease: lease, cancel: cancel}
+	stop := context.AfterFunc(lease.ctx, func() { cancel(context.Cause(lease.ctx)) })
 	returned := false
 	defer func() {
 		stop()
 		cancel(context.Canceled)
-		if !returned {
-			// fn panicked: a row holding's writes roll back.
+		if !returned || err != nil {
+			// fn panicked or failed: a row holding's writes (made on
+			// lease.Tx()) roll back with it.
 			lease.abortOnRelease()
 		}
 		// Runs on panic too; the panic then goes on with its stack intact.
-		err = errors.Join(err, lease.Release(ctx))
+		// When fn already returned the loss, Release's report of it adds
+		// nothing.
+		if rerr := lease.Release(ctx); rerr != nil && !(errors.Is(err, ErrLeaseLost) && errors.Is(rerr, ErrLeaseLost)) {
+			err = errors.Join(err, rerr)
+		}
 	}()
 	err = fn(fnCtx, lease)
 	returned = true

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workerChildEnv) != "" {
 		os.Exit(runWorkerChild())
 	}
+	if os.Getenv(frozenChildEnv) != "" {
+		os.Exit(runFrozenChild())
+	}
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	goleak.VerifyTestMain(m)

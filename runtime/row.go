@@ -264,17 +264,10 @@ func (l *Lock) WithTx(ctx context.Context, key string, fn func(ctx context.Conte
 	if err != nil {
 		return err
 	}
-	if held, ok := ctx.Value(heldKey{l.client, l.cfg.Name, key}).(*Lease); ok && held.Err() == nil {
-		// Nested: the outermost call decides commit or rollback.
-		return l.With(ctx, key, func(ctx context.Context, lease *Lease) error { return fn(ctx, lease.Tx(), lease) })
-	}
-	return l.With(ctx, key, func(ctx context.Context, lease *Lease) error {
-		err := fn(ctx, lease.Tx(), lease)
-		if err != nil {
-			lease.abortOnRelease()
-		}
-		return err
-	})
+	// With commits the holding's transaction when fn returns nil and rolls
+	// it back when fn fails or panics; a nested call joins the holding, and
+	// the outermost call decides.
+	return l.With(ctx, key, func(ctx context.Context, lease *Lease) error { return fn(ctx, lease.Tx(), lease) })
 }
 
 // RowConn is the connection and transaction of one row-strategy holding.

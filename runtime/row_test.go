@@ -398,3 +398,35 @@ func TestRowTokensStayAboveRolledBackBumps(t *testing.T) {
 		require.NoError(t, lease.Release(ctx))
 	}
 }
+
+// TestRowWithRollsBackOnError: plain With (not WithTx) on a row lock: writes
+// made on lease.Tx() commit when fn returns nil and roll back when fn
+// returns an error, as with WithTx (they used to commit either way).
+func TestRowWithRollsBackOnError(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	_, err := db.ExecContext(ctx, "CREATE TABLE row_with_writes (v INT NOT NULL)")
+	require.NoError(t, err)
+	l := rowNode(t, db).lock(t, rowCfg("with", time.Minute))
+	write := func(v int, result error) func(ctx context.Context, lease *runtime.Lease) error {
+		return func(ctx context.Context, lease *runtime.Lease) error {
+			_, err := lease.Tx().ExecContext(ctx, "INSERT INTO row_with_writes VALUES (?)", v)
+			require.NoError(t, err)
+			return result
+		}
+	}
+	boom := errors.New("boom")
+	require.ErrorIs(t, l.With(ctx, "", write(1, boom)), boom)
+	require.NoError(t, l.With(ctx, "", write(2, nil)))
+	var values []int
+	rows, err := db.QueryContext(ctx, "SELECT v FROM row_with_writes ORDER BY v")
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		require.NoError(t, rows.Scan(&v))
+		values = append(values, v)
+	}
+	assert.Equal(t, []int{2}, values, "the failed fn's write rolled back, the other committed")
+}

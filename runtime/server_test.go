@@ -104,3 +104,41 @@ func TestServerProbeRunsOnce(t *testing.T) {
 	assert.Equal(t, int64(1), counter.Count()-before, "later acquires do not probe again")
 	require.NoError(t, lease.Release(ctx))
 }
+
+// TestServerRefusesLocOtherThanUTC: the driver writes and reads DATETIME
+// values in the DSN's loc, so two nodes whose loc differed stored one tick
+// as two scheduled_at values and ran it twice. A node whose loc is not UTC
+// is refused (ErrInvalid, naming loc=UTC) before it writes anything, while
+// a UTC node beside it works.
+func TestServerRefusesLocOtherThanUTC(t *testing.T) {
+	ctx := context.Background()
+	tdb := testdb.New(t)
+	utc := jobsNode(t, tdb.Open(t), "utc")
+	_, err := utc.Enqueue(ctx, nil, newRun("x"))
+	require.NoError(t, err)
+
+	shanghai, err := time.LoadLocation("Asia/Shanghai")
+	require.NoError(t, err)
+	cfg := tdb.Config.Clone()
+	cfg.Loc = shanghai
+	db := sql.OpenDB(mysqlConnector(t, cfg))
+	t.Cleanup(func() { _ = db.Close() })
+	other := jobsNode(t, db, "shanghai")
+	_, err = other.Enqueue(ctx, nil, newRun("x"))
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorContains(t, err, "loc=UTC")
+
+	w, err := other.NewWorker(runtime.WorkerConfig{Handlers: map[string]runtime.JobHandler{"x": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	require.NoError(t, err)
+	runCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.ErrorIs(t, w.Run(runCtx), runtime.ErrInvalid)
+	assert.NoError(t, runCtx.Err(), "Run returned at once")
+
+	c, err := runtime.NewClient(sqlstore.NewSession(db))
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "loc", TTL: time.Second})
+	require.NoError(t, err)
+	_, err = l.Try(ctx, "")
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+}

@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -69,4 +71,16 @@ func isDuplicateKey(err error) bool { return isServerError(err, errDuplicateKey)
 // too many prepared statements, or a statement it cannot prepare.
 func isNotPreparable(err error) bool {
 	return isServerError(err, errTooManyPrepared, errNeedReprepare)
+}
+
+// warnUnlessTransient logs a failed statement that its loop retries: at
+// Debug when the server rolled it back for a deadlock or a lock wait
+// (normal under contention between workers, retried as a matter of
+// course), at Warn otherwise.
+func warnUnlessTransient(log *slog.Logger, msg string, err error, args ...any) {
+	level := slog.LevelWarn
+	if IsTransient(err) {
+		level = slog.LevelDebug
+	}
+	log.Log(context.Background(), level, msg, append(args, "error", err)...)
 }

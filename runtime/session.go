@@ -99,29 +99,39 @@ type galeraStore interface {
 }
 
 func (c *Client) refuseGalera(ctx context.Context, ss galeraStore, strategy string) error {
-	g := &c.galera
-	g.mu.Lock()
-	checked, galera := g.checked, g.galera
-	g.mu.Unlock()
-	if !checked {
-		// Not under g.mu: each first caller waits only for its own query,
-		// bounded by its own ctx (concurrent first callers may each ask).
-		var err error
-		galera, err = ss.ServerGalera(ctx)
-		if isUnknownVariable(err) { // MySQL has no wsrep_on: not Galera
-			galera, err = false, nil
-		}
-		if err != nil {
-			return fmt.Errorf("lockgen: checking for Galera: %w", err)
-		}
-		g.mu.Lock()
-		g.checked, g.galera = true, galera
-		g.mu.Unlock()
+	galera, err := c.isGalera(ctx, ss)
+	if err != nil {
+		return err
 	}
 	if galera {
 		return fmt.Errorf("%w: strategy %q on a Galera cluster (wsrep_on): each node grants GET_LOCK and row locks on its own, so two holders could run at once; use strategy lease", ErrUnsupported, strategy)
 	}
 	return nil
+}
+
+// isGalera tells, asking the server once per Client, whether it is a
+// Galera node.
+func (c *Client) isGalera(ctx context.Context, ss galeraStore) (bool, error) {
+	g := &c.galera
+	g.mu.Lock()
+	checked, galera := g.checked, g.galera
+	g.mu.Unlock()
+	if checked {
+		return galera, nil
+	}
+	// Not under g.mu: each first caller waits only for its own query,
+	// bounded by its own ctx (concurrent first callers may each ask).
+	galera, err := ss.ServerGalera(ctx)
+	if isUnknownVariable(err) { // MySQL has no wsrep_on: not Galera
+		galera, err = false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lockgen: checking for Galera: %w", err)
+	}
+	g.mu.Lock()
+	g.checked, g.galera = true, galera
+	g.mu.Unlock()
+	return galera, nil
 }
 
 // sessionHolding is what a Lease of the session strategy holds besides

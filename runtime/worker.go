@@ -256,7 +256,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			switch {
 			case err != nil && ctx.Err() == nil:
-				log.Warn("lockgen: claiming runs failed", "error", err)
+				warnUnlessTransient(log, "lockgen: claiming runs failed", err)
 				poll = min(poll*2, cfg.PollMax)
 			case err == nil:
 				for i := range runs {
@@ -422,7 +422,7 @@ func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrec
 	for len(claims) > 0 {
 		n := min(len(claims), 500)
 		if _, err := w.jobs.store.RunsHeartbeat(ctx, claims[:n], w.cfg.Lease); err != nil && ctx.Err() == nil {
-			w.jobs.client.logger.Warn("lockgen: run heartbeat failed", "queue", w.cfg.Queue, "runs", n, "error", err)
+			warnUnlessTransient(w.jobs.client.logger, "lockgen: run heartbeat failed", err, "queue", w.cfg.Queue, "runs", n)
 		}
 		claims = claims[n:]
 	}
@@ -434,7 +434,7 @@ func (w *Worker) rescue(ctx context.Context) {
 		n, err := w.jobs.store.RunsRescue(ctx, rescueLimit)
 		if err != nil {
 			if ctx.Err() == nil {
-				w.jobs.client.logger.Warn("lockgen: rescuing runs failed", "error", err)
+				warnUnlessTransient(w.jobs.client.logger, "lockgen: rescuing runs failed", err)
 			}
 			return
 		}
@@ -600,7 +600,7 @@ func (r *recorder) loop() {
 			}
 		}
 		if failures == 1 || failures%10 == 0 {
-			log.Warn("lockgen: recording outcomes failed; retrying while heartbeating their runs", "queue", cfg.Queue, "runs", left, "error", err)
+			warnUnlessTransient(log, "lockgen: recording outcomes failed; retrying while heartbeating their runs", err, "queue", cfg.Queue, "runs", left)
 		}
 	}
 }

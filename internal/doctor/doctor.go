@@ -126,14 +126,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// Connection settings.
 	for _, bad := range report.Settings() {
-		r.add(Fail, "parseTime", "%s", bad)
-	}
-	if report.ParseTime && report.Location != "UTC" {
-		s := Note
-		if o.Spec != nil && scheduled(o.Spec) {
-			s = Fail
-		}
-		r.add(s, "loc", "the DSN's loc is %s: the driver sends time.Time values in it, so nodes whose DSNs differ in loc disagree on a scheduled tick's time; use loc=UTC (the default)", report.Location)
+		r.add(Fail, "connection", "%s", bad)
 	}
 	if report.ReadOnly {
 		r.add(Fail, "read_only", "the server is read-only (a replica?): every lockgen write fails; connect to the primary")
@@ -186,10 +179,6 @@ func declared(s *spec.Spec) (uses []Use, locks, runs string) {
 		runs = s.TablePrefix + "runs"
 	}
 	return uses, s.TablePrefix + "locks", runs
-}
-
-func scheduled(s *spec.Spec) bool {
-	return slices.ContainsFunc(s.Jobs, func(j spec.Job) bool { return j.Schedule != "" })
 }
 
 // checkTimeouts compares the server's and the DSN's timeouts with the

@@ -14,14 +14,11 @@ package probe
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Flavor is the kind of server.
@@ -86,7 +83,7 @@ type Report struct {
 	// ParseTime is true when the connection returns DATETIME columns as
 	// time.Time (the DSN's parseTime=true), which the generated queries
 	// need. Location is the time.Location those values come in (the DSN's
-	// loc); empty without ParseTime.
+	// loc), which must be UTC; empty without ParseTime.
 	ParseTime bool
 	Location  string
 	// User is CURRENT_USER(), AuthPlugin its authentication plugin when the
@@ -103,45 +100,39 @@ type Report struct {
 // is returned as it is.
 func Run(ctx context.Context, db *sql.DB, tables ...string) (*Report, error) {
 	r := &Report{Tables: map[string]bool{}}
-	var readOnly sql.NullInt64
-	var waitTimeout, lockWait sql.NullInt64
 	var database sql.NullString
 	var now any
-	err := db.QueryRowContext(ctx, "SELECT VERSION(), @@version_comment, @@session.time_zone, @@session.wait_timeout, "+
-		"@@session.innodb_lock_wait_timeout, @@global.read_only, CURRENT_USER(), DATABASE(), UTC_TIMESTAMP(6)").
-		Scan(&r.Version, &r.Comment, &r.TimeZone, &waitTimeout, &lockWait, &readOnly, &r.User, &database, &now)
+	err := db.QueryRowContext(ctx, "SELECT VERSION(), CURRENT_USER(), DATABASE(), UTC_TIMESTAMP(6)").
+		Scan(&r.Version, &r.User, &database, &now)
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
-	r.WaitTimeout = time.Duration(waitTimeout.Int64) * time.Second
-	r.LockWaitTimeout = time.Duration(lockWait.Int64) * time.Second
-	r.ReadOnly = readOnly.Int64 != 0
 	r.Database = database.String
 	if t, ok := now.(time.Time); ok {
 		r.ParseTime, r.Location = true, t.Location().String()
 	}
+	// One statement for every variable, answered only for those the server
+	// has: some exist on one flavour only (tx_isolation, wsrep_on), and an
+	// engine that only speaks MySQL's protocol may lack any of them.
+	vars, err := variables(ctx, db, "version_comment", "time_zone", "wait_timeout", "innodb_lock_wait_timeout",
+		"read_only", "super_read_only", "transaction_isolation", "tx_isolation", "wsrep_on", "innodb_version")
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	r.Comment, r.TimeZone = vars["version_comment"], vars["time_zone"]
+	r.WaitTimeout = seconds(vars["wait_timeout"])
+	r.LockWaitTimeout = seconds(vars["innodb_lock_wait_timeout"])
+	r.ReadOnly = on(vars["read_only"]) || on(vars["super_read_only"])
+	r.Isolation = vars["transaction_isolation"]
+	if r.Isolation == "" {
+		r.Isolation = vars["tx_isolation"]
+	}
+	if on(vars["wsrep_on"]) {
+		r.Cluster = Galera
+	}
 	// InnoDB, whose row locks lockgen relies on, is what tells MySQL from
 	// engines that only speak its protocol.
-	innodb, err := variable(ctx, db, "@@innodb_version")
-	if err != nil && !unknownVariable(err) {
-		return nil, fmt.Errorf("probe: innodb_version: %w", err)
-	}
-	r.Flavor, r.Major, r.Minor, r.Patch = flavor(r.Version, r.Comment, innodb != "")
-
-	// Variables that exist on one flavour only: error 1193 means "absent".
-	if v, err := variable(ctx, db, "@@session.transaction_isolation"); err == nil {
-		r.Isolation = v
-	} else if v, err := variable(ctx, db, "@@session.tx_isolation"); err == nil {
-		r.Isolation = v
-	}
-	if v, err := variable(ctx, db, "@@global.super_read_only"); err == nil && v != "0" {
-		r.ReadOnly = true
-	}
-	if v, err := variable(ctx, db, "@@global.wsrep_on"); err == nil && v == "1" {
-		r.Cluster = Galera
-	} else if err != nil && !unknownVariable(err) {
-		return nil, fmt.Errorf("probe: wsrep_on: %w", err)
-	}
+	r.Flavor, r.Major, r.Minor, r.Patch = flavor(r.Version, r.Comment, vars["innodb_version"] != "")
 	if r.Cluster == NoCluster && r.Flavor == MySQL {
 		var members int
 		err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM performance_schema.replication_group_members WHERE MEMBER_STATE <> 'OFFLINE'").Scan(&members)
@@ -184,20 +175,38 @@ func Run(ctx context.Context, db *sql.DB, tables ...string) (*Report, error) {
 	return r, nil
 }
 
-func variable(ctx context.Context, db *sql.DB, name string) (string, error) {
-	var v sql.NullString
-	err := db.QueryRowContext(ctx, "SELECT CAST("+name+" AS CHAR)").Scan(&v)
-	return v.String, err
+// variables reads the named session variables the server has.
+func variables(ctx context.Context, db *sql.DB, names ...string) (map[string]string, error) {
+	args := make([]any, len(names))
+	for i, n := range names {
+		args[i] = n
+	}
+	rows, err := db.QueryContext(ctx, "SHOW SESSION VARIABLES WHERE Variable_name IN (?"+strings.Repeat(", ?", len(names)-1)+")", args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	vars := map[string]string{}
+	for rows.Next() {
+		var name string
+		var value sql.NullString
+		if err := rows.Scan(&name, &value); err != nil {
+			return nil, err
+		}
+		vars[strings.ToLower(name)] = value.String
+	}
+	return vars, rows.Err()
 }
 
-// unknownVariable tells error 1193 (unknown system variable).
-func unknownVariable(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1193
+// on reads a boolean variable ("ON", "1").
+func on(v string) bool { return strings.EqualFold(v, "ON") || v == "1" }
+
+// seconds reads a whole-seconds variable.
+func seconds(v string) time.Duration {
+	n, _ := strconv.ParseFloat(v, 64)
+	return time.Duration(n * float64(time.Second))
 }
 
-// versionNumbers reads major.minor[.patch]; Aurora MySQL reports
-// "8.0.mysql_aurora.3.05.2".
 var versionNumbers = regexp.MustCompile(`^(\d+)\.(\d+)(?:\.(\d+))?`)
 
 // flavor reads the kind of server and its version from VERSION() and
@@ -273,12 +282,18 @@ func (r *Report) Refusal(f Feature) string {
 	return ""
 }
 
+// utcNames are the names of locations that are UTC at every instant.
+var utcNames = map[string]bool{"UTC": true, "Etc/UTC": true, "Etc/UCT": true, "UCT": true, "Universal": true,
+	"Etc/Universal": true, "Zulu": true, "Etc/Zulu": true, "Etc/GMT": true, "GMT": true, "Etc/GMT+0": true, "Etc/GMT-0": true, "Etc/GMT0": true}
+
 // Settings returns what is wrong with the connection itself, one sentence
-// each: a missing parseTime. Empty when nothing is.
+// each: a missing parseTime, or a loc other than UTC. Empty when nothing is.
 func (r *Report) Settings() []string {
 	var bad []string
 	if !r.ParseTime {
 		bad = append(bad, "the connection returns DATETIME columns as bytes: open the *sql.DB with parseTime=true in the DSN (go-sql-driver/mysql), which the generated queries need")
+	} else if !utcNames[r.Location] {
+		bad = append(bad, fmt.Sprintf("the connection's loc is %s: the driver writes and reads DATETIME values in it, so nodes whose DSNs differ in loc would store one scheduled tick as two (and run it twice), and a daylight-saving hour would repeat; open the *sql.DB with loc=UTC (go-sql-driver/mysql's default)", r.Location))
 	}
 	return bad
 }

@@ -120,3 +120,17 @@ func TestRunOnTheTestServer(t *testing.T) {
 	require.Len(t, r.Settings(), 1)
 	assert.Contains(t, r.Settings()[0], "parseTime=true")
 }
+
+// TestSettings: parseTime is required, and loc must be UTC under any of its
+// names.
+func TestSettings(t *testing.T) {
+	assert.Empty(t, (&Report{ParseTime: true, Location: "UTC"}).Settings())
+	assert.Empty(t, (&Report{ParseTime: true, Location: "Etc/UTC"}).Settings())
+	bad := (&Report{ParseTime: true, Location: "Europe/London"}).Settings()
+	require.Len(t, bad, 1)
+	assert.Contains(t, bad[0], "loc is Europe/London")
+	assert.Contains(t, bad[0], "loc=UTC")
+	bad = (&Report{}).Settings()
+	require.Len(t, bad, 1)
+	assert.Contains(t, bad[0], "parseTime=true")
+}

@@ -122,9 +122,12 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 //
 // The lease lasts 3s by the database clock and is renewed every 1s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock, and
-// WithMasterLock returns an error wrapping runtime.ErrLeaseLost even if fn
-// returned nil: the critical section may not have been exclusive to its end.
+// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
+// the local deadline itself, so the first check after a pause reports the
+// loss), and WithMasterLock returns an error wrapping runtime.ErrLeaseLost
+// even if fn returned nil: the critical section may not have been exclusive to
+// its end. A check that returned nil can be stale by the time a write lands:
+// pass lease.Token() with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -220,9 +223,12 @@ func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {
 //
 // The lease lasts 30s by the database clock and is renewed every 10s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock, and WithOrderLock
-// returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: the
-// critical section may not have been exclusive to its end.
+// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
+// the local deadline itself, so the first check after a pause reports the
+// loss), and WithOrderLock returns an error wrapping runtime.ErrLeaseLost even
+// if fn returned nil: the critical section may not have been exclusive to its
+// end. A check that returned nil can be stale by the time a write lands: pass
+// lease.Token() with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not

@@ -214,9 +214,12 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 //
 // The lease lasts 3s by the database clock and is renewed every 1s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock, and
-// WithMasterLock returns an error wrapping runtime.ErrLeaseLost even if fn
-// returned nil: the critical section may not have been exclusive to its end.
+// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
+// the local deadline itself, so the first check after a pause reports the
+// loss), and WithMasterLock returns an error wrapping runtime.ErrLeaseLost
+// even if fn returned nil: the critical section may not have been exclusive to
+// its end. A check that returned nil can be stale by the time a write lands:
+// pass lease.Token() with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -312,9 +315,12 @@ func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {
 //
 // The lease lasts 30s by the database clock and is renewed every 7s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock, and WithOrderLock
-// returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: the
-// critical section may not have been exclusive to its end.
+// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
+// the local deadline itself, so the first check after a pause reports the
+// loss), and WithOrderLock returns an error wrapping runtime.ErrLeaseLost even
+// if fn returned nil: the critical section may not have been exclusive to its
+// end. A check that returned nil can be stale by the time a write lands: pass
+// lease.Token() with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -388,9 +394,12 @@ func (l *Locks) PruneOrderLocks(ctx context.Context, olderThan time.Duration) (i
 //
 // The lease lasts 1.5s by the database clock and is renewed every 500ms while
 // fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock, and
-// WithSendSMSLock returns an error wrapping runtime.ErrLeaseLost even if fn
-// returned nil: the critical section may not have been exclusive to its end.
+// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
+// the local deadline itself, so the first check after a pause reports the
+// loss), and WithSendSMSLock returns an error wrapping runtime.ErrLeaseLost
+// even if fn returned nil: the critical section may not have been exclusive to
+// its end. A check that returned nil can be stale by the time a write lands:
+// pass lease.Token() with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -465,10 +474,13 @@ func (l *Locks) PruneSendSMSLocks(ctx context.Context, olderThan time.Duration) 
 //
 // The lease lasts 1h by the database clock and is renewed every 10m while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock, and
-// WithNightlyReportLock returns an error wrapping runtime.ErrLeaseLost even if
-// fn returned nil: the critical section may not have been exclusive to its
-// end.
+// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
+// the local deadline itself, so the first check after a pause reports the
+// loss), and WithNightlyReportLock returns an error wrapping
+// runtime.ErrLeaseLost even if fn returned nil: the critical section may not
+// have been exclusive to its end. A check that returned nil can be stale by
+// the time a write lands: pass lease.Token() with the write, or use
+// lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -711,9 +723,12 @@ func (l *Locks) PruneTenantMigrationLocks(ctx context.Context, olderThan time.Du
 //
 // The lease lasts 6s by the database clock and is renewed every 2s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock, and
-// WithSchedulerLock returns an error wrapping runtime.ErrLeaseLost even if fn
-// returned nil: the critical section may not have been exclusive to its end.
+// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
+// the local deadline itself, so the first check after a pause reports the
+// loss), and WithSchedulerLock returns an error wrapping runtime.ErrLeaseLost
+// even if fn returned nil: the critical section may not have been exclusive to
+// its end. A check that returned nil can be stale by the time a write lands:
+// pass lease.Token() with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -811,10 +826,13 @@ func (l *Locks) SchedulerLeader(ctx context.Context) (runtime.Holder, error) {
 //
 // The lease lasts 30s by the database clock and is renewed every 10s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock, and
-// WithTenantBackupLock returns an error wrapping runtime.ErrLeaseLost even if
-// fn returned nil: the critical section may not have been exclusive to its
-// end.
+// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
+// the local deadline itself, so the first check after a pause reports the
+// loss), and WithTenantBackupLock returns an error wrapping
+// runtime.ErrLeaseLost even if fn returned nil: the critical section may not
+// have been exclusive to its end. A check that returned nil can be stale by
+// the time a write lands: pass lease.Token() with the write, or use
+// lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
