@@ -35,12 +35,7 @@ const freezeGap = 700 * time.Millisecond
 // that starts more than freezeGap after the previous one ended is the
 // first look after a SIGSTOP, and it prints what that check returned.
 func runFrozenChild() int {
-	client, err := childClient(frozenChildEnv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	l, err := client.Lock(frozenConfig)
+	l, err := childLock(frozenChildEnv, frozenConfig)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -854,3 +854,56 @@ func TestJobsStuckHandlerKeepsItsSlot(t *testing.T) {
 	waitState(t, j, quick, runtime.RunCompleted)
 	stopWithin(t, stop, 5*time.Second)
 }
+
+// TestJobsRescueKeepsALastAttemptThatMayStillFinish: a run on its last
+// attempt whose worker stopped heartbeating (cut off, not dead) is not
+// discarded while that attempt may still finish within its timeout, so the
+// worker's late success is recorded instead of dropped; once the timeout
+// has passed too it is discarded. Earlier attempts are rescued at the
+// deadline as before.
+func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	store := sqlstore.NewSession(tdb.Open(t))
+	j := jobsOn(t, store, "node")
+	claim := func(r runtime.NewRun) runtime.Claim {
+		t.Helper()
+		_, err := j.Enqueue(ctx, nil, r)
+		require.NoError(t, err)
+		claimed, err := store.RunsClaim(ctx, runtime.DefaultQueue, "cut-off", 10, 200*time.Millisecond)
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		return runtime.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
+	}
+
+	last := newRun("last")
+	last.MaxAttempts, last.Timeout = 1, 2*time.Second
+	slow := claim(last)
+	time.Sleep(300 * time.Millisecond) // past the deadline, within the timeout
+	n, err := store.RunsRescue(ctx, 100)
+	require.NoError(t, err)
+	assert.Zero(t, n, "the last attempt may still finish")
+	done, err := store.RunsComplete(ctx, []runtime.Claim{slow})
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), done, "the late success is recorded")
+	assert.Equal(t, runtime.RunCompleted, waitState(t, j, slow.ID, runtime.RunCompleted).State)
+
+	over := newRun("over")
+	over.MaxAttempts, over.Timeout = 1, 100*time.Millisecond
+	stuck := claim(over)
+	time.Sleep(400 * time.Millisecond) // past the deadline and the timeout
+	n, err = store.RunsRescue(ctx, 100)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n)
+	info := waitState(t, j, stuck.ID, runtime.RunDiscarded)
+	assert.Contains(t, info.LastError, "rescued: worker cut-off")
+
+	early := newRun("early")
+	early.MaxAttempts, early.Timeout = 2, time.Hour
+	first := claim(early)
+	time.Sleep(300 * time.Millisecond)
+	n, err = store.RunsRescue(ctx, 100)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "an earlier attempt is rescued at its deadline")
+	assert.Equal(t, runtime.RunAvailable, waitState(t, j, first.ID, runtime.RunAvailable).State)
+}

@@ -170,12 +170,7 @@ func TestRunAsLeaderMisuse(t *testing.T) {
 const leaderChildEnv = "LOCKGEN_TEST_LEADER_CHILD"
 
 func runLeaderChild() int {
-	client, err := childClient(leaderChildEnv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	l, err := client.Lock(killedLeaderConfig)
+	l, err := childLock(leaderChildEnv, killedLeaderConfig)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

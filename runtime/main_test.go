@@ -34,6 +34,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// childLock is the lock cfg of a child process's Client (see childClient).
+func childLock(env string, cfg runtime.LockConfig) (*runtime.Lock, error) {
+	client, err := childClient(env)
+	if err != nil {
+		return nil, err
+	}
+	return client.Lock(cfg)
+}
+
 // childClient is the Client of a child process (owner "child") on the DSN in
 // the environment variable env.
 func childClient(env string) (*runtime.Client, error) {

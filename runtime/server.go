@@ -36,10 +36,12 @@ type ServerTarget struct {
 }
 
 // serverCheck keeps, per Client, the probe of the server once it found
-// everything in place.
+// every table in place, and the answer for each feature, so that later
+// calls cost a mutex and a map lookup.
 type serverCheck struct {
-	mu     sync.Mutex
-	report *probe.Report
+	mu       sync.Mutex
+	report   *probe.Report
+	refusals map[probe.Feature]error
 }
 
 // CheckServer probes the server now, as the first lock or job call would:
@@ -60,28 +62,34 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 	if !ok {
 		return nil
 	}
-	target := ss.Server()
 	c.server.mu.Lock()
-	r := c.server.report
+	err, known := c.server.refusals[f]
 	c.server.mu.Unlock()
-	if r == nil {
-		// Not under the mutex: each first caller waits only for its own
-		// probe, bounded by its own ctx.
-		tables := []string{target.LocksTable}
-		if target.RunsTable != "" {
-			tables = append(tables, target.RunsTable)
-		}
-		var err error
-		if r, err = probe.Run(ctx, target.DB, tables...); err != nil {
-			return fmt.Errorf("lockgen: checking the server: %w", err)
-		}
-		if len(r.MissingTables(tables...)) == 0 {
-			c.server.mu.Lock()
-			c.server.report = r
-			c.server.mu.Unlock()
-		}
+	if known {
+		return err
 	}
-	return refusal(r, f, target)
+	// Not under the mutex: each first caller waits only for its own probe,
+	// bounded by its own ctx.
+	target := ss.Server()
+	tables := []string{target.LocksTable}
+	if target.RunsTable != "" {
+		tables = append(tables, target.RunsTable)
+	}
+	r, err := probe.Run(ctx, target.DB, tables...)
+	if err != nil {
+		return fmt.Errorf("lockgen: checking the server: %w", err)
+	}
+	if len(r.MissingTables(tables...)) > 0 {
+		return refusal(r, f, target) // not kept: the migrations may be applied meanwhile
+	}
+	c.server.mu.Lock()
+	defer c.server.mu.Unlock()
+	c.server.report = r
+	c.server.refusals = map[probe.Feature]error{}
+	for _, each := range probe.Features {
+		c.server.refusals[each] = refusal(r, each, target)
+	}
+	return c.server.refusals[f]
 }
 
 // refusal is the error for running f on the server of r, nil when it can

@@ -2,47 +2,23 @@ package templates
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/internal/sqltest"
 )
 
-// testDB creates an empty database on the test server (LOCKGEN_TEST_DSN,
-// default root@tcp(127.0.0.1:3306)/test; `make test` runs this against
-// MariaDB and MySQL) and drops it when the test ends.
+// testDB is an empty database on the test server, on one session so that
+// SHOW WARNINGS sees each statement.
 func testDB(t *testing.T) *sql.DB {
 	t.Helper()
-	dsn := os.Getenv("LOCKGEN_TEST_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	require.NoError(t, err)
-	cfg.ParseTime = true
-	c, err := mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	admin := sql.OpenDB(c)
-	t.Cleanup(func() { _ = admin.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "lockgen_m_" + hex.EncodeToString(b[:])
-	_, err = admin.Exec("CREATE DATABASE " + name)
-	require.NoError(t, err, "is the test server running? `make test` starts it")
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + name) })
-	cfg.DBName = name
-	c, err = mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	db := sql.OpenDB(c)
-	db.SetMaxOpenConns(1) // one session, so SHOW WARNINGS sees each statement
-	t.Cleanup(func() { _ = db.Close() })
+	db := sqltest.Open(t, sqltest.New(t, "lockgen_m_").Config)
+	db.SetMaxOpenConns(1)
 	return db
 }
 

@@ -7,7 +7,6 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -16,11 +15,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/internal/sqltest"
 	"github.com/lockgen/lockgen/templates"
 )
 
-// server is a fresh database on the test server (LOCKGEN_TEST_DSN, default
-// MariaDB at 127.0.0.1:3306; `make test` runs this against MySQL too).
+// server is a fresh database on the test server.
 type server struct {
 	admin *sql.DB
 	cfg   *mysql.Config // connects to the fresh database as the admin
@@ -28,26 +27,8 @@ type server struct {
 
 func newServer(t *testing.T) *server {
 	t.Helper()
-	dsn := os.Getenv("LOCKGEN_TEST_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	require.NoError(t, err)
-	c, err := mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	admin := sql.OpenDB(c)
-	t.Cleanup(func() { _ = admin.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "lockgen_d_" + hex.EncodeToString(b[:])
-	_, err = admin.Exec("CREATE DATABASE " + name)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + name) })
-	cfg = cfg.Clone()
-	cfg.DBName = name
-	cfg.ParseTime = true
-	return &server{admin: admin, cfg: cfg}
+	db := sqltest.New(t, "lockgen_d_")
+	return &server{admin: db.Admin, cfg: db.Config}
 }
 
 // migrate creates the tables of prefix with the generated schema.
@@ -57,11 +38,7 @@ func (s *server) migrate(t *testing.T, prefix string) {
 	require.NoError(t, err)
 	cfg := s.cfg.Clone()
 	cfg.MultiStatements = true
-	c, err := mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	db := sql.OpenDB(c)
-	defer db.Close()
-	_, err = db.Exec(string(schema))
+	_, err = sqltest.Open(t, cfg).Exec(string(schema))
 	require.NoError(t, err)
 }
 

@@ -896,12 +896,16 @@ SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
     deadline    = NULL
 WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
 LIMIT ?
 `
 
 // RunsRescue makes running runs whose deadline passed by the database
-// clock (their worker died or stalled) due again, or discards them when they
-// have no attempts left, at most limit runs per statement.
+// clock (their worker died or stalled) due again, at most limit runs per
+// statement. A run on its last attempt is discarded instead, but only once
+// that attempt's timeout has passed too (the deadline is at least one
+// lease after the attempt started): until then its worker, merely cut off,
+// may still finish it and record the outcome.
 func (q *Queries) RunsRescue(ctx context.Context, limit int32) (int64, error) {
 	result, err := q.db.ExecContext(ctx, runsRescue, limit)
 	if err != nil {

@@ -284,8 +284,11 @@ WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
 
 -- name: RunsRescue :execrows
 -- RunsRescue makes running runs whose deadline passed by the database
--- clock (their worker died or stalled) due again, or discards them when they
--- have no attempts left, at most limit runs per statement.
+-- clock (their worker died or stalled) due again, at most limit runs per
+-- statement. A run on its last attempt is discarded instead, but only once
+-- that attempt's timeout has passed too (the deadline is at least one
+-- lease after the attempt started): until then its worker, merely cut off,
+-- may still finish it and record the outcome.
 UPDATE jobsdemo_runs
 SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
@@ -293,6 +296,7 @@ SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
     deadline    = NULL
 WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
 LIMIT ?;
 
 -- name: RunsPrune :execrows
