@@ -195,7 +195,7 @@ func (j *Jobs) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	if err := j.client.checkServer(ctx, probe.Jobs); err != nil {
+	if err := j.client.checkServerOutside(ctx, tx, probe.Jobs); err != nil {
 		return 0, err
 	}
 	id, err := j.store.RunInsert(ctx, tx, r)
@@ -257,7 +257,7 @@ func (j *Jobs) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 		}
 		queues[checked[i].Queue] = true
 	}
-	if err := j.client.checkServer(ctx, probe.Jobs); err != nil {
+	if err := j.client.checkServerOutside(ctx, tx, probe.Jobs); err != nil {
 		return err
 	}
 	for len(checked) > 0 {

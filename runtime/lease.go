@@ -153,7 +153,7 @@ func (c leaseContext) Err() error {
 		return err
 	}
 	if c.ls.pastDeadline() {
-		c.ls.checkDeadline()
+		c.ls.expire(true)
 	}
 	return c.Context.Err()
 }
@@ -192,7 +192,12 @@ func (ls *Lease) extend(deadline time.Time) {
 
 // checkDeadline runs when the watchdog fires: the lease is lost unless a
 // renewal moved the deadline, in which case the watchdog is re-armed.
-func (ls *Lease) checkDeadline() {
+func (ls *Lease) checkDeadline() { ls.expire(false) }
+
+// expire is checkDeadline; from Err (async), the Observer and the logger
+// hear of the loss in a goroutine of their own, not in whichever goroutine
+// asked (the driver's cancel watcher, a caller holding its own locks).
+func (ls *Lease) expire(async bool) {
 	ls.mu.Lock()
 	if ls.released || ls.ctx.Err() != nil {
 		ls.mu.Unlock()
@@ -206,6 +211,10 @@ func (ls *Lease) checkDeadline() {
 	cause := fmt.Errorf("%w: %s: no successful renewal before the local deadline", ErrLeaseLost, ls.describe())
 	ls.cancel(cause)
 	ls.mu.Unlock()
+	if async {
+		go ls.logLoss(cause)
+		return
+	}
 	ls.logLoss(cause)
 }
 
@@ -347,8 +356,10 @@ func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	case ls.row != nil:
 		ok, err = ls.row.tx.Holds(ctx, ls.id)
 	default:
-		if gs, isGS := ls.lock.client.store.(galeraStore); isGS {
-			galera, gerr := ls.lock.client.isGalera(ctx, gs)
+		{
+			// The probe ran at the acquire (generated stores), so this
+			// needs no second connection while tx holds one.
+			galera, gerr := ls.lock.client.galeraNode(ctx)
 			if gerr != nil {
 				return gerr
 			}

@@ -382,7 +382,7 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 			return err
 		}
 		inner, cancel := context.WithCancelCause(ctx)
-		joinCtx := heldContext{Context: inner, lease: held, cancel: cancel}
+		joinCtx := &heldContext{Context: inner, lease: held, cancel: cancel}
 		stop := context.AfterFunc(held.ctx, func() { cancel(context.Cause(held.ctx)) })
 		defer func() {
 			stop()
@@ -402,7 +402,8 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 // context, its Err checks the lease's local deadline at the call, so fn's
 // first check after a pause past the deadline reports the loss (the
 // AfterFunc that propagates it may not have run yet); it cancels itself
-// first, so Done is closed before Err is non-nil.
+// first, so Done is closed before Err is non-nil. It is used by pointer, so
+// contexts compare as usual.
 type heldContext struct {
 	context.Context
 	lease  *Lease
@@ -410,7 +411,7 @@ type heldContext struct {
 }
 
 // Err implements context.Context.
-func (c heldContext) Err() error {
+func (c *heldContext) Err() error {
 	if err := c.Context.Err(); err != nil {
 		return err
 	}
@@ -433,7 +434,7 @@ type heldKey struct {
 // if the lease was lost first), unless both report the loss: then fn's.
 func runHolding(ctx context.Context, lease *Lease, fn func(ctx context.Context, lease *Lease) error) (err error) {
 	inner, cancel := context.WithCancelCause(context.WithValue(ctx, heldKey{lease.lock.client, lease.id.Name, lease.id.Key}, lease))
-	fnCtx := heldContext{Context: inner, lease: lease, cancel: cancel}
+	fnCtx := &heldContext{Context: inner, lease: lease, cancel: cancel}
 	stop := context.AfterFunc(lease.ctx, func() { cancel(context.Cause(lease.ctx)) })
 	returned := false
 	defer func() {

@@ -79,17 +79,59 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 	if err != nil {
 		return fmt.Errorf("lockgen: checking the server: %w", err)
 	}
-	if len(r.MissingTables(tables...)) > 0 {
-		return refusal(r, f, target) // not kept: the migrations may be applied meanwhile
-	}
 	c.server.mu.Lock()
 	defer c.server.mu.Unlock()
 	c.server.report = r
 	c.server.refusals = map[probe.Feature]error{}
 	for _, each := range probe.Features {
-		c.server.refusals[each] = refusal(r, each, target)
+		err := refusal(r, each, target)
+		if len(r.MissingTables(neededTables(each, target)...)) > 0 {
+			continue // not kept: the migrations may be applied meanwhile
+		}
+		c.server.refusals[each] = err
 	}
+	return refusal(r, f, target)
+}
+
+// checkServerOutside is checkServer for a call that may run in tx: with a
+// transaction it only uses a kept answer (see knownRefusal).
+func (c *Client) checkServerOutside(ctx context.Context, tx *sql.Tx, f probe.Feature) error {
+	if tx != nil {
+		return c.knownRefusal(f)
+	}
+	return c.checkServer(ctx, f)
+}
+
+// knownRefusal is checkServer for callers holding a transaction: it never
+// probes (the probe would need a second connection of a pool the caller's
+// transaction may have exhausted), it only returns an answer already kept.
+func (c *Client) knownRefusal(f probe.Feature) error {
+	c.server.mu.Lock()
+	defer c.server.mu.Unlock()
 	return c.server.refusals[f]
+}
+
+// neededTables are the tables f needs.
+func neededTables(f probe.Feature, target ServerTarget) []string {
+	if f == probe.Jobs {
+		return []string{target.LocksTable, target.RunsTable}
+	}
+	return []string{target.LocksTable}
+}
+
+// galera tells whether the server is a Galera node: from the probe when
+// it ran, else (a store that is not a ServerStore) by asking once.
+func (c *Client) galeraNode(ctx context.Context) (bool, error) {
+	c.server.mu.Lock()
+	r := c.server.report
+	c.server.mu.Unlock()
+	if r != nil {
+		return r.Cluster == probe.Galera, nil
+	}
+	if gs, ok := c.store.(galeraStore); ok {
+		return c.isGalera(ctx, gs)
+	}
+	return false, nil
 }
 
 // refusal is the error for running f on the server of r, nil when it can
@@ -101,11 +143,7 @@ func refusal(r *probe.Report, f probe.Feature, target ServerTarget) error {
 	if bad := r.Settings(); len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(bad, "; "))
 	}
-	need := []string{target.LocksTable}
-	if f == probe.Jobs {
-		need = append(need, target.RunsTable)
-	}
-	if missing := r.MissingTables(need...); len(missing) > 0 {
+	if missing := r.MissingTables(neededTables(f, target)...); len(missing) > 0 {
 		where := "the migrations lockgen generate wrote"
 		if target.Migrations != "" {
 			where = "the migrations in " + target.Migrations

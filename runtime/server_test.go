@@ -142,3 +142,23 @@ func TestServerRefusesLocOtherThanUTC(t *testing.T) {
 	_, err = l.Try(ctx, "")
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 }
+
+// TestServerProbeNeverWaitsForAConnectionUnderATransaction: a first
+// Enqueue inside the caller's transaction on a pool of one connection must
+// not probe the server (the probe would wait for a second connection that
+// the transaction holds); the workers probe when they start instead.
+func TestServerProbeNeverWaitsForAConnectionUnderATransaction(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	db.SetMaxOpenConns(1)
+	j := jobsNode(t, db, "one-conn")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = j.Enqueue(ctx, tx, newRun("x"))
+	require.NoError(t, err, "the enqueue ran in the transaction without waiting for the pool")
+	require.NoError(t, tx.Commit())
+	_, err = j.Enqueue(ctx, nil, newRun("x"))
+	require.NoError(t, err, "outside a transaction it probes")
+}

@@ -42,7 +42,8 @@ var identifier = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 func ready(dsn string, wait time.Duration) (string, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return "", fmt.Errorf("bad DSN: %w", err)
+		// The parser's message can quote the password: never show it.
+		return "", errors.New("bad DSN: expected user:password@tcp(host:port)/dbname")
 	}
 	name := cfg.DBName
 	if name != "" && !identifier.MatchString(name) {

@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -91,11 +92,12 @@ type Options struct {
 func Run(ctx context.Context, o Options) (*Result, error) {
 	cfg, err := mysql.ParseDSN(o.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("bad DSN: %w", err)
+		// The parser's message can quote the password: never show it.
+		return nil, errors.New("bad DSN: expected go-sql-driver/mysql's form user:password@tcp(host:port)/dbname?parseTime=true (a password with / or @ in it must be URL-safe)")
 	}
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("bad DSN: %w", err)
+		return nil, errors.New("bad DSN: the driver refused its settings")
 	}
 	db := sql.OpenDB(c)
 	defer db.Close()

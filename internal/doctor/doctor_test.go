@@ -199,3 +199,15 @@ func TestPrivileges(t *testing.T) {
 	assert.Equal(t, map[string]bool{"SELECT": true, "INSERT": true}, privileges(grants, "shop", "app_runs"))
 	assert.Equal(t, map[string]bool{"ALL PRIVILEGES": true}, privileges(grants, "other", "x"))
 }
+
+// TestDoctorNeverPrintsTheDSNPassword: go-sql-driver's parse errors can
+// quote the password (a "/" in it ends the user part early); doctor's
+// error never does.
+func TestDoctorNeverPrintsTheDSNPassword(t *testing.T) {
+	for _, dsn := range []string{"app:s3cr/etPW@tcp(db:3306)", "app:s3cr/et%zzPW@tcp(db:3306)/x"} {
+		_, err := Run(context.Background(), Options{DSN: dsn})
+		require.Error(t, err)
+		assert.NotContains(t, err.Error(), "etPW", dsn)
+		assert.NotContains(t, err.Error(), "zzPW", dsn)
+	}
+}

@@ -115,7 +115,8 @@ func Run(ctx context.Context, db *sql.DB, tables ...string) (*Report, error) {
 	// has: some exist on one flavour only (tx_isolation, wsrep_on), and an
 	// engine that only speaks MySQL's protocol may lack any of them.
 	vars, err := variables(ctx, db, "version_comment", "time_zone", "wait_timeout", "innodb_lock_wait_timeout",
-		"read_only", "super_read_only", "transaction_isolation", "tx_isolation", "wsrep_on", "innodb_version")
+		"read_only", "super_read_only", "transaction_isolation", "tx_isolation", "wsrep_on", "innodb_version",
+		"group_replication_group_name")
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -129,6 +130,11 @@ func Run(ctx context.Context, db *sql.DB, tables ...string) (*Report, error) {
 	}
 	if on(vars["wsrep_on"]) {
 		r.Cluster = Galera
+	}
+	// A server configured for Group Replication names its group; that
+	// needs no privilege to read, unlike the members table below.
+	if vars["group_replication_group_name"] != "" {
+		r.Cluster = GroupReplication
 	}
 	// InnoDB, whose row locks lockgen relies on, is what tells MySQL from
 	// engines that only speak its protocol.
