@@ -1,13 +1,11 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -85,14 +83,7 @@ func runFrozenChild() int {
 // read nil (10 of 16 freezes).
 func TestFrozenHolderSeesLossAtFirstCheck(t *testing.T) {
 	tdb := testdb.New(t)
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), frozenChildEnv+"="+tdb.Config.FormatDSN())
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	lines := bufio.NewReader(out)
+	child, lines := startChild(t, frozenChildEnv, tdb.Config.FormatDSN())
 	next := func() string {
 		line, err := lines.ReadString('\n')
 		require.NoError(t, err)
@@ -111,6 +102,7 @@ func TestFrozenHolderSeesLossAtFirstCheck(t *testing.T) {
 		frozen := time.Now()
 		// The database lets this process in once the frozen lease expired.
 		var taken *runtime.Lease
+		var err error
 		for taken == nil && time.Since(frozen) < 2*time.Second {
 			if taken, err = l.Try(ctx, ""); errors.Is(err, runtime.ErrNotAcquired) {
 				time.Sleep(50 * time.Millisecond)

@@ -1,11 +1,9 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,14 +57,8 @@ func TestKilledWorkerProcessRunIsRescued(t *testing.T) {
 	id, err := j.Enqueue(ctx, nil, newRun("long"))
 	require.NoError(t, err)
 
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), workerChildEnv+"="+tdb.Config.FormatDSN())
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
+	child, out := startChild(t, workerChildEnv, tdb.Config.FormatDSN())
+	line, err := out.ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("running %d attempt 1", id), strings.TrimSpace(line))
 	info, err := j.Run(ctx, id)

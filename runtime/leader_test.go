@@ -1,12 +1,10 @@
 package runtime_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,14 +188,8 @@ var killedLeaderConfig = runtime.LockConfig{Name: "killed-leader", TTL: 3 * time
 // one TTL, with a higher token, and not before the database let it.
 func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	tdb := testdb.New(t)
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), leaderChildEnv+"="+tdb.Config.FormatDSN())
-	out, err := child.StdoutPipe()
-	require.NoError(t, err)
-	child.Stderr = os.Stderr
-	require.NoError(t, child.Start())
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
+	child, out := startChild(t, leaderChildEnv, tdb.Config.FormatDSN())
+	line, err := out.ReadString('\n')
 	require.NoError(t, err)
 	childToken, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "elected ")), 10, 64)
 	require.NoError(t, err)

@@ -1,11 +1,13 @@
 package runtime_test
 
 import (
+	"bufio"
 	"database/sql"
 	"io"
 	"log"
 	"log/slog"
 	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/go-sql-driver/mysql"
@@ -32,6 +34,25 @@ func TestMain(m *testing.M) {
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	goleak.VerifyTestMain(m)
+}
+
+// startChild starts this test binary again as a child process in the mode
+// that env selects, connecting to dsn, and returns it with its standard
+// output; the child is killed when the test ends.
+func startChild(t *testing.T, env, dsn string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), env+"="+dsn)
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	return child, bufio.NewReader(out)
 }
 
 // childLock is the lock cfg of a child process's Client (see childClient).
