@@ -84,11 +84,10 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 	c.server.report = r
 	c.server.refusals = map[probe.Feature]error{}
 	for _, each := range probe.Features {
-		err := refusal(r, each, target)
 		if len(r.MissingTables(neededTables(each, target)...)) > 0 {
 			continue // not kept: the migrations may be applied meanwhile
 		}
-		c.server.refusals[each] = err
+		c.server.refusals[each] = refusal(r, each, target)
 	}
 	return refusal(r, f, target)
 }
@@ -119,7 +118,7 @@ func neededTables(f probe.Feature, target ServerTarget) []string {
 	return []string{target.LocksTable}
 }
 
-// galera tells whether the server is a Galera node: from the probe when
+// galeraNode tells whether the server is a Galera node: from the probe when
 // it ran, else (a store that is not a ServerStore) by asking once.
 func (c *Client) galeraNode(ctx context.Context) (bool, error) {
 	c.server.mu.Lock()
