@@ -16,6 +16,8 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
 
 // node is one simulated application node: its own pool and Client.
@@ -197,6 +199,21 @@ func (s *faultStore) LeaseGet(ctx context.Context, name, key string) (runtime.Le
 		s.delivered()
 	}
 	return row, found, err
+}
+
+// openViaProxy opens a pool on tdb's database through a fault proxy that
+// the test owns, dialling with a one-second timeout.
+func openViaProxy(t testing.TB, tdb *testdb.DB) (*tcpproxy.Proxy, *sql.DB) {
+	t.Helper()
+	proxy, err := tcpproxy.Start(tdb.Config.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	cfg := tdb.Config.Clone()
+	cfg.Addr = proxy.Addr()
+	cfg.Timeout = time.Second
+	db := sql.OpenDB(mysqlConnector(t, cfg))
+	t.Cleanup(func() { _ = db.Close() })
+	return proxy, db
 }
 
 func mysqlConnector(t testing.TB, cfg *mysql.Config) driver.Connector {

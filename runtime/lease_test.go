@@ -18,7 +18,6 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
-	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
 
@@ -215,14 +214,7 @@ func TestLostConnectionCancelsBeforeExpiry(t *testing.T) {
 
 func testLostConnection(t *testing.T, skew time.Duration) {
 	tdb := testdb.New(t)
-	proxy, err := tcpproxy.Start(tdb.Config.Addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	viaProxy := tdb.Config.Clone()
-	viaProxy.Addr = proxy.Addr()
-	viaProxy.Timeout = time.Second
-	pdb := sql.OpenDB(mysqlConnector(t, viaProxy))
-	t.Cleanup(func() { _ = pdb.Close() })
+	proxy, pdb := openViaProxy(t, tdb)
 
 	observer := tdb.Open(t)
 	holder := newNode(t, pdb, runtime.WithClock(skewedClock{offset: skew}))

@@ -21,7 +21,13 @@ import (
 // JobFunc handles one attempt of a run. Returning nil completes the run;
 // an error (or a panic) fails the attempt: the run is retried after a
 // backoff, or discarded when it has no attempts left. ctx is cancelled at
-// the run's timeout and when the worker stops hard.
+// the run's timeout, when the worker stops hard, and, with a cause wrapping
+// ErrLeaseLost, when the run's lease may be lost: no heartbeat reached the
+// database within Lease − Lease/10 of the last one (or of the claim), or a
+// heartbeat found the run rescued. That happens before the run's deadline
+// in the database passes, so a handler is told before another worker can
+// rescue its run and start it again; a handler that goes on anyway may
+// overlap with that new attempt.
 type JobFunc func(ctx context.Context, run *Run) error
 
 // JobHandler is how a worker runs one job.
@@ -63,8 +69,11 @@ type WorkerConfig struct {
 	// min(Concurrency, 100).
 	ClaimBatch int
 	// Lease is how long a claimed run stays claimed by the database clock
-	// without a heartbeat; heartbeats come every Lease/3. A run whose
-	// worker died is rescued about one Lease later. Default 30s.
+	// without a heartbeat; heartbeats come every Lease/3 (each statement
+	// bounded by Lease/6, retried after Lease/12 when it fails). A run
+	// whose worker died is rescued about one Lease later; a handler whose
+	// worker could not heartbeat for Lease − Lease/10 has its context
+	// cancelled (ErrLeaseLost) before that. Default 30s.
 	Lease time.Duration
 	// PollMin and PollMax bound the idle poll interval, which doubles
 	// while the queue is empty; a local enqueue wakes the worker at once.
@@ -151,7 +160,11 @@ func (j *Jobs) NewWorker(cfg WorkerConfig) (*Worker, error) {
 type active struct {
 	run     *Run
 	started time.Time
-	cancel  context.CancelFunc
+	// lease ends the handler's context when the run's lease may be lost.
+	lease *runLease
+	// gone: a heartbeat showed the run no longer has this claim (it was
+	// rescued); it is not heartbeated again.
+	gone bool
 }
 
 // outcome is the result of one attempt.
@@ -203,15 +216,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	handlerCtx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
-	start := func(r *Run) {
-		hctx, cancel := context.WithTimeout(handlerCtx, r.Timeout)
-		running[r.ID] = &active{run: r, started: clock.Now(), cancel: cancel}
+	// start starts r's handler; sent is when the claim was sent.
+	start := func(r *Run, sent time.Time) {
+		tctx, cancel := context.WithTimeout(handlerCtx, r.Timeout)
+		lease := newRunLease(tctx, clock, r, sent, cfg.Lease, func(cause error) {
+			log.Warn("lockgen: a running run's lease may be lost; its handler's context is cancelled", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "cause", cause)
+		})
+		running[r.ID] = &active{run: r, started: clock.Now(), lease: lease}
 		live++
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
 			defer cancel()
-			o := outcome{run: r, err: w.handle(hctx, r)}
+			defer lease.stop()
+			o := outcome{run: r, err: w.handle(lease.ctx, r)}
 			select {
 			case results <- o:
 			case <-returned:
@@ -248,6 +266,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			keepPoll = true // another worker here is claiming; it wakes us
 		} else if free > 0 {
 			limit := min(free, cfg.ClaimBatch)
+			sent := clock.Now()
 			runs, othersSkipped, err := w.claim(ctx, gate, limit)
 			if othersSkipped && len(runs) == limit {
 				// Others skipped their claims, and there may be more
@@ -260,7 +279,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				poll = min(poll*2, cfg.PollMax)
 			case err == nil:
 				for i := range runs {
-					start(&runs[i])
+					start(&runs[i], sent)
 				}
 				claimed = len(runs)
 				if claimed > 0 {
@@ -299,8 +318,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			poll = cfg.PollMin
 		case <-idleC:
 		case <-heartbeat.C():
-			w.heartbeat(ctx, running, rec.claims())
-			heartbeat.Reset(cfg.Lease / 3)
+			heartbeat.Reset(w.heartbeat(ctx, running, rec.claims()))
 		case <-rescueC:
 			w.rescue(ctx)
 			rescue.Reset(cfg.RescueEvery)
@@ -337,8 +355,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued and run again", "running", live)
 			waiting = false
 		case <-hb.C():
-			w.heartbeat(context.WithoutCancel(ctx), running, rec.claims())
-			hb.Reset(cfg.Lease / 3)
+			hb.Reset(w.heartbeat(context.WithoutCancel(ctx), running, rec.claims()))
 		}
 	}
 	for drained := false; !drained; { // outcomes already delivered
@@ -356,8 +373,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-recDone:
 			recording = false
 		case <-hb.C():
-			w.heartbeat(context.WithoutCancel(ctx), nil, rec.claims())
-			hb.Reset(cfg.Lease / 3)
+			hb.Reset(w.heartbeat(context.WithoutCancel(ctx), nil, rec.claims()))
 		}
 	}
 	return nil
@@ -410,28 +426,83 @@ func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 // heartbeat extends the deadline of the running runs that are still within
 // their timeout plus one lease (a run stuck past that is left to be
 // rescued) and of the finished runs whose outcomes wait to be recorded
-// (unrecorded).
-func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrecorded []Claim) {
-	now := w.jobs.client.clock.Now()
+// (unrecorded), and moves the local deadline of each running run it
+// extended. A batch the database extends only in part is heartbeated run
+// by run: a run whose claim is gone (it was rescued) has its handler told
+// at once. Each statement is bounded by statementTimeout, so a heartbeat
+// stuck on a half-open connection neither freezes the worker nor outlives
+// the runs' local deadlines. It returns when to heartbeat next: Lease/3,
+// or sooner after a failure.
+func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrecorded []Claim) (next time.Duration) {
+	clock := w.jobs.client.clock
+	lease := w.cfg.Lease
+	now := clock.Now()
 	claims := unrecorded
+	owners := make([]*active, len(unrecorded), len(unrecorded)+len(running))
 	for _, a := range running {
-		if now.Sub(a.started) < a.run.Timeout+w.cfg.Lease {
+		if !a.gone && now.Sub(a.started) < a.run.Timeout+lease {
 			claims = append(claims, Claim{ID: a.run.ID, Claim: a.run.Claim})
+			owners = append(owners, a)
 		}
 	}
-	for len(claims) > 0 {
-		n := min(len(claims), 500)
-		if _, err := w.jobs.store.RunsHeartbeat(ctx, claims[:n], w.cfg.Lease); err != nil && ctx.Err() == nil {
-			warnUnlessTransient(w.jobs.client.logger, "lockgen: run heartbeat failed", err, "queue", w.cfg.Queue, "runs", n)
+	next = lease / 3
+	// beat heartbeats claims (owned by owners) in one statement and
+	// reports how many it extended.
+	beat := func(claims []Claim, owners []*active) (int64, error) {
+		sent := clock.Now()
+		sctx, cancel := context.WithTimeout(ctx, w.statementTimeout())
+		defer cancel()
+		n, err := w.jobs.store.RunsHeartbeat(sctx, claims, lease)
+		if err == nil && int(n) == len(claims) {
+			for _, a := range owners {
+				if a != nil {
+					a.lease.extend(sent, lease)
+				}
+			}
 		}
-		claims = claims[n:]
+		return n, err
 	}
+	for len(claims) > 0 && ctx.Err() == nil {
+		k := min(len(claims), 500)
+		n, err := beat(claims[:k], owners[:k])
+		if err != nil {
+			if ctx.Err() == nil {
+				warnUnlessTransient(w.jobs.client.logger, "lockgen: run heartbeat failed", err, "queue", w.cfg.Queue, "runs", k)
+			}
+			next = w.heartbeatRetry()
+		} else if int(n) < k {
+			// Some claims are gone: find which, one by one.
+			for i := 0; i < k && ctx.Err() == nil; i++ {
+				one, err := beat(claims[i:i+1], owners[i:i+1])
+				switch a := owners[i]; {
+				case err != nil:
+					next = w.heartbeatRetry()
+				case one == 0 && a != nil:
+					a.gone = true
+					a.lease.lose(fmt.Errorf("%w: run %d of job %q was rescued: its deadline passed before a heartbeat reached the database", ErrLeaseLost, a.run.ID, a.run.Job), false)
+				}
+			}
+		}
+		claims, owners = claims[k:], owners[k:]
+	}
+	return next
 }
 
-// rescue makes the runs of dead workers due again.
+// statementTimeout bounds each heartbeat statement: a sixth of the lease,
+// so that after one stuck on a half-open connection the next, sent on a
+// fresh connection, still lands before the runs' local deadlines.
+func (w *Worker) statementTimeout() time.Duration { return w.cfg.Lease / 6 }
+
+// heartbeatRetry is the wait before the next heartbeat after a failed one.
+func (w *Worker) heartbeatRetry() time.Duration { return w.cfg.Lease / 12 }
+
+// rescue makes the runs of dead workers due again. Each statement is
+// bounded by the lease.
 func (w *Worker) rescue(ctx context.Context) {
 	for ctx.Err() == nil {
-		n, err := w.jobs.store.RunsRescue(ctx, rescueLimit)
+		sctx, cancel := context.WithTimeout(ctx, w.cfg.Lease)
+		n, err := w.jobs.store.RunsRescue(sctx, rescueLimit)
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				warnUnlessTransient(w.jobs.client.logger, "lockgen: rescuing runs failed", err)

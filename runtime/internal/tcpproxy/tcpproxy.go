@@ -1,6 +1,9 @@
 // Package tcpproxy is a TCP proxy for fault tests: it forwards connections
 // to a real server and can cut them all (and refuse new ones) on demand,
-// which is what a network partition looks like to the client.
+// which is what a network partition looks like to the client, or blackhole
+// them: connections stay open and accepted, but nothing gets through in
+// either direction, which is what a half-open connection looks like (the
+// client waits for an answer until its own timeout).
 package tcpproxy
 
 import (
@@ -14,8 +17,11 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
+	mu        sync.Mutex
+	cut       bool
+	blackhole bool
+	// dead are the connections blackholed: they never forward again.
+	dead  map[net.Conn]bool
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -26,7 +32,7 @@ func Start(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
+	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{}), dead: make(map[net.Conn]bool)}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -45,11 +51,31 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Restore lets new connections through again.
+// Blackhole stops every open connection from forwarding, for good, without
+// closing it, and accepts new connections that never forward, until
+// Restore.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blackhole = true
+	for c := range p.conns {
+		p.dead[c] = true
+	}
+}
+
+// Restore lets new connections through again (blackholed ones stay dead).
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
+	p.blackhole = false
+}
+
+// forwards reports whether c still forwards.
+func (p *Proxy) forwards(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.dead[c]
 }
 
 // Close stops the proxy and closes every connection.
@@ -79,6 +105,9 @@ func (p *Proxy) track(c net.Conn) bool {
 		return false
 	}
 	p.conns[c] = struct{}{}
+	if p.blackhole {
+		p.dead[c] = true
+	}
 	return true
 }
 
@@ -86,6 +115,7 @@ func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.conns, c)
+	delete(p.dead, c)
 }
 
 func (p *Proxy) serve(client net.Conn) {
@@ -95,6 +125,10 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	defer p.untrack(client)
+	if !p.forwards(client) {
+		_, _ = io.Copy(io.Discard, client) // accepted, never answered
+		return
+	}
 	server, err := net.Dial("tcp", p.target)
 	if err != nil {
 		_ = client.Close()
@@ -108,7 +142,18 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.untrack(server)
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && p.forwards(client) {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
 		_ = dst.Close()
 		_ = src.Close()
 		done <- struct{}{}
