@@ -23,7 +23,11 @@ import (
 // all nodes compute the same ones. The tick survives restarts: the latest
 // tick with a run is read from the runs table at start, and the ticks
 // missed since follow the job's catch-up policy; a tick that is not run is
-// recorded as a skipped run.
+// recorded as a skipped run. A node that wakes up late (paused, suspended,
+// its clock stepped) catches up the same way, from the newest tick in the
+// runs table rather than its own: the other nodes may have run the ticks
+// since, and Prune deleted them (it always keeps the newest). No tick
+// older than the job's retention is inserted or recorded.
 
 // Schedule computes a job's ticks.
 type Schedule interface {
@@ -95,7 +99,8 @@ const (
 )
 
 // MaxCatchUp bounds the missed ticks a scheduler runs (CatchUpAll) or
-// records as skipped at start; older missed ticks are only logged.
+// records as skipped when it catches up; older missed ticks are only
+// logged.
 const MaxCatchUp = 100
 
 // ScheduledJob declares one scheduled job.
@@ -113,6 +118,13 @@ type ScheduledJob struct {
 	Priority    int
 	MaxAttempts int
 	Timeout     time.Duration
+	// Retention, when positive, is how long the job's finished runs are
+	// kept (Jobs.RunNode sets it from the job's Retention when it is zero).
+	// Catch-up never inserts a tick older than Retention by this node's
+	// clock, nor records one as skipped: such a tick may have run and been
+	// pruned since. A Retention shorter than the catch-up grace (5 s) counts
+	// as the grace. Zero: catch-up is bounded only by MaxCatchUp.
+	Retention time.Duration
 }
 
 // Scheduler inserts the ticks of scheduled jobs. Start it with Run on every
@@ -178,32 +190,31 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // catchUpGrace is how old a tick must be, by this node's clock, to count as
-// missed at start: a younger one may still be inserted by a live node
-// whose timer fires late or whose clock is behind, so it is inserted as a
-// live tick (the unique key makes that harmless) instead of being skipped.
+// missed: a younger one may still be inserted by a live node whose timer
+// fires late or whose clock is behind, so it is inserted as a live tick
+// (the unique key makes that harmless) instead of being skipped.
 const catchUpGrace = 5 * time.Second
+
+// lastTickTimeout bounds the read of a job's newest tick.
+const lastTickTimeout = 5 * time.Second
 
 func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 	client := s.jobs.client
 	clock := client.clock
 	log := client.logger.With("job", sj.Name)
-	var last time.Time // the latest tick inserted as a run
+	var last time.Time // the latest tick with a run, for MinInterval
 	var next time.Time
 	for {
 		// Start: catch up from the latest tick with a run.
-		t, ok, err := ts.RunLastTick(ctx, sj.Name)
+		t, ok, err := lastTick(ctx, ts, sj.Name)
 		if err == nil {
-			cutoff := clock.Now().Add(-catchUpGrace)
 			if !ok {
 				next = sj.Schedule.Next(clock.Now()) // first start: no history
 				break
 			}
-			last = t
-			if t.Before(cutoff) {
-				last = s.catchUp(ctx, ts, sj, t, cutoff)
-				t = cutoff
-			}
-			next = sj.Schedule.Next(t) // ticks after the cutoff run live
+			var inserted time.Time
+			next, inserted = s.resume(ctx, ts, sj, t, clock.Now())
+			last = latest(t, inserted)
 			break
 		}
 		if ctx.Err() != nil {
@@ -218,34 +229,104 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 		if err := sleepOrWake(ctx, clock, next.Sub(clock.Now()), nil); err != nil {
 			return
 		}
-		if clock.Now().Before(next) {
+		now := clock.Now()
+		if now.Before(next) {
 			continue // a timer that fired early
+		}
+		if next.Before(now.Add(-catchUpGrace)) {
+			// This node fell behind (paused, suspended, its clock stepped
+			// ahead): next and the ticks after it are missed, and may have
+			// been run by the other nodes since, and pruned.
+			var inserted time.Time
+			next, inserted = s.fellBehind(ctx, ts, sj, next)
+			last = latest(last, inserted)
+			continue
 		}
 		if !last.IsZero() && next.Sub(last) < sj.MinInterval {
 			s.skip(ctx, ts, sj, next, fmt.Sprintf("min_interval %v since the tick at %v", sj.MinInterval, last.Format(time.RFC3339Nano)))
 		} else if s.insert(ctx, sj, next) {
 			last = next
 		}
-		done := next
-		next = sj.Schedule.Next(done)
-		if cutoff := clock.Now().Add(-catchUpGrace); !next.IsZero() && next.Before(cutoff) {
-			// This node fell behind (a long pause): the ticks it missed
-			// follow the catch-up policy, as after a restart.
-			if l := s.catchUp(ctx, ts, sj, done, cutoff); l.After(last) {
-				last = l
-			}
-			next = sj.Schedule.Next(cutoff)
-		}
+		next = sj.Schedule.Next(next)
 	}
 	log.Warn("lockgen: the schedule has no more ticks")
 }
 
-// catchUp handles the ticks after last up to until, per the job's policy,
-// and returns the latest tick it inserted a run for (or last).
-func (s *Scheduler) catchUp(ctx context.Context, ts TickStore, sj ScheduledJob, last, until time.Time) time.Time {
+// fellBehind handles the ticks from next on for a node that reached next
+// more than catchUpGrace late, and returns the first tick to insert live
+// and the latest tick it inserted a run for (zero when none). This node's
+// own position is stale: the other nodes may have run the ticks since and
+// Prune deleted them (all but the newest), so it catches up, per the job's
+// policy, from the later of next and the newest tick in the database.
+//
+// When the newest tick cannot be read, catching up from this node's own
+// position could insert pruned ticks again, so it does not catch up this
+// time: the live ticks go on after the cutoff, and the missed ticks are
+// left to the other nodes (a tick that every node missed meanwhile is then
+// neither run nor recorded as skipped).
+func (s *Scheduler) fellBehind(ctx context.Context, ts TickStore, sj ScheduledJob, next time.Time) (time.Time, time.Time) {
+	from := next.Add(-time.Nanosecond) // the ticks after from are missed
+	t, ok, err := lastTick(ctx, ts, sj.Name)
+	now := s.jobs.client.clock.Now()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.jobs.client.logger.Warn("lockgen: this node fell behind and could not read the job's last tick; the ticks it missed are not caught up",
+				"job", sj.Name, "from", next, "error", err)
+		}
+		return s.resume(ctx, ts, sj, latest(from, now.Add(-catchUpGrace)), now)
+	}
+	if ok {
+		from = latest(from, t)
+	}
+	return s.resume(ctx, ts, sj, from, now)
+}
+
+// resume handles the ticks after from that are older than catchUpGrace at
+// now per the job's policy, except those older than its retention, which
+// are neither run nor recorded. It returns the first tick to insert live
+// and the latest tick it inserted a run for (zero when none).
+func (s *Scheduler) resume(ctx context.Context, ts TickStore, sj ScheduledJob, from, now time.Time) (next, inserted time.Time) {
+	cutoff := now.Add(-catchUpGrace)
+	if sj.Retention > 0 {
+		oldest := now.Add(-max(sj.Retention, catchUpGrace))
+		if t := sj.Schedule.Next(from); !t.IsZero() && t.Before(oldest) {
+			s.jobs.client.logger.Warn("lockgen: missed ticks older than the job's retention are neither run nor recorded",
+				"job", sj.Name, "after", from, "before", oldest)
+			from = oldest.Add(-time.Nanosecond)
+		}
+	}
+	if from.Before(cutoff) {
+		inserted = s.catchUp(ctx, ts, sj, from, cutoff)
+		from = cutoff // the ticks after the cutoff run live
+	}
+	return sj.Schedule.Next(from), inserted
+}
+
+// lastTick reads job's newest tick with a run, within lastTickTimeout.
+func lastTick(ctx context.Context, ts TickStore, job string) (time.Time, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, lastTickTimeout)
+	defer cancel()
+	t, ok, err := ts.RunLastTick(ctx, job)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("lockgen: read the last tick of job %q: %w", job, err)
+	}
+	return t, ok, nil
+}
+
+// latest returns the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// catchUp handles the ticks after after up to until, per the job's policy,
+// and returns the latest tick it inserted a run for (zero when none).
+func (s *Scheduler) catchUp(ctx context.Context, ts TickStore, sj ScheduledJob, after, until time.Time) (inserted time.Time) {
 	var missed []time.Time
 	dropped := 0
-	for t := sj.Schedule.Next(last); !t.IsZero() && !t.After(until); t = sj.Schedule.Next(t) {
+	for t := sj.Schedule.Next(after); !t.IsZero() && !t.After(until); t = sj.Schedule.Next(t) {
 		missed = append(missed, t)
 		if len(missed) > MaxCatchUp {
 			missed = missed[1:]
@@ -258,12 +339,12 @@ func (s *Scheduler) catchUp(ctx context.Context, ts TickStore, sj ScheduledJob, 
 	for i, t := range missed {
 		run := sj.CatchUp == CatchUpAll || (sj.CatchUp == CatchUpOne && i == len(missed)-1)
 		if run && s.insert(ctx, sj, t) {
-			last = t
+			inserted = t
 			continue
 		}
 		s.skip(ctx, ts, sj, t, "missed while no scheduler ran (catch_up "+sj.CatchUp+")")
 	}
-	return last
+	return inserted
 }
 
 // insert inserts tick's run; false when it failed (logged).

@@ -241,3 +241,243 @@ func TestScheduleDaylightSaving(t *testing.T) {
 	assert.Equal(t, utc("2026-11-01T05:30:00Z"), first, "01:30 EDT")
 	assert.Equal(t, utc("2026-11-01T06:30:00Z"), autumn.Next(first), "and 01:30 EST")
 }
+
+// startNode runs j.RunNode(cfg) until the test ends and fails the test if
+// it returns an error.
+func startNode(t *testing.T, j *runtime.Jobs, cfg runtime.NodeConfig) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- j.RunNode(ctx, cfg) }()
+	t.Cleanup(func() { cancel(); assert.NoError(t, <-done) })
+}
+
+// jobsWithClock is one node's job API on store, with clock as its clock.
+func jobsWithClock(t *testing.T, store runtime.Store, owner string, clock runtime.Clock) *runtime.Jobs {
+	t.Helper()
+	c, err := runtime.NewClient(store, runtime.WithOwner(owner), runtime.WithClock(clock))
+	require.NoError(t, err)
+	j, err := c.Jobs()
+	require.NoError(t, err)
+	return j
+}
+
+// waitSleeping waits until the scheduler on clock sleeps until tick: it
+// has handled every tick before.
+func waitSleeping(t *testing.T, clock *manualClock, tick time.Time) {
+	t.Helper()
+	require.Eventually(t, func() bool { return clock.sleepingUntil(tick) }, 20*time.Second, time.Millisecond, "the scheduler sleeps until %v", tick)
+}
+
+// jobTicks reads the ticks that have a run of job, oldest first, each as
+// its offset from base ("30s").
+func jobTicks(t *testing.T, db *sql.DB, job string, base time.Time) []string {
+	t.Helper()
+	rows, err := db.Query("SELECT scheduled_at FROM lockgen_runs WHERE job = ? ORDER BY scheduled_at", job)
+	require.NoError(t, err)
+	defer rows.Close()
+	var ticks []string
+	for rows.Next() {
+		var tick time.Time
+		require.NoError(t, rows.Scan(&tick))
+		ticks = append(ticks, tick.Sub(base).String())
+	}
+	require.NoError(t, rows.Err())
+	return ticks
+}
+
+// seconds lists the offsets lo s … hi s, as jobTicks gives them.
+func seconds(lo, hi int) []string {
+	var ticks []string
+	for i := lo; i <= hi; i++ {
+		ticks = append(ticks, (time.Duration(i) * time.Second).String())
+	}
+	return ticks
+}
+
+// lateNode is a node whose scheduler runs an @every 1s job with catch_up
+// all and a 20 s retention on a manual clock, and another node that works
+// the job's runs and records which ticks ran.
+type lateNode struct {
+	db     *sql.DB
+	clock  *manualClock
+	first  time.Time // the paused node's first tick
+	others *runtime.Jobs
+	mu     sync.Mutex
+	ran    map[time.Time]int
+}
+
+const (
+	lateJob  = "late"
+	lateKeep = 20 * time.Second
+)
+
+// newLateNode starts both nodes; the paused node runs its first tick live
+// and then sleeps until the next, until the test advances its clock.
+func newLateNode(t *testing.T, store runtime.Store, db *sql.DB, others *runtime.Jobs) *lateNode {
+	t.Helper()
+	n := &lateNode{db: db, others: others, ran: map[time.Time]int{}}
+	startWorker(t, others, runtime.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
+		lateJob: {Handle: func(ctx context.Context, run *runtime.Run) error {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			n.ran[run.ScheduledAt.UTC()]++
+			return nil
+		}},
+	}})
+	n.clock = newManualClock(time.Now().UTC().Truncate(time.Second).Add(500 * time.Millisecond))
+	n.first = n.clock.Now().Add(500 * time.Millisecond)
+	startNode(t, jobsWithClock(t, store, "paused", n.clock), runtime.NodeConfig{
+		Scheduled:  []runtime.ScheduledJob{{Name: lateJob, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: runtime.CatchUpAll, MaxAttempts: 1, Timeout: 10 * time.Second}},
+		Retention:  []runtime.Retention{{Job: lateJob, Keep: lateKeep}},
+		PruneEvery: time.Hour, // never, by the manual clock
+	})
+	waitSleeping(t, n.clock, n.first)
+	n.clock.advance(time.Second)
+	waitSleeping(t, n.clock, n.first.Add(time.Second))
+	require.Equal(t, seconds(0, 0), jobTicks(t, db, lateJob, n.first), "the first tick ran live")
+	return n
+}
+
+// othersRun has the other nodes run the ticks first+1s … first+last·1s,
+// waits until every run of the job completed and prunes them all but the
+// newest (which Prune keeps).
+func (n *lateNode) othersRun(t *testing.T, last int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 1; i <= last; i++ {
+		tick := n.first.Add(time.Duration(i) * time.Second)
+		_, err := n.others.Enqueue(ctx, nil, runtime.NewRun{Job: lateJob, ScheduledAt: tick, MaxAttempts: 1, Timeout: 10 * time.Second})
+		require.NoError(t, err)
+	}
+	n.waitCompleted(t)
+	require.Eventually(t, func() bool {
+		_, err := n.others.Prune(ctx, lateJob, 0, 1000)
+		require.NoError(t, err)
+		return len(jobTicks(t, n.db, lateJob, n.first)) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, seconds(last, last), jobTicks(t, n.db, lateJob, n.first), "pruning keeps the newest tick")
+}
+
+// waitCompleted waits until every run of the job has completed.
+func (n *lateNode) waitCompleted(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var left int
+		require.NoError(t, n.db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ? AND state <> 'completed'", lateJob).Scan(&left))
+		return left == 0
+	}, 20*time.Second, 10*time.Millisecond)
+}
+
+// checkRanOnce fails the test when a tick ran more than once.
+func (n *lateNode) checkRanOnce(t *testing.T) {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var twice []time.Duration
+	for tick, runs := range n.ran {
+		if runs > 1 {
+			twice = append(twice, tick.Sub(n.first))
+		}
+	}
+	slices.Sort(twice)
+	assert.Empty(t, twice, "ticks (after the first) that ran twice")
+}
+
+// TestSchedulerLateNodeDoesNotRerunPrunedTicks: a node paused right after
+// its first tick wakes a minute late. Meanwhile the other nodes ran the
+// next 50 ticks and pruned them (all but the newest). The late node
+// catches up from the database's newest tick, not from its own: no pruned
+// tick is inserted, so run, again. Paused once more while no other node
+// runs, it wakes another minute late and catches up only the ticks within
+// the retention (20 s): none older is inserted.
+func TestSchedulerLateNodeDoesNotRerunPrunedTicks(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	n := newLateNode(t, sqlstore.NewSession(tdb.Open(t)), db, jobsNode(t, tdb.Open(t), "others"))
+	// The test prunes every finished run but the newest: ticks 41 s to 49 s
+	// stand for ticks that are within the retention by the late node's
+	// clock but were pruned by the database's, which is ahead.
+	n.othersRun(t, 50)
+
+	// The node wakes 60.25 s after its first tick: the catch-up cutoff is
+	// 55.25 s after it, the retention's bound 40.25 s.
+	n.clock.advance(n.first.Add(60*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
+	waitSleeping(t, n.clock, n.first.Add(61*time.Second))
+	n.waitCompleted(t)
+	want := append(seconds(50, 50), seconds(51, 60)...)
+	require.Equal(t, want, jobTicks(t, db, lateJob, n.first), "the newest tick the others ran, then caught up to 55 s and live from 56 s")
+
+	// Paused again, with no other node running, it wakes at 120.25 s: the
+	// cutoff is 115.25 s, the retention's bound 100.25 s.
+	n.clock.advance(n.first.Add(120*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
+	waitSleeping(t, n.clock, n.first.Add(121*time.Second))
+	n.waitCompleted(t)
+	want = append(want, seconds(101, 120)...)
+	assert.Equal(t, want, jobTicks(t, db, lateJob, n.first), "then the ticks of the last 20 s: caught up to 115 s and live from 116 s")
+	n.checkRanOnce(t)
+}
+
+// failingLastTick fails RunLastTick once fail is set.
+type failingLastTick struct {
+	sqlstore.SessionStore
+	fail atomic.Bool
+}
+
+func (s *failingLastTick) RunLastTick(ctx context.Context, job string) (time.Time, bool, error) {
+	if s.fail.Load() {
+		return time.Time{}, false, errPartitioned
+	}
+	return s.SessionStore.RunLastTick(ctx, job)
+}
+
+// TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp: a late node that
+// cannot read the database's newest tick does not catch up from its own
+// stale one: it skips catch-up and resumes live ticks at the cutoff.
+func TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	store := &failingLastTick{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	n := newLateNode(t, store, db, jobsNode(t, tdb.Open(t), "others"))
+	n.othersRun(t, 30)
+
+	store.fail.Store(true)
+	n.clock.advance(n.first.Add(60*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
+	waitSleeping(t, n.clock, n.first.Add(61*time.Second))
+	n.waitCompleted(t)
+
+	want := append(seconds(30, 30), seconds(56, 60)...)
+	assert.Equal(t, want, jobTicks(t, db, lateJob, n.first), "the anchor, then the live ticks after the cutoff")
+	n.checkRanOnce(t)
+}
+
+// TestSchedulerCatchUpStopsAtTheRetention: a node that starts five minutes
+// after the job's newest tick (every node was down) catches up only the
+// ticks within the job's retention, which RunNode takes from its
+// Retention: a tick older than that is neither run nor recorded.
+func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	ctx := context.Background()
+	anchor := time.Now().UTC().Truncate(time.Second).Add(-300 * time.Second)
+	j := jobsNode(t, db, "seed")
+	for _, policy := range []string{runtime.CatchUpAll, runtime.CatchUpNone} {
+		job := lateJob + "_" + policy
+		_, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: job, ScheduledAt: anchor, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
+		require.NoError(t, err)
+		clock := newManualClock(anchor.Add(300*time.Second + 250*time.Millisecond))
+		startNode(t, jobsWithClock(t, sqlstore.NewSession(tdb.Open(t)), "late-"+policy, clock), runtime.NodeConfig{
+			Scheduled:  []runtime.ScheduledJob{{Name: job, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second}},
+			Retention:  []runtime.Retention{{Job: job, Keep: lateKeep}},
+			PruneEvery: time.Hour,
+		})
+		waitSleeping(t, clock, anchor.Add(301*time.Second))
+		// The retention's bound is 280.25 s after the anchor, the catch-up
+		// cutoff 295.25 s.
+		want := append(seconds(0, 0), seconds(281, 300)...)
+		assert.Equal(t, want, jobTicks(t, db, job, anchor), "%s: the anchor, then the ticks of the last 20 s", policy)
+		var skipped int
+		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ? AND state = 'skipped'", job).Scan(&skipped))
+		assert.Equal(t, map[string]int{runtime.CatchUpAll: 0, runtime.CatchUpNone: 15}[policy], skipped, "%s: missed ticks within the retention not run are recorded", policy)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -106,7 +107,8 @@ type NodeConfig struct {
 	Queues []QueueConfig
 	// Handlers maps every job to its handler and the queue it is in.
 	Handlers map[string]QueuedHandler
-	// Scheduled are the scheduled jobs.
+	// Scheduled are the scheduled jobs. A job's Retention, when zero, is
+	// taken from its entry in Retention (the shortest Keep if several).
 	Scheduled []ScheduledJob
 	// Retention prunes finished runs, every PruneEvery (default 10m).
 	Retention  []Retention
@@ -152,8 +154,14 @@ func (j *Jobs) RunNode(ctx context.Context, cfg NodeConfig) error {
 	}
 	var sched *Scheduler
 	if len(cfg.Scheduled) > 0 {
+		scheduled := slices.Clone(cfg.Scheduled)
+		for i := range scheduled {
+			if scheduled[i].Retention == 0 {
+				scheduled[i].Retention = retentionOf(cfg.Retention, scheduled[i].Name)
+			}
+		}
 		var err error
-		if sched, err = j.NewScheduler(cfg.Scheduled); err != nil {
+		if sched, err = j.NewScheduler(scheduled); err != nil {
 			return err
 		}
 	}
@@ -184,6 +192,17 @@ func (j *Jobs) RunNode(ctx context.Context, cfg NodeConfig) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// retentionOf is the shortest positive Keep of job in rs; zero when none.
+func retentionOf(rs []Retention, job string) time.Duration {
+	var keep time.Duration
+	for _, r := range rs {
+		if r.Job == job && r.Keep > 0 && (keep == 0 || r.Keep < keep) {
+			keep = r.Keep
+		}
+	}
+	return keep
 }
 
 // pruneLoop prunes each job's finished runs every `every` until ctx ends.
