@@ -454,6 +454,8 @@ const (
 		"// olderThan by the database clock."
 	freeDoc = "// Free implements runtime.SessionConn: it marks the row free, on the\n" +
 		"// pinned connection, if id still holds it."
+	connRenewDoc = "// Renew implements runtime.SessionConn: it extends the row held by id to\n" +
+		"// ttl from now by the database clock, on the pinned connection."
 	discardDoc = "// Discard implements runtime.SessionConn: it closes the connection itself\n" +
 		"// (marking it bad so the pool drops it), so the server frees any session\n" +
 		"// lock it still holds."

@@ -607,6 +607,17 @@ func sessionGlue(f *jen.File, m *model) {
 	)
 
 	f.Line()
+	f.Comment(connRenewDoc)
+	f.Func().Params(crecv.Clone()).Id("Renew").Params(
+		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRenew").Call(jen.Id("ctx"), literal(db("LeaseRenewParams"),
+			kv{"TtlUs", jen.Id("ttl").Dot("Microseconds").Call()}, kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
 	f.Comment(closeDoc)
 	f.Func().Params(crecv.Clone()).Id("Close").Params().Error().Block(
 		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),

@@ -22,8 +22,13 @@ type Lease struct {
 	// row is the transaction of a row-strategy holding; nil otherwise.
 	row *rowHolding
 	// wake is the wake lock of a lease holding with WaitOnServer; nil
-	// otherwise or when the server did not grant it.
+	// otherwise, when the server did not grant it, or once its connection
+	// failed. The holding renews and frees its row on wake's pinned
+	// connection. Only the renewal loop changes it, and Release reads it
+	// after that loop ended.
 	wake *wakeHolding
+	// batched: the Lock's batcher renews this lease.
+	batched bool
 
 	// ctx ends when the lease is lost (cause wraps ErrLeaseLost) or
 	// released (cause ErrReleased). view is what Context returns: ctx, with
@@ -81,7 +86,8 @@ func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.T
 	ls.mu.Lock()
 	ls.watchdog = ls.clock.AfterFunc(ls.deadline.Sub(ls.clock.Now()), ls.checkDeadline)
 	ls.mu.Unlock()
-	if b := l.batcher; b != nil && session == nil {
+	if b := l.batcher; b != nil && session == nil && h.wake == nil {
+		ls.batched = true
 		b.add(ls)
 	} else {
 		go ls.renewLoop()
@@ -283,6 +289,11 @@ func (ls *Lease) renew() bool {
 		defer cancel()
 		return ls.renewSession(ctx)
 	}
+	if ls.wake != nil {
+		if renewed, ok := ls.renewOnWake(left); ok {
+			return renewed
+		}
+	}
 	ctx, cancel := context.WithTimeout(ls.renewCtx, left)
 	defer cancel()
 	store := ls.lock.client.store
@@ -312,6 +323,35 @@ func (ls *Lease) renew() bool {
 	}
 	ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
 	return false // retry soon: the renewal may not have applied
+}
+
+// renewOnWake renews on the wake lock's pinned connection, which the
+// holding owns, so that its renewals never wait for a pool its own wake
+// lock may have exhausted. done is false when the connection failed: the
+// wake lock is then dropped (the server frees it with the connection) and
+// the caller renews through the pool.
+func (ls *Lease) renewOnWake(left time.Duration) (renewed, done bool) {
+	cfg := ls.lock.cfg
+	// Not tied to renewCtx: cancelling a statement makes the driver close
+	// the pinned connection, which would drop the wake lock under a
+	// Release that only wants the renewals to stop.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ls.renewCtx), left)
+	defer cancel()
+	sent := ls.clock.Now()
+	ok, err := ls.wake.conn.Renew(ctx, ls.id, cfg.TTL)
+	switch {
+	case err == nil && ok:
+		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
+		return true, true
+	case err == nil:
+		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
+		return false, true
+	}
+	ls.lock.client.logger.Debug("lockgen: renewal on the wake lock's connection failed; dropping the wake lock", "lock", ls.id.Name, "key", ls.id.Key, "error", err)
+	_ = ls.wake.conn.Discard()
+	ls.wake = nil
+	ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
+	return false, false
 }
 
 // holds reports whether row shows this holding still in force.
@@ -403,8 +443,8 @@ func (ls *Lease) Release(ctx context.Context) error {
 	ls.mu.Unlock()
 
 	ls.renewCancel()
-	if b := ls.lock.batcher; b != nil && ls.session == nil {
-		b.remove(ls)
+	if ls.batched {
+		ls.lock.batcher.remove(ls)
 	}
 	<-ls.renewDone
 	var lost error
@@ -418,13 +458,10 @@ func (ls *Lease) Release(ctx context.Context) error {
 		err = ls.releaseSession(ctx)
 	case ls.row != nil:
 		err = ls.releaseRowTx(ctx, abort)
+	case ls.wake != nil:
+		err = ls.releaseOnWake(ctx)
 	default:
-		err = ls.releaseRow(ctx)
-		if ls.wake != nil {
-			// After the row is free: the waiter it wakes finds it free.
-			ls.wake.release(ctx)
-			ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
-		}
+		err = ls.releaseRow(ctx, false)
 	}
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})
 	ls.lock.client.observer.Released(ls.id.Name, ls.lock.cfg.Strategy, ls.clock.Now().Sub(ls.acquired))
@@ -434,13 +471,34 @@ func (ls *Lease) Release(ctx context.Context) error {
 	return err
 }
 
-func (ls *Lease) releaseRow(ctx context.Context) error {
+// releaseOnWake frees the row on the wake lock's pinned connection (through
+// the pool if that fails), then gives the wake lock back: the waiter it
+// wakes finds the row free.
+func (ls *Lease) releaseOnWake(ctx context.Context) error {
+	defer ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
+	ok, err := ls.wake.conn.Free(fctx, ls.id)
+	cancel()
+	if err != nil {
+		_ = ls.wake.conn.Discard() // frees the wake lock too
+		return ls.releaseRow(ctx, true)
+	}
+	ls.wake.release(ctx)
+	if !ok {
+		return fmt.Errorf("%w: %s: it had expired before release", ErrLeaseLost, ls.describe())
+	}
+	return nil
+}
+
+// releaseRow frees the row through the pool; unsure: an earlier attempt
+// may have freed it already.
+func (ls *Lease) releaseRow(ctx context.Context, unsure bool) error {
 	cfg := ls.lock.cfg
 	store := ls.lock.client.store
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TTL)
 	defer cancel()
 	b := backoff{next: 10 * time.Millisecond, max: cfg.TTL / 4}
-	for retried := false; ; retried = true {
+	for retried := unsure; ; retried = true {
 		ok, err := store.LeaseRelease(ctx, ls.id)
 		if err == nil {
 			// After an attempt with an unknown outcome, "not held" most

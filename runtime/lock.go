@@ -60,7 +60,10 @@ type LockConfig struct {
 	// server-side named lock (GET_LOCK, on a connection pinned for the
 	// holding, two more statements per holding) that the holder gives back
 	// right after freeing the row, and the server wakes one waiter, in
-	// arrival order. The row stays the source of truth and of fencing
+	// arrival order. The holding renews and frees its row on that pinned
+	// connection, so a small pool (even one connection) cannot starve its
+	// renewals; a keyed lock's holdings with a wake lock are therefore
+	// renewed one statement each, not in batches. The row stays the source of truth and of fencing
 	// tokens; where the server cannot help (a proxy, a refused GET_LOCK)
 	// waiters poll. It needs a SessionStore and applies to StrategyLease
 	// only (session and row locks always wait on the server).

@@ -55,6 +55,11 @@ type SessionConn interface {
 	// Free marks the row free if id still holds it (as Store.LeaseRelease),
 	// on this connection, so releasing needs no second connection.
 	Free(ctx context.Context, id LeaseID) (bool, error)
+	// Renew extends the row held by id to ttl from now by the database
+	// clock (as Store.LeaseRenew), on this connection: a lease holding
+	// that pinned a connection for its wake lock renews on it, so it needs
+	// nothing from a pool that may have no connection to spare.
+	Renew(ctx context.Context, id LeaseID, ttl time.Duration) (bool, error)
 	// Close returns the connection to the pool.
 	Close() error
 	// Discard closes the connection itself instead of returning it to the

@@ -15,7 +15,10 @@ import (
 // exactly one waiter (in arrival order) when the holder releases, or when
 // the holder's connection dies. The woken waiter then holds the wake lock
 // and tries the row; when it gets the row, the wake lock it already holds
-// becomes its holding's wake lock.
+// becomes its holding's wake lock. A holding renews and frees its row on
+// the wake lock's connection, never waiting for the pool its wake lock
+// takes a connection from; if that connection fails, the holding drops the
+// wake lock and goes on through the pool.
 //
 // The lease row stays the only source of truth and of fencing tokens: the
 // wake lock only decides when a waiter looks at the row. Whenever it cannot

@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -200,4 +201,74 @@ func TestWaitOnServerLocalHolder(t *testing.T) {
 	require.NotNil(t, next)
 	assert.Greater(t, next.Token(), lease.Token())
 	require.NoError(t, next.Release(ctx))
+}
+
+// TestWaitOnServerHoldingKeepsItsLeaseOnASmallPool: a holding's wake lock
+// pins a connection for the whole holding. With a pool of one, that is the
+// only connection; with a pool of two, a waiter on another lock pins the
+// other. The holding must still renew (on its pinned connection) for
+// several TTLs, and release without waiting for the pool.
+func TestWaitOnServerHoldingKeepsItsLeaseOnASmallPool(t *testing.T) {
+	const ttl = time.Second
+	for _, pool := range []int{1, 2} {
+		t.Run(fmt.Sprintf("pool=%d", pool), func(t *testing.T) {
+			tdb := testdb.New(t)
+			ctx := context.Background()
+			small := tdb.Open(t)
+			small.SetMaxOpenConns(pool)
+			n := sessionNode(t, small, runtime.WithOwner("small"))
+			cfg := runtime.LockConfig{Name: "a", TTL: ttl, WaitOnServer: true}
+			lease, err := n.lock(t, cfg).Try(ctx, "")
+			require.NoError(t, err)
+			observer := tdb.Open(t)
+			require.NotZero(t, wakeHolderConn(t, observer, "a"), "the holding holds its wake lock")
+
+			var waited chan error
+			var other *runtime.Lease
+			if pool == 2 {
+				// Another node holds b; this node waits for it on the
+				// server, pinning the pool's second connection.
+				bcfg := runtime.LockConfig{Name: "b", TTL: 10 * time.Second, Wait: time.Minute, WaitOnServer: true}
+				other, err = sessionNode(t, tdb.Open(t), runtime.WithOwner("other")).lock(t, bcfg).Try(ctx, "")
+				require.NoError(t, err)
+				waiter := n.lock(t, bcfg)
+				waited = make(chan error, 1)
+				go func() {
+					got, err := waiter.Acquire(ctx, "")
+					if err == nil {
+						err = got.Release(ctx)
+					}
+					waited <- err
+				}()
+				require.Eventually(t, func() bool { return small.Stats().InUse == pool }, 10*time.Second, 10*time.Millisecond,
+					"the waiter pins the pool's other connection")
+			}
+
+			time.Sleep(3 * ttl)
+			require.NoError(t, lease.Err(), "the holding lost its lease to its own wake lock")
+			watch := sessionNode(t, observer).lock(t, cfg)
+			h, err := watch.Holder(ctx, "") // not through the small pool
+			require.NoError(t, err)
+			assert.True(t, h.Held)
+			assert.Equal(t, lease.Token(), h.Token)
+			assert.Greater(t, h.Remaining, ttl/2, "renewed lately")
+
+			if other != nil {
+				require.NoError(t, other.Release(ctx))
+			}
+			require.NoError(t, lease.Release(ctx))
+			assert.Zero(t, wakeHolderConn(t, observer, "a"), "the release gives the wake lock back")
+			h, err = watch.Holder(ctx, "")
+			require.NoError(t, err)
+			assert.False(t, h.Held, "the release freed the row")
+			if waited != nil {
+				select {
+				case err := <-waited:
+					require.NoError(t, err)
+				case <-time.After(20 * time.Second):
+					t.Fatal("the waiter never got b")
+				}
+			}
+		})
+	}
 }

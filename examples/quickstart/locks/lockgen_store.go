@@ -260,6 +260,19 @@ func (c sessionConn) Free(ctx context.Context, id runtime.LeaseID) (bool, error)
 	return n > 0, err
 }
 
+// Renew implements runtime.SessionConn: it extends the row held by id to
+// ttl from now by the database clock, on the pinned connection.
+func (c sessionConn) Renew(ctx context.Context, id runtime.LeaseID, ttl time.Duration) (bool, error) {
+	n, err := c.q.LeaseRenew(ctx, lockgendb.LeaseRenewParams{
+		TtlUs:   ttl.Microseconds(),
+		Name:    id.Name,
+		LockKey: id.Key,
+		Owner:   id.Owner,
+		Token:   id.Token,
+	})
+	return n > 0, err
+}
+
 // Close implements runtime.SessionConn: it returns the connection to the
 // pool.
 func (c sessionConn) Close() error {

@@ -153,6 +153,11 @@ func (c sessionConn) Free(ctx context.Context, id runtime.LeaseID) (bool, error)
 	return n > 0, err
 }
 
+func (c sessionConn) Renew(ctx context.Context, id runtime.LeaseID, ttl time.Duration) (bool, error) {
+	n, err := c.q.LeaseRenew(ctx, sqlcdb.LeaseRenewParams{TtlUs: ttl.Microseconds(), Name: id.Name, LockKey: id.Key, Owner: id.Owner, Token: id.Token})
+	return n > 0, err
+}
+
 func (c sessionConn) Close() error { return c.conn.Close() }
 
 func (c sessionConn) Discard() error {
