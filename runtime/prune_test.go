@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
 
@@ -58,3 +60,86 @@ func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 	_, err = plain.Prune(ctx, time.Hour)
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 }
+
+// untilWaiting waits until a statement of this test's database waits for
+// an InnoDB lock: the generated statement named query.
+func untilWaiting(t *testing.T, admin *sql.DB, query string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := admin.QueryRow(`SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE p.DB = DATABASE() AND t.trx_state = 'LOCK WAIT' AND LOCATE(?, t.trx_query) > 0`, "-- name: "+query+" ").Scan(&n)
+		if err == nil && n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s statement waits for a lock (last error: %v)", query, err)
+		}
+		// MariaDB refreshes INNODB_TRX only when it was last read more
+		// than 100 ms ago: polling faster would read a stale copy forever.
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen: an acquisition's token
+// comes from the database clock at its statement's start, so a statement
+// that waits in the row lock queue carries a clock from before everything
+// that happens while it waits. Here a row-strategy holding (a node midway
+// through a change of strategy, paused between its lock and its token bump)
+// has the row locked; a Prune and then a lease acquisition queue behind it;
+// the holding takes a token (after the acquisition's statement started),
+// releases and commits. Prune must not delete that row, or the waiting
+// acquisition inserts a fresh row with its older clock: a token below the
+// holding's, handed out after it.
+func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Open(t)
+	db := tdb.Open(t)
+	n := newNode(t, db)
+	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 10 * time.Second})
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctx))
+
+	// The row holding: the row strategy's own statements, one at a time.
+	rs := sqlstore.NewSession(tdb.Open(t))
+	rtx, err := rs.RowBegin(ctx, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = rtx.Rollback() }()
+	require.NoError(t, rtx.LockWait(ctx, "orders", "k"))
+
+	pruned := make(chan error, 1)
+	go func() {
+		_, err := l.Prune(ctx, time.Hour) // nothing here is an hour old
+		pruned <- err
+	}()
+	untilWaiting(t, admin, "LeasePrune")
+	type result struct {
+		lease *runtime.Lease
+		err   error
+	}
+	acquired := make(chan result, 1)
+	go func() {
+		lease, err := l.Try(ctx, "k")
+		acquired <- result{lease, err}
+	}()
+	untilWaiting(t, admin, "LeaseAcquire") // its clock is now older than the bump below
+
+	token, err := rtx.Take(ctx, "orders", "k", "row-holder")
+	require.NoError(t, err)
+	require.NotZero(t, token)
+	ok, err := rtx.Free(ctx, runtime.LeaseID{Name: "orders", Key: "k", Owner: "row-holder", Token: token})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, rtx.Commit())
+
+	require.NoError(t, <-pruned)
+	got := <-acquired
+	require.NoError(t, got.err)
+	defer func() { _ = got.lease.Release(ctx) }()
+	assert.Greater(t, got.lease.Token(), token, "the acquisition after the row holding got a lower token")
+}
+
