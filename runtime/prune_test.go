@@ -22,7 +22,8 @@ func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 	tdb := testdb.New(t)
 	admin := tdb.Open(t)
 	n := newNode(t, tdb.Open(t))
-	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 10 * time.Second})
+	ttl := 500 * time.Millisecond
+	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: ttl})
 	ctx := context.Background()
 	tokens := map[string]int64{}
 	for i := 0; i < 5; i++ {
@@ -39,8 +40,8 @@ func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 	pruned, err := l.Prune(ctx, time.Hour)
 	require.NoError(t, err)
 	assert.Zero(t, pruned, "nothing has been free for an hour")
-	time.Sleep(10 * time.Millisecond)
-	pruned, err = l.Prune(ctx, 5*time.Millisecond)
+	time.Sleep(ttl + 50*time.Millisecond)
+	pruned, err = l.Prune(ctx, ttl)
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), pruned, "the five released keys, not the held one")
 	var rows int
@@ -143,3 +144,75 @@ func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
 	assert.Greater(t, got.lease.Token(), token, "the acquisition after the row holding got a lower token")
 }
 
+// TestPruneRefusesAgesBelowTheTTL: an acquisition whose answer takes less
+// than TTL − SafetyMargin is used, however long it waited on the server, so
+// Prune refuses ages that could delete a row such a statement has not seen.
+func TestPruneRefusesAgesBelowTheTTL(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t))
+	ttl := 2 * time.Second
+	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: ttl})
+	ctx := context.Background()
+	for _, age := range []time.Duration{0, 5 * time.Millisecond, ttl - time.Microsecond} {
+		_, err := l.Prune(ctx, age)
+		require.ErrorIs(t, err, runtime.ErrInvalid, "age %v", age)
+	}
+	_, err := l.Prune(ctx, ttl)
+	require.NoError(t, err)
+
+	row := n.lock(t, runtime.LockConfig{Name: "rows", Keyed: true, Strategy: runtime.StrategyRow})
+	_, err = row.Prune(ctx, 0) // row holdings take their token after their wait
+	require.NoError(t, err)
+}
+
+// TestSessionTokenThatWaitedPastTheTTLIsGivenBack: a session holding's token
+// statement (run after GET_LOCK) that waits for the lock row longer than
+// TTL − SafetyMargin carries a clock older than Prune's bound allows for, so
+// the holding is given back unused: the row is free again and so is the
+// server-side lock.
+func TestSessionTokenThatWaitedPastTheTTLIsGivenBack(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Open(t)
+	n := sessionNode(t, tdb.Open(t))
+	ttl := 300 * time.Millisecond
+	l := n.lock(t, runtime.LockConfig{Name: uniqueName(t, tdb), Keyed: true, Strategy: runtime.StrategySession, TTL: ttl})
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "k")
+	require.NoError(t, err)
+	before := lease.Token()
+	require.NoError(t, lease.Release(ctx))
+
+	// A long lock wait: another transaction keeps the row locked for two
+	// TTLs while the token statement waits for it.
+	tx, err := admin.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var token int64
+	require.NoError(t, tx.QueryRowContext(ctx, "SELECT token FROM lockgen_locks WHERE name = ? AND lock_key = 'k' FOR UPDATE", l.Config().Name).Scan(&token))
+	require.Equal(t, before, token)
+	type result struct {
+		lease *runtime.Lease
+		err   error
+	}
+	acquired := make(chan result, 1)
+	go func() {
+		lease, err := l.Try(ctx, "k")
+		acquired <- result{lease, err}
+	}()
+	untilWaiting(t, admin, "SessionToken")
+	time.Sleep(2 * ttl)
+	require.NoError(t, tx.Commit())
+
+	got := <-acquired
+	if got.lease != nil {
+		_ = got.lease.Release(ctx)
+	}
+	require.ErrorIs(t, got.err, runtime.ErrNotAcquired)
+	holder, err := l.Holder(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, holder.Held, "the slow holding was given back")
+	lease, err = l.Try(ctx, "k") // GET_LOCK was released too
+	require.NoError(t, err)
+	assert.Greater(t, lease.Token(), holder.Token)
+	require.NoError(t, lease.Release(ctx))
+}
