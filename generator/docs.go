@@ -451,7 +451,8 @@ const (
 		"// from the map."
 	leasePruneDoc = "// LeasePrune implements runtime.PruneStore: one statement deletes up to\n" +
 		"// limit keyed rows of lock name that have been free for longer than\n" +
-		"// olderThan by the database clock."
+		"// olderThan by the database clock and whose newest fencing token is more\n" +
+		"// than olderThan below that clock in microseconds."
 	freeDoc = "// Free implements runtime.SessionConn: it marks the row free, on the\n" +
 		"// pinned connection, if id still holds it."
 	connRenewDoc = "// Renew implements runtime.SessionConn: it extends the row held by id to\n" +
@@ -504,8 +505,13 @@ func (m *model) ownerDoc() string {
 // pruneDoc documents Prune<Name>Locks.
 func (lk *lockModel) pruneDoc() string {
 	return comment(fmt.Sprintf("%s deletes the rows of the %s lock whose %s values have been free (released or expired) "+
-		"for longer than olderThan by the database clock, %d rows per statement, and returns how many it deleted. "+
-		"Held keys are never touched. A pruned %s acquired again starts its fencing tokens from the database clock in microseconds, "+
-		"above every token it had, so tokens keep rising. Call it from a leader or a timer so the lock table does not grow with every key ever used.",
+		"for longer than olderThan and whose last fencing token was issued more than olderThan ago, both by the database clock, "+
+		"%d rows per statement, and returns how many it deleted. Held keys are never touched. "+
+		"olderThan must be at least the lock's ttl (runtime.ErrInvalid otherwise): a pruned %s acquired again starts its tokens "+
+		"from the database clock at the start of the acquiring statement, and an acquisition whose answer takes ttl minus the safety margin or longer "+
+		"is given back unused, so every token a holder uses comes from a statement that started after the pruned row's last token "+
+		"and tokens keep rising. What remains: the database clock must not step back past the pruned tokens, and while a rollout "+
+		"lengthens the ttl, prune with the longest one any node uses. "+
+		"Call it from a leader or a timer so the lock table does not grow with every key ever used.",
 		lk.Prune, lk.Name, lk.Key.Param, 1000, lk.Key.Param))
 }

@@ -10,8 +10,9 @@ import (
 type PruneStore interface {
 	Store
 	// LeasePrune deletes up to limit rows of lock name (keyed rows only)
-	// that have been free for longer than olderThan by the database clock,
-	// and returns how many it deleted.
+	// that have been free for longer than olderThan by the database clock
+	// and whose token is more than olderThan (in microseconds) below the
+	// database clock, and returns how many it deleted.
 	LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error)
 }
 
@@ -19,14 +20,31 @@ type PruneStore interface {
 const PruneBatch = 1000
 
 // Prune deletes the rows of this keyed lock whose keys have been free
-// (released or expired) for longer than olderThan, PruneBatch rows per
-// statement, so that a lock keyed by order or tenant IDs does not grow
-// forever. Held rows are never touched. A pruned key acquired again starts
-// its tokens from the database clock in microseconds, above every token it
-// had before, so fencing tokens keep rising (as long as the database clock
-// does not step back past the pruned tokens). Run it from a leader or a
-// timer. It returns how many rows it deleted, and ErrInvalid for an unkeyed
-// lock, a negative olderThan or a store without PruneStore.
+// (released or expired) for longer than olderThan and whose last fencing
+// token was issued more than olderThan ago, both by the database clock,
+// PruneBatch rows per statement, so that a lock keyed by order or tenant
+// IDs does not grow forever. Held rows are never touched.
+//
+// A pruned key acquired again starts its tokens from the database clock in
+// microseconds. The clock is read when the acquiring statement starts, so
+// a statement that waited in the server's row lock queue carries a clock
+// from before its wait; that is why olderThan must be at least the lock's
+// TTL: an acquisition whose answer takes TTL − SafetyMargin or longer is
+// given back and never used (lease strategy; session strategy, for its
+// token statement), so every token a holder uses came from a statement
+// that started less than olderThan before this Prune and finds any row
+// whose token it has not seen. (Row-strategy holdings take their token in
+// a statement of their own after their row lock is granted, so a row lock,
+// which has no TTL, may prune at any age; while nodes still run it as a
+// lease or session lock, prune with their TTL.) Tokens
+// therefore keep rising across a prune as long as the database clock does
+// not step back (a row whose token is ahead of the clock is kept), and as
+// long as every node uses a TTL no longer than this Lock's for the lock:
+// during a rollout that lengthens it, prune with the longer one.
+//
+// Run it from a leader or a timer. It returns how many rows it deleted, and
+// ErrInvalid for an unkeyed lock, an olderThan below the lock's TTL, or a
+// store without PruneStore.
 func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
 	ps, ok := l.client.store.(PruneStore)
 	switch {
@@ -34,6 +52,8 @@ func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error
 		return 0, fmt.Errorf("%w: lock %q is not keyed; there is nothing to prune", ErrInvalid, l.cfg.Name)
 	case olderThan < 0:
 		return 0, fmt.Errorf("%w: negative prune age %v", ErrInvalid, olderThan)
+	case olderThan < l.cfg.TTL:
+		return 0, fmt.Errorf("%w: prune age %v is below the ttl %v of lock %q: an acquisition still waiting for its answer could re-create a pruned row with a lower fencing token", ErrInvalid, olderThan, l.cfg.TTL, l.cfg.Name)
 	case !ok:
 		return 0, fmt.Errorf("%w: the store of lock %q does not implement PruneStore", ErrInvalid, l.cfg.Name)
 	}

@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
 
@@ -20,7 +22,8 @@ func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 	tdb := testdb.New(t)
 	admin := tdb.Open(t)
 	n := newNode(t, tdb.Open(t))
-	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 10 * time.Second})
+	ttl := 500 * time.Millisecond
+	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: ttl})
 	ctx := context.Background()
 	tokens := map[string]int64{}
 	for i := 0; i < 5; i++ {
@@ -37,8 +40,8 @@ func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 	pruned, err := l.Prune(ctx, time.Hour)
 	require.NoError(t, err)
 	assert.Zero(t, pruned, "nothing has been free for an hour")
-	time.Sleep(10 * time.Millisecond)
-	pruned, err = l.Prune(ctx, 5*time.Millisecond)
+	time.Sleep(ttl + 50*time.Millisecond)
+	pruned, err = l.Prune(ctx, ttl)
 	require.NoError(t, err)
 	assert.Equal(t, int64(5), pruned, "the five released keys, not the held one")
 	var rows int
@@ -57,4 +60,159 @@ func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 	plain := n.lock(t, runtime.LockConfig{Name: "plain", TTL: time.Second})
 	_, err = plain.Prune(ctx, time.Hour)
 	require.ErrorIs(t, err, runtime.ErrInvalid)
+}
+
+// untilWaiting waits until a statement of this test's database waits for
+// an InnoDB lock: the generated statement named query.
+func untilWaiting(t *testing.T, admin *sql.DB, query string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := admin.QueryRow(`SELECT COUNT(*) FROM information_schema.INNODB_TRX t
+JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE p.DB = DATABASE() AND t.trx_state = 'LOCK WAIT' AND LOCATE(?, t.trx_query) > 0`, "-- name: "+query+" ").Scan(&n)
+		if err == nil && n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s statement waits for a lock (last error: %v)", query, err)
+		}
+		// MariaDB refreshes INNODB_TRX only when it was last read more
+		// than 100 ms ago: polling faster would read a stale copy forever.
+		time.Sleep(150 * time.Millisecond)
+	}
+}
+
+// TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen: an acquisition's token
+// comes from the database clock at its statement's start, so a statement
+// that waits in the row lock queue carries a clock from before everything
+// that happens while it waits. Here a row-strategy holding (a node midway
+// through a change of strategy, paused between its lock and its token bump)
+// has the row locked; a Prune and then a lease acquisition queue behind it;
+// the holding takes a token (after the acquisition's statement started),
+// releases and commits. Prune must not delete that row, or the waiting
+// acquisition inserts a fresh row with its older clock: a token below the
+// holding's, handed out after it.
+func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Open(t)
+	db := tdb.Open(t)
+	n := newNode(t, db)
+	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 10 * time.Second})
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "k")
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctx))
+
+	// The row holding: the row strategy's own statements, one at a time.
+	rs := sqlstore.NewSession(tdb.Open(t))
+	rtx, err := rs.RowBegin(ctx, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { _ = rtx.Rollback() }()
+	require.NoError(t, rtx.LockWait(ctx, "orders", "k"))
+
+	pruned := make(chan error, 1)
+	go func() {
+		_, err := l.Prune(ctx, time.Hour) // nothing here is an hour old
+		pruned <- err
+	}()
+	untilWaiting(t, admin, "LeasePrune")
+	type result struct {
+		lease *runtime.Lease
+		err   error
+	}
+	acquired := make(chan result, 1)
+	go func() {
+		lease, err := l.Try(ctx, "k")
+		acquired <- result{lease, err}
+	}()
+	untilWaiting(t, admin, "LeaseAcquire") // its clock is now older than the bump below
+
+	token, err := rtx.Take(ctx, "orders", "k", "row-holder")
+	require.NoError(t, err)
+	require.NotZero(t, token)
+	ok, err := rtx.Free(ctx, runtime.LeaseID{Name: "orders", Key: "k", Owner: "row-holder", Token: token})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, rtx.Commit())
+
+	require.NoError(t, <-pruned)
+	got := <-acquired
+	require.NoError(t, got.err)
+	defer func() { _ = got.lease.Release(ctx) }()
+	assert.Greater(t, got.lease.Token(), token, "the acquisition after the row holding got a lower token")
+}
+
+// TestPruneRefusesAgesBelowTheTTL: an acquisition whose answer takes less
+// than TTL − SafetyMargin is used, however long it waited on the server, so
+// Prune refuses ages that could delete a row such a statement has not seen.
+func TestPruneRefusesAgesBelowTheTTL(t *testing.T) {
+	tdb := testdb.New(t)
+	n := newNode(t, tdb.Open(t))
+	ttl := 2 * time.Second
+	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: ttl})
+	ctx := context.Background()
+	for _, age := range []time.Duration{0, 5 * time.Millisecond, ttl - time.Microsecond} {
+		_, err := l.Prune(ctx, age)
+		require.ErrorIs(t, err, runtime.ErrInvalid, "age %v", age)
+	}
+	_, err := l.Prune(ctx, ttl)
+	require.NoError(t, err)
+
+	row := n.lock(t, runtime.LockConfig{Name: "rows", Keyed: true, Strategy: runtime.StrategyRow})
+	_, err = row.Prune(ctx, 0) // row holdings take their token after their wait
+	require.NoError(t, err)
+}
+
+// TestSessionTokenThatWaitedPastTheTTLIsGivenBack: a session holding's token
+// statement (run after GET_LOCK) that waits for the lock row longer than
+// TTL − SafetyMargin carries a clock older than Prune's bound allows for, so
+// the holding is given back unused: the row is free again and so is the
+// server-side lock.
+func TestSessionTokenThatWaitedPastTheTTLIsGivenBack(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Open(t)
+	n := sessionNode(t, tdb.Open(t))
+	ttl := 300 * time.Millisecond
+	l := n.lock(t, runtime.LockConfig{Name: uniqueName(t, tdb), Keyed: true, Strategy: runtime.StrategySession, TTL: ttl})
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "k")
+	require.NoError(t, err)
+	before := lease.Token()
+	require.NoError(t, lease.Release(ctx))
+
+	// A long lock wait: another transaction keeps the row locked for two
+	// TTLs while the token statement waits for it.
+	tx, err := admin.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var token int64
+	require.NoError(t, tx.QueryRowContext(ctx, "SELECT token FROM lockgen_locks WHERE name = ? AND lock_key = 'k' FOR UPDATE", l.Config().Name).Scan(&token))
+	require.Equal(t, before, token)
+	type result struct {
+		lease *runtime.Lease
+		err   error
+	}
+	acquired := make(chan result, 1)
+	go func() {
+		lease, err := l.Try(ctx, "k")
+		acquired <- result{lease, err}
+	}()
+	untilWaiting(t, admin, "SessionToken")
+	time.Sleep(2 * ttl)
+	require.NoError(t, tx.Commit())
+
+	got := <-acquired
+	if got.lease != nil {
+		_ = got.lease.Release(ctx)
+	}
+	require.ErrorIs(t, got.err, runtime.ErrNotAcquired)
+	holder, err := l.Holder(ctx, "k")
+	require.NoError(t, err)
+	assert.False(t, holder.Held, "the slow holding was given back")
+	lease, err = l.Try(ctx, "k") // GET_LOCK was released too
+	require.NoError(t, err)
+	assert.Greater(t, lease.Token(), holder.Token)
+	require.NoError(t, lease.Release(ctx))
 }

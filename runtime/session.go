@@ -176,7 +176,25 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		_ = conn.Discard()
 		return nil, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
 	}
+	sent := l.client.clock.Now()
 	token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner)
+	if took := l.client.clock.Now().Sub(sent); err == nil && token != 0 && took >= l.cfg.TTL-l.cfg.SafetyMargin {
+		// The token statement waited for the row's lock so long that its
+		// token, from the clock at its start, may be below one a pruned
+		// row had (see Prune): give the holding back unused, as tryLease
+		// does with a slow acquire.
+		id := LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
+		freed, ferr := conn.Free(rctx, id)
+		released, rerr := conn.ReleaseLock(rctx, name)
+		cancel()
+		if ferr != nil || !freed || rerr != nil || released != 1 {
+			_ = conn.Discard()
+		} else {
+			_ = conn.Close()
+		}
+		return nil, fmt.Errorf("%w: the fencing token of %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
+	}
 	if err != nil || token == 0 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
 		released, rerr := conn.ReleaseLock(rctx, name)

@@ -196,12 +196,19 @@ func (l *Locks) BenchLockHolder(ctx context.Context, client string) (runtime.Hol
 }
 
 // PruneBenchLocks deletes the rows of the bench lock whose client values have
-// been free (released or expired) for longer than olderThan by the database
+// been free (released or expired) for longer than olderThan and whose last
+// fencing token was issued more than olderThan ago, both by the database
 // clock, 1000 rows per statement, and returns how many it deleted. Held keys
-// are never touched. A pruned client acquired again starts its fencing tokens
-// from the database clock in microseconds, above every token it had, so tokens
-// keep rising. Call it from a leader or a timer so the lock table does not
-// grow with every key ever used.
+// are never touched. olderThan must be at least the lock's ttl
+// (runtime.ErrInvalid otherwise): a pruned client acquired again starts its
+// tokens from the database clock at the start of the acquiring statement, and
+// an acquisition whose answer takes ttl minus the safety margin or longer is
+// given back unused, so every token a holder uses comes from a statement that
+// started after the pruned row's last token and tokens keep rising. What
+// remains: the database clock must not step back past the pruned tokens, and
+// while a rollout lengthens the ttl, prune with the longest one any node uses.
+// Call it from a leader or a timer so the lock table does not grow with every
+// key ever used.
 func (l *Locks) PruneBenchLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.benchLock.Prune(ctx, olderThan)
 }
@@ -295,11 +302,18 @@ func (l *Locks) BenchSessionLockHolder(ctx context.Context, client string) (runt
 
 // PruneBenchSessionLocks deletes the rows of the bench_session lock whose
 // client values have been free (released or expired) for longer than olderThan
-// by the database clock, 1000 rows per statement, and returns how many it
-// deleted. Held keys are never touched. A pruned client acquired again starts
-// its fencing tokens from the database clock in microseconds, above every
-// token it had, so tokens keep rising. Call it from a leader or a timer so the
-// lock table does not grow with every key ever used.
+// and whose last fencing token was issued more than olderThan ago, both by the
+// database clock, 1000 rows per statement, and returns how many it deleted.
+// Held keys are never touched. olderThan must be at least the lock's ttl
+// (runtime.ErrInvalid otherwise): a pruned client acquired again starts its
+// tokens from the database clock at the start of the acquiring statement, and
+// an acquisition whose answer takes ttl minus the safety margin or longer is
+// given back unused, so every token a holder uses comes from a statement that
+// started after the pruned row's last token and tokens keep rising. What
+// remains: the database clock must not step back past the pruned tokens, and
+// while a rollout lengthens the ttl, prune with the longest one any node uses.
+// Call it from a leader or a timer so the lock table does not grow with every
+// key ever used.
 func (l *Locks) PruneBenchSessionLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.benchSessionLock.Prune(ctx, olderThan)
 }
@@ -402,12 +416,19 @@ func (l *Locks) BenchRowLockHolder(ctx context.Context, client string) (runtime.
 }
 
 // PruneBenchRowLocks deletes the rows of the bench_row lock whose client
-// values have been free (released or expired) for longer than olderThan by the
+// values have been free (released or expired) for longer than olderThan and
+// whose last fencing token was issued more than olderThan ago, both by the
 // database clock, 1000 rows per statement, and returns how many it deleted.
-// Held keys are never touched. A pruned client acquired again starts its
-// fencing tokens from the database clock in microseconds, above every token it
-// had, so tokens keep rising. Call it from a leader or a timer so the lock
-// table does not grow with every key ever used.
+// Held keys are never touched. olderThan must be at least the lock's ttl
+// (runtime.ErrInvalid otherwise): a pruned client acquired again starts its
+// tokens from the database clock at the start of the acquiring statement, and
+// an acquisition whose answer takes ttl minus the safety margin or longer is
+// given back unused, so every token a holder uses comes from a statement that
+// started after the pruned row's last token and tokens keep rising. What
+// remains: the database clock must not step back past the pruned tokens, and
+// while a rollout lengthens the ttl, prune with the longest one any node uses.
+// Call it from a leader or a timer so the lock table does not grow with every
+// key ever used.
 func (l *Locks) PruneBenchRowLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.benchRowLock.Prune(ctx, olderThan)
 }

@@ -162,7 +162,8 @@ func (s store) LeaseGetMany(ctx context.Context, name string, keys []string) (ma
 
 // LeasePrune implements runtime.PruneStore: one statement deletes up to
 // limit keyed rows of lock name that have been free for longer than
-// olderThan by the database clock.
+// olderThan by the database clock and whose newest fencing token is more
+// than olderThan below that clock in microseconds.
 func (s store) LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error) {
 	return s.q.LeasePrune(ctx, lockgendb.LeasePruneParams{
 		Name:        name,

@@ -305,12 +305,19 @@ func (l *Locks) OrderLockHolder(ctx context.Context, orderID int64) (runtime.Hol
 }
 
 // PruneOrderLocks deletes the rows of the order lock whose orderID values have
-// been free (released or expired) for longer than olderThan by the database
+// been free (released or expired) for longer than olderThan and whose last
+// fencing token was issued more than olderThan ago, both by the database
 // clock, 1000 rows per statement, and returns how many it deleted. Held keys
-// are never touched. A pruned orderID acquired again starts its fencing tokens
-// from the database clock in microseconds, above every token it had, so tokens
-// keep rising. Call it from a leader or a timer so the lock table does not
-// grow with every key ever used.
+// are never touched. olderThan must be at least the lock's ttl
+// (runtime.ErrInvalid otherwise): a pruned orderID acquired again starts its
+// tokens from the database clock at the start of the acquiring statement, and
+// an acquisition whose answer takes ttl minus the safety margin or longer is
+// given back unused, so every token a holder uses comes from a statement that
+// started after the pruned row's last token and tokens keep rising. What
+// remains: the database clock must not step back past the pruned tokens, and
+// while a rollout lengthens the ttl, prune with the longest one any node uses.
+// Call it from a leader or a timer so the lock table does not grow with every
+// key ever used.
 func (l *Locks) PruneOrderLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.orderLock.Prune(ctx, olderThan)
 }
@@ -414,12 +421,19 @@ func (l *Locks) AccountLockHolder(ctx context.Context, accountID int64) (runtime
 }
 
 // PruneAccountLocks deletes the rows of the account lock whose accountID
-// values have been free (released or expired) for longer than olderThan by the
+// values have been free (released or expired) for longer than olderThan and
+// whose last fencing token was issued more than olderThan ago, both by the
 // database clock, 1000 rows per statement, and returns how many it deleted.
-// Held keys are never touched. A pruned accountID acquired again starts its
-// fencing tokens from the database clock in microseconds, above every token it
-// had, so tokens keep rising. Call it from a leader or a timer so the lock
-// table does not grow with every key ever used.
+// Held keys are never touched. olderThan must be at least the lock's ttl
+// (runtime.ErrInvalid otherwise): a pruned accountID acquired again starts its
+// tokens from the database clock at the start of the acquiring statement, and
+// an acquisition whose answer takes ttl minus the safety margin or longer is
+// given back unused, so every token a holder uses comes from a statement that
+// started after the pruned row's last token and tokens keep rising. What
+// remains: the database clock must not step back past the pruned tokens, and
+// while a rollout lengthens the ttl, prune with the longest one any node uses.
+// Call it from a leader or a timer so the lock table does not grow with every
+// key ever used.
 func (l *Locks) PruneAccountLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.accountLock.Prune(ctx, olderThan)
 }

@@ -87,12 +87,21 @@ WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
 -- name: LeasePrune :execrows
 -- LeasePrune deletes up to row_limit rows of keyed lock name that have been
 -- free (released or expired) for longer than older_than_us microseconds by
--- the database clock. A held row never matches; a row acquired meanwhile
--- is re-checked under its row lock and kept. A pruned row that is acquired
--- again starts from the clock (see LeaseAcquire), so tokens keep rising.
+-- the database clock and whose token, the newest the row issued, is more
+-- than older_than_us below the clock in microseconds. The token test
+-- matters because a fresh row's token is the clock at its statement's
+-- start: an acquisition that waited in the row lock queue carries a clock
+-- from before its wait, and must find the row (and GREATEST(token + 1, ...))
+-- if any holding it did not see was issued less than older_than_us ago; it
+-- also keeps a committed row-strategy holding, whose expires_at is a 1970
+-- sentinel, and a row whose token is ahead of a clock that stepped back.
+-- A held row never matches; a row acquired meanwhile is re-checked under
+-- its row lock and kept. The caller keeps older_than_us at least the TTL,
+-- longer than any acquisition whose token is used may take (see Prune).
 DELETE FROM leaderdemo_locks
 WHERE name = sqlc.arg(name) AND lock_key <> ''
   AND expires_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+  AND token < CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - CAST(sqlc.arg(older_than_us) AS SIGNED)
 LIMIT ?;
 
 -- name: SessionGetLock :one
