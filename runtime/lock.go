@@ -467,7 +467,9 @@ type Holder struct {
 	Owner string
 	// Token is the fencing token of the current (or last) holding.
 	Token int64
-	// Remaining is the lease time left by the database clock when read.
+	// Remaining is the lease time left by the database clock when read;
+	// zero for a session-strategy holding, which has no expiry (it lasts
+	// as long as its holder's connection).
 	Remaining time.Duration
 }
 
@@ -490,8 +492,29 @@ func (l *Lock) Holder(ctx context.Context, key string) (Holder, error) {
 	if !found {
 		return Holder{}, nil
 	}
+	if row.ExpiresAt.Year() == 9999 {
+		// A session holding (a node on strategy session, as during a
+		// rolling change): held while its server-side lock is, which is
+		// also when an acquire here would not take the row.
+		return l.sessionRowHolder(ctx, key, row)
+	}
 	held := row.Owner != "" && row.Remaining > 0
 	return Holder{Held: held, Owner: row.Owner, Token: row.Token, Remaining: max(row.Remaining, 0)}, nil
+}
+
+// sessionRowHolder reads the holder of a row that shows a session holding
+// (its far-future expiry would overflow Remaining): held while the session
+// lock is; without a SessionStore to ask, held.
+func (l *Lock) sessionRowHolder(ctx context.Context, key string, row LeaseRow) (Holder, error) {
+	held := true
+	if ss, ok := l.client.store.(SessionStore); ok {
+		used, err := ss.SessionIsUsed(ctx, sessionLockName(ss.SessionNamespace(), l.cfg.Name, key))
+		if err != nil {
+			return Holder{}, fmt.Errorf("lockgen: read holder of %s: %w", l.describe(key), err)
+		}
+		held = used
+	}
+	return Holder{Held: held, Owner: row.Owner, Token: row.Token}, nil
 }
 
 func (l *Lock) describe(key string) string {

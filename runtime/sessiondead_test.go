@@ -1,0 +1,82 @@
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// TestDeadSessionHoldingDoesNotWedgeTheLock: during a rolling change of
+// strategy, a session holding's row shows the far-future expiry. While its
+// holder's connection lives, lease and row nodes must not take the row and
+// Holder reports it held; once the connection dies (killed on the server:
+// the holder crashed, or its release failed half-way) they take it at
+// once, with a greater token, instead of never. For a short key and for
+// one whose GET_LOCK name is a hash (longer than 64 bytes), which the
+// acquire statements compute themselves.
+func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
+	for _, taker := range []string{runtime.StrategyLease, runtime.StrategyRow} {
+		for _, key := range []string{"k", strings.Repeat("long-key-", 8)} {
+			t.Run(taker+"/"+map[bool]string{true: "short", false: "hashed"}[len(key) < 10], func(t *testing.T) {
+				tdb := testdb.New(t)
+				ctx := context.Background()
+				name := "dead-" + tdb.Name[len(tdb.Name)-6:] // short: "lockgen_dead-xxxxxx/k" is its own GET_LOCK name
+				scfg := runtime.LockConfig{Name: name, Keyed: true, Strategy: runtime.StrategySession, TTL: 2 * time.Second}
+				tcfg := runtime.LockConfig{Name: name, Keyed: true, Strategy: taker}
+				if taker == runtime.StrategyLease {
+					tcfg.TTL = 2 * time.Second
+				}
+				held, err := sessionNode(t, tdb.Open(t), runtime.WithOwner("session-node")).lock(t, scfg).Try(ctx, key)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = held.Release(context.Background()) })
+				other := sessionNode(t, tdb.Open(t), runtime.WithOwner("taker")).lock(t, tcfg)
+
+				_, err = other.Try(ctx, key)
+				require.ErrorIs(t, err, runtime.ErrNotAcquired, "a live session holding is never taken")
+				if taker == runtime.StrategyLease {
+					h, err := other.Holder(ctx, key)
+					require.NoError(t, err)
+					assert.Equal(t, runtime.Holder{Held: true, Owner: "session-node", Token: held.Token()}, h)
+				}
+
+				admin := tdb.Open(t)
+				lockName := runtime.SessionLockNameForTest(sqlstore.Namespace, name, key)
+				require.Equal(t, len(key) < 10, strings.HasPrefix(lockName, sqlstore.Namespace), "the key picks the name's form")
+				var conn sql.NullInt64
+				require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", lockName).Scan(&conn))
+				require.True(t, conn.Valid, "the session lock is held on the server")
+				_, err = admin.Exec("KILL CONNECTION ?", conn.Int64)
+				require.NoError(t, err)
+				require.Eventually(t, func() bool {
+					var free int
+					return admin.QueryRow("SELECT IS_FREE_LOCK(?)", lockName).Scan(&free) == nil && free == 1
+				}, 10*time.Second, 10*time.Millisecond)
+
+				if taker == runtime.StrategyLease {
+					h, err := other.Holder(ctx, key)
+					require.NoError(t, err)
+					assert.False(t, h.Held, "a session holding whose connection died is not held")
+				}
+				lease, err := other.Try(ctx, key)
+				require.NoError(t, err, "the dead session holding's row must be takeable")
+				assert.Greater(t, lease.Token(), held.Token())
+				if taker == runtime.StrategyLease {
+					h, err := other.Holder(ctx, key)
+					require.NoError(t, err)
+					assert.True(t, h.Held)
+					assert.Equal(t, "taker", h.Owner)
+				}
+				require.NoError(t, lease.Release(ctx))
+			})
+		}
+	}
+}
