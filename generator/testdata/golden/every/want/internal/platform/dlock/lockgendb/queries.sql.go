@@ -17,10 +17,11 @@ VALUES (
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
 )
 ON DUPLICATE KEY UPDATE
-    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
-    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), ?, owner),
-    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
-    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND, expires_at)
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('app_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64, CONCAT('app_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('app_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at = '1000-01-01 00:00:00', ?, owner),
+    acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND, expires_at)
 `
 
 type LeaseAcquireParams struct {
@@ -38,8 +39,15 @@ type LeaseAcquireParams struct {
 // keeps tokens rising past a pruned row (a row gets at most one acquisition
 // per microsecond) and past a row-strategy holding whose token bump was
 // rolled back (see RowTake).
-// The assignments test expires_at before it is overwritten (MySQL applies
-// ON DUPLICATE KEY UPDATE assignments left to right). They repeat the
+// A row showing a session holding whose server-side lock is free (its
+// holder died, or its release failed half-way) is taken too, so a crashed
+// session holder cannot wedge the lock for lease nodes (as during a
+// rolling change of strategy).
+// MySQL applies ON DUPLICATE KEY UPDATE assignments left to right, each
+// seeing the ones before: the first decides once (IS_FREE_LOCK could
+// change between evaluations) and marks a taken row with the expiry
+// 1000-01-01, which the others test and the last overwrites; the mark
+// never outlives the statement. They repeat the
 // inserted values instead of reading VALUES(col), which MySQL 8.0.20+
 // deprecates with a warning on every execution (its replacement, the row
 // alias, is a syntax error on MariaDB).
@@ -416,10 +424,11 @@ const rowTake = `-- name: RowTake :execresult
 INSERT INTO app_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE
-    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
-    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), ?, owner),
-    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
-    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02', expires_at)
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('app_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64, CONCAT('app_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('app_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at = '1000-01-01 00:00:00', ?, owner),
+    acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at = '1000-01-01 00:00:00', '1970-01-01 00:00:02', expires_at)
 `
 
 type RowTakeParams struct {
@@ -435,7 +444,9 @@ type RowTakeParams struct {
 // whose transaction is rolled back (it crashed) loses its token bump, but
 // this statement starts after that holder's bump, so the next holding still
 // gets a greater token. A committed live lease of the same lock (a node
-// still running the lease strategy) is never taken: LastInsertId is then 0.
+// still running the lease strategy) is never taken: LastInsertId is then 0;
+// a session holding whose server-side lock is free is (see LeaseAcquire,
+// which also explains the 1000-01-01 mark).
 // The holding's expiry is the row sentinel 1970-01-01 00:00:02, in the
 // past: the row lock alone excludes others, and a holding committed by
 // mistake (fn committing the transaction itself) looks free, never held
