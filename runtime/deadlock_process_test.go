@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -297,4 +298,80 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 	assert.Len(t, attempts, want, "no other attempts ran")
 	assert.Empty(t, deadlocks, "deadlocks (1213) by statement")
 	assert.Empty(t, warnings, "warnings and errors")
+}
+
+// deadlockingStore fails the first completions and every rescue with a
+// deadlock (1213).
+type deadlockingStore struct {
+	sqlstore.SessionStore
+	completes atomic.Int32
+}
+
+var errDeadlockForTest = &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
+
+func (s *deadlockingStore) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
+	if s.completes.Add(1) <= 2 {
+		return 0, errDeadlockForTest
+	}
+	return s.SessionStore.RunsComplete(ctx, claims)
+}
+
+func (s *deadlockingStore) RunsRescue(context.Context, int) (int64, error) {
+	return 0, errDeadlockForTest
+}
+
+// lineWriter collects log lines.
+type lineWriter struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lines = append(w.lines, strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (w *lineWriter) matching(parts ...string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, l := range w.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestJobsRetriedDeadlocksLogAtDebug: a completion that deadlocks twice and
+// then succeeds is logged at Debug only; a rescue that deadlocks every time
+// is logged at Debug until the transientTries-th (5th) in a row, then at Warn.
+func TestJobsRetriedDeadlocksLogAtDebug(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	var out lineWriter
+	store := &deadlockingStore{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	client, err := runtime.NewClient(store, runtime.WithOwner("node"),
+		runtime.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	require.NoError(t, err)
+	j, err := client.Jobs()
+	require.NoError(t, err)
+	startWorker(t, j, runtime.WorkerConfig{RescueEvery: 10 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]runtime.JobHandler{"noop": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	id, err := j.Enqueue(ctx, nil, newRun("noop"))
+	require.NoError(t, err)
+	waitState(t, j, id, runtime.RunCompleted)
+	require.Eventually(t, func() bool { return len(out.matching("level=WARN", "rescuing runs failed")) > 0 }, 10*time.Second, 10*time.Millisecond)
+
+	assert.NotEmpty(t, out.matching("level=DEBUG", "recording outcomes failed", "Error 1213"), "the retried completion")
+	assert.Empty(t, out.matching("level=WARN", "recording outcomes failed"), "a completion retried until it succeeded")
+	assert.Len(t, out.matching("level=DEBUG", "rescuing runs failed", "Error 1213"), 4, "the first four rescues")
+	warned := out.matching("level=WARN", "rescuing runs failed")
+	assert.Contains(t, warned[0], "failures_in_a_row=5")
 }
