@@ -367,9 +367,11 @@ func jobsGlue(f *jen.File, m *model) {
 			kv{"DelayUs", jen.Id("delay").Dot("Microseconds").Call()}, kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
 		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
 	)
-	method("// RunsRescue implements runtime.JobStore.", "RunsRescue",
+	method("// RunsRescue implements runtime.JobStore: read the runs past their deadline\n// without locking, then rescue them by primary key.", "RunsRescue",
 		[]jen.Code{ctx(), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},
-		jen.Return(q().Dot("RunsRescue").Call(jen.Id("ctx"), jen.Int32().Call(jen.Id("limit")))),
+		jen.List(jen.Id("ids"), jen.Err()).Op(":=").Add(q()).Dot("RunsRescuable").Call(jen.Id("ctx"), jen.Int32().Call(jen.Id("limit"))),
+		jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("ids")).Op("==").Lit(0)).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(q().Dot("RunsRescue").Call(jen.Id("ctx"), jen.Id("ids"))),
 	)
 	method("// RunsPrune implements runtime.JobStore.", "RunsPrune",
 		[]jen.Code{ctx(), jen.Id("job").String(), jen.Id("keep").Qual("time", "Time"), jen.Id("olderThan").Add(dur()), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},

@@ -138,7 +138,9 @@ type JobStore interface {
 	// counting the attempt.
 	RunSnooze(ctx context.Context, c Claim, delay time.Duration) (bool, error)
 	// RunsRescue makes up to limit runs past their deadline due again (or
-	// discards them).
+	// discards them). It must lock the runs by primary key, as the other
+	// statements that change running runs do, not through an index of the
+	// deadline: the generated store reads the runs without locking first.
 	RunsRescue(ctx context.Context, limit int) (int64, error)
 	// RunsPrune deletes up to limit runs of job finished more than
 	// olderThan ago, except the run of tick keep (when not zero).

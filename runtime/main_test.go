@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(frozenChildEnv) != "" {
 		os.Exit(runFrozenChild())
 	}
+	if os.Getenv(busyChildEnv) != "" {
+		os.Exit(runBusyChild())
+	}
 	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
 	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	goleak.VerifyTestMain(m)

@@ -354,13 +354,13 @@ func (s *Scheduler) insert(ctx context.Context, sj ScheduledJob, tick time.Time)
 		MaxAttempts: sj.MaxAttempts, Timeout: sj.Timeout,
 	})
 	if err != nil && ctx.Err() == nil {
-		warnUnlessTransient(s.jobs.client.logger, "lockgen: inserting a tick failed; another node or a restart's catch-up covers it", err, "job", sj.Name, "tick", tick)
+		warnUnlessTransient(s.jobs.client.logger, "lockgen: inserting a tick failed; another node or a restart's catch-up covers it", err, 1, "job", sj.Name, "tick", tick)
 	}
 	return err == nil
 }
 
 func (s *Scheduler) skip(ctx context.Context, ts TickStore, sj ScheduledJob, tick time.Time, reason string) {
 	if err := ts.RunInsertSkipped(ctx, sj.Name, sj.Queue, tick, reason); err != nil && ctx.Err() == nil {
-		warnUnlessTransient(s.jobs.client.logger, "lockgen: recording a skipped tick failed", err, "job", sj.Name, "tick", tick)
+		warnUnlessTransient(s.jobs.client.logger, "lockgen: recording a skipped tick failed", err, 1, "job", sj.Name, "tick", tick)
 	}
 }

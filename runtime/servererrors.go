@@ -73,14 +73,23 @@ func isNotPreparable(err error) bool {
 	return isServerError(err, errTooManyPrepared, errNeedReprepare)
 }
 
-// warnUnlessTransient logs a failed statement that its loop retries: at
-// Debug when the server rolled it back for a deadlock or a lock wait
-// (normal under contention between workers, retried as a matter of
-// course), at Warn otherwise.
-func warnUnlessTransient(log *slog.Logger, msg string, err error, args ...any) {
+// transientTries is how many deadlocks or lock wait timeouts in a row a
+// loop's retried statement may hit before they are logged as a warning.
+const transientTries = 5
+
+// warnUnlessTransient logs a failed statement that its loop retries, the
+// failures-th failure in a row: at Debug when the server rolled it back for
+// a deadlock or a lock wait (IsTransient: normal under contention between
+// workers, and the retry usually succeeds) fewer than transientTries times
+// in a row, at Warn otherwise (any other error, or retries that keep
+// failing). A statement that is not retried passes 1.
+func warnUnlessTransient(log *slog.Logger, msg string, err error, failures int, args ...any) {
 	level := slog.LevelWarn
-	if IsTransient(err) {
+	if IsTransient(err) && failures < transientTries {
 		level = slog.LevelDebug
+	}
+	if failures > 1 {
+		args = append(args, "failures_in_a_row", failures)
 	}
 	log.Log(context.Background(), level, msg, append(args, "error", err)...)
 }

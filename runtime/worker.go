@@ -245,6 +245,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 
 	poll := cfg.PollMin
+	// Failures in a row of the claim, heartbeat and rescue statements.
+	var claimFailures, heartbeatFailures, rescueFailures int
 	heartbeat := clock.NewTimer(cfg.Lease / 3)
 	defer heartbeat.Stop()
 	var rescue Timer
@@ -275,9 +277,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			switch {
 			case err != nil && ctx.Err() == nil:
-				warnUnlessTransient(log, "lockgen: claiming runs failed", err)
+				claimFailures++
+				warnUnlessTransient(log, "lockgen: claiming runs failed", err, claimFailures)
 				poll = min(poll*2, cfg.PollMax)
 			case err == nil:
+				claimFailures = 0
 				for i := range runs {
 					start(&runs[i], sent)
 				}
@@ -318,9 +322,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			poll = cfg.PollMin
 		case <-idleC:
 		case <-heartbeat.C():
-			heartbeat.Reset(w.heartbeat(ctx, running, rec.claims()))
+			heartbeat.Reset(w.heartbeat(ctx, running, rec.claims(), &heartbeatFailures))
 		case <-rescueC:
-			w.rescue(ctx)
+			w.rescue(ctx, &rescueFailures)
 			rescue.Reset(cfg.RescueEvery)
 		}
 		if idle != nil {
@@ -355,7 +359,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued and run again", "running", live)
 			waiting = false
 		case <-hb.C():
-			hb.Reset(w.heartbeat(context.WithoutCancel(ctx), running, rec.claims()))
+			hb.Reset(w.heartbeat(context.WithoutCancel(ctx), running, rec.claims(), &heartbeatFailures))
 		}
 	}
 	for drained := false; !drained; { // outcomes already delivered
@@ -373,7 +377,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-recDone:
 			recording = false
 		case <-hb.C():
-			hb.Reset(w.heartbeat(context.WithoutCancel(ctx), nil, rec.claims()))
+			hb.Reset(w.heartbeat(context.WithoutCancel(ctx), nil, rec.claims(), &heartbeatFailures))
 		}
 	}
 	return nil
@@ -432,8 +436,9 @@ func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 // at once. Each statement is bounded by statementTimeout, so a heartbeat
 // stuck on a half-open connection neither freezes the worker nor outlives
 // the runs' local deadlines. It returns when to heartbeat next: Lease/3,
-// or sooner after a failure.
-func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrecorded []Claim) (next time.Duration) {
+// or sooner after a failure. failures counts the heartbeats in a row that
+// failed, for the log.
+func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrecorded []Claim, failures *int) (next time.Duration) {
 	clock := w.jobs.client.clock
 	lease := w.cfg.Lease
 	now := clock.Now()
@@ -446,6 +451,7 @@ func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrec
 		}
 	}
 	next = lease / 3
+	failed := false // a batch failed
 	// beat heartbeats claims (owned by owners) in one statement and
 	// reports how many it extended.
 	beat := func(claims []Claim, owners []*active) (int64, error) {
@@ -466,8 +472,12 @@ func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrec
 		k := min(len(claims), 500)
 		n, err := beat(claims[:k], owners[:k])
 		if err != nil {
+			if !failed {
+				failed = true
+				*failures++
+			}
 			if ctx.Err() == nil {
-				warnUnlessTransient(w.jobs.client.logger, "lockgen: run heartbeat failed", err, "queue", w.cfg.Queue, "runs", k)
+				warnUnlessTransient(w.jobs.client.logger, "lockgen: run heartbeat failed", err, *failures, "queue", w.cfg.Queue, "runs", k)
 			}
 			next = w.heartbeatRetry()
 		} else if int(n) < k {
@@ -485,6 +495,9 @@ func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrec
 		}
 		claims, owners = claims[k:], owners[k:]
 	}
+	if !failed {
+		*failures = 0
+	}
 	return next
 }
 
@@ -496,19 +509,21 @@ func (w *Worker) statementTimeout() time.Duration { return w.cfg.Lease / 6 }
 // heartbeatRetry is the wait before the next heartbeat after a failed one.
 func (w *Worker) heartbeatRetry() time.Duration { return w.cfg.Lease / 12 }
 
-// rescue makes the runs of dead workers due again. Each statement is
-// bounded by the lease.
-func (w *Worker) rescue(ctx context.Context) {
+// rescue makes the runs of dead workers due again. Each round is bounded by
+// the lease. failures counts the rescues in a row that failed, for the log.
+func (w *Worker) rescue(ctx context.Context, failures *int) {
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithTimeout(ctx, w.cfg.Lease)
 		n, err := w.jobs.store.RunsRescue(sctx, rescueLimit)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				warnUnlessTransient(w.jobs.client.logger, "lockgen: rescuing runs failed", err)
+				*failures++
+				warnUnlessTransient(w.jobs.client.logger, "lockgen: rescuing runs failed", err, *failures)
 			}
 			return
 		}
+		*failures = 0
 		if n > 0 {
 			w.jobs.client.logger.Info("lockgen: rescued runs of stopped workers", "runs", n)
 		}
@@ -670,8 +685,8 @@ func (r *recorder) loop() {
 				return
 			}
 		}
-		if failures == 1 || failures%10 == 0 {
-			warnUnlessTransient(log, "lockgen: recording outcomes failed; retrying while heartbeating their runs", err, "queue", cfg.Queue, "runs", left)
+		if failures == 1 || failures == transientTries || failures%10 == 0 {
+			warnUnlessTransient(log, "lockgen: recording outcomes failed; retrying while heartbeating their runs", err, failures, "queue", cfg.Queue, "runs", left)
 		}
 	}
 }

@@ -762,7 +762,7 @@ func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([
 }
 
 const runsComplete = `-- name: RunsComplete :execrows
-UPDATE lockgen_runs
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
 SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
 WHERE id IN (/*SLICE:ids*/?) AND claim_ref IN (/*SLICE:claim_refs*/?) AND state = 'running'
 `
@@ -773,7 +773,8 @@ type RunsCompleteParams struct {
 }
 
 // RunsComplete marks completed the running runs that still have the given
-// claims; a run rescued or claimed again since is left alone.
+// claims; a run rescued or claimed again since is left alone. It locks the
+// runs in primary key order.
 func (q *Queries) RunsComplete(ctx context.Context, arg RunsCompleteParams) (int64, error) {
 	query := runsComplete
 	var queryParams []interface{}
@@ -801,7 +802,7 @@ func (q *Queries) RunsComplete(ctx context.Context, arg RunsCompleteParams) (int
 }
 
 const runsHeartbeat = `-- name: RunsHeartbeat :execrows
-UPDATE lockgen_runs
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
 SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
 WHERE id IN (/*SLICE:ids*/?) AND claim_ref IN (/*SLICE:claim_refs*/?) AND state = 'running'
 `
@@ -813,7 +814,7 @@ type RunsHeartbeatParams struct {
 }
 
 // RunsHeartbeat extends the deadline of running runs that still have the
-// given claims ("<id>:<claim>").
+// given claims ("<id>:<claim>"), locking them in primary key order.
 func (q *Queries) RunsHeartbeat(ctx context.Context, arg RunsHeartbeatParams) (int64, error) {
 	query := runsHeartbeat
 	var queryParams []interface{}
@@ -842,7 +843,7 @@ func (q *Queries) RunsHeartbeat(ctx context.Context, arg RunsHeartbeatParams) (i
 }
 
 const runsMarkRunning = `-- name: RunsMarkRunning :execrows
-UPDATE lockgen_runs
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
 SET state     = 'running',
     attempt   = attempt + 1,
     claim_ref = CONCAT(id, ':', claim + 1),
@@ -860,7 +861,10 @@ type RunsMarkRunningParams struct {
 
 // RunsMarkRunning claims the runs locked by RunsClaimable: a new attempt
 // and a new claim, running until lease_us after the database clock unless
-// heartbeats extend it.
+// heartbeats extend it. Like every statement that changes runs by id, it
+// locks them in primary key order, then their index entries (FORCE INDEX:
+// MySQL sometimes read the state index instead, through every available
+// run, keeping their entries locked, which deadlocked with other claims).
 func (q *Queries) RunsMarkRunning(ctx context.Context, arg RunsMarkRunningParams) (int64, error) {
 	query := runsMarkRunning
 	var queryParams []interface{}
@@ -913,26 +917,75 @@ func (q *Queries) RunsPrune(ctx context.Context, arg RunsPruneParams) (int64, er
 	return result.RowsAffected()
 }
 
-const runsRescue = `-- name: RunsRescue :execrows
-UPDATE lockgen_runs
-SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
-    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
-    run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
-    last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
-    deadline    = NULL
+const runsRescuable = `-- name: RunsRescuable :many
+SELECT id
+FROM lockgen_runs
 WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
   AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
 LIMIT ?
 `
 
-// RunsRescue makes running runs whose deadline passed by the database
-// clock (their worker died or stalled) due again, at most limit runs per
-// statement. A run on its last attempt is discarded instead, but only once
-// that attempt's timeout has passed too (the deadline is at least one
-// lease after the attempt started): until then its worker, merely cut off,
-// may still finish it and record the outcome.
-func (q *Queries) RunsRescue(ctx context.Context, limit int32) (int64, error) {
-	result, err := q.db.ExecContext(ctx, runsRescue, limit)
+// RunsRescuable reads, without locking, up to limit running runs whose
+// deadline passed by the database clock (their worker died or stalled) and
+// that RunsRescue may rescue: a run on its last attempt only once that
+// attempt's timeout has passed too. It reads a range of the state index;
+// RunsRescue then locks the runs by primary key, as every other statement
+// that changes runs does: a rescue that locked the state index first and the
+// runs after it deadlocked with completions and failures, which lock the
+// runs first and their state index entries after them.
+func (q *Queries) RunsRescuable(ctx context.Context, limit int32) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, runsRescuable, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runsRescue = `-- name: RunsRescue :execrows
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
+    deadline    = NULL
+WHERE id IN (/*SLICE:ids*/?) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
+`
+
+// RunsRescue makes the runs RunsRescuable found due again, or discards
+// them, if they are still running past their deadline (a heartbeat or an
+// outcome may have come since). A run on its last attempt is discarded, but
+// only once that attempt's timeout has passed too (the deadline is at least
+// one lease after the attempt started): until then its worker, merely cut
+// off, may still finish it and record the outcome. It locks the runs in
+// primary key order (FORCE INDEX: the state index also matches).
+func (q *Queries) RunsRescue(ctx context.Context, ids []int64) (int64, error) {
+	query := runsRescue
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}

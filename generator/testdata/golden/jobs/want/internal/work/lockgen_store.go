@@ -515,9 +515,14 @@ func (s store) RunSnooze(ctx context.Context, c runtime.Claim, delay time.Durati
 	return n > 0, err
 }
 
-// RunsRescue implements runtime.JobStore.
+// RunsRescue implements runtime.JobStore: read the runs past their deadline
+// without locking, then rescue them by primary key.
 func (s store) RunsRescue(ctx context.Context, limit int) (int64, error) {
-	return s.q.RunsRescue(ctx, int32(limit))
+	ids, err := s.q.RunsRescuable(ctx, int32(limit))
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	return s.q.RunsRescue(ctx, ids)
 }
 
 // RunsPrune implements runtime.JobStore.

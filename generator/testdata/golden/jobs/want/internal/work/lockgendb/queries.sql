@@ -255,8 +255,11 @@ FOR UPDATE SKIP LOCKED;
 -- name: RunsMarkRunning :execrows
 -- RunsMarkRunning claims the runs locked by RunsClaimable: a new attempt
 -- and a new claim, running until lease_us after the database clock unless
--- heartbeats extend it.
-UPDATE lockgen_runs
+-- heartbeats extend it. Like every statement that changes runs by id, it
+-- locks them in primary key order, then their index entries (FORCE INDEX:
+-- MySQL sometimes read the state index instead, through every available
+-- run, keeping their entries locked, which deadlocked with other claims).
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
 SET state     = 'running',
     attempt   = attempt + 1,
     claim_ref = CONCAT(id, ':', claim + 1),
@@ -267,15 +270,16 @@ WHERE id IN (sqlc.slice(ids)) AND state = 'available';
 
 -- name: RunsHeartbeat :execrows
 -- RunsHeartbeat extends the deadline of running runs that still have the
--- given claims ("<id>:<claim>").
-UPDATE lockgen_runs
+-- given claims ("<id>:<claim>"), locking them in primary key order.
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
 SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
 WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
 
 -- name: RunsComplete :execrows
 -- RunsComplete marks completed the running runs that still have the given
--- claims; a run rescued or claimed again since is left alone.
-UPDATE lockgen_runs
+-- claims; a run rescued or claimed again since is left alone. It locks the
+-- runs in primary key order.
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
 SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
 WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
 
@@ -302,22 +306,37 @@ SET state    = 'available',
     deadline = NULL
 WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
 
+-- name: RunsRescuable :many
+-- RunsRescuable reads, without locking, up to limit running runs whose
+-- deadline passed by the database clock (their worker died or stalled) and
+-- that RunsRescue may rescue: a run on its last attempt only once that
+-- attempt's timeout has passed too. It reads a range of the state index;
+-- RunsRescue then locks the runs by primary key, as every other statement
+-- that changes runs does: a rescue that locked the state index first and the
+-- runs after it deadlocked with completions and failures, which lock the
+-- runs first and their state index entries after them.
+SELECT id
+FROM lockgen_runs
+WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
+LIMIT ?;
+
 -- name: RunsRescue :execrows
--- RunsRescue makes running runs whose deadline passed by the database
--- clock (their worker died or stalled) due again, at most limit runs per
--- statement. A run on its last attempt is discarded instead, but only once
--- that attempt's timeout has passed too (the deadline is at least one
--- lease after the attempt started): until then its worker, merely cut off,
--- may still finish it and record the outcome.
-UPDATE lockgen_runs
+-- RunsRescue makes the runs RunsRescuable found due again, or discards
+-- them, if they are still running past their deadline (a heartbeat or an
+-- outcome may have come since). A run on its last attempt is discarded, but
+-- only once that attempt's timeout has passed too (the deadline is at least
+-- one lease after the attempt started): until then its worker, merely cut
+-- off, may still finish it and record the outcome. It locks the runs in
+-- primary key order (FORCE INDEX: the state index also matches).
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
 SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
     run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
     last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
     deadline    = NULL
-WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
-  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
-LIMIT ?;
+WHERE id IN (sqlc.slice(ids)) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND);
 
 -- name: RunsPrune :execrows
 -- RunsPrune deletes up to limit runs of a job that finished more than
