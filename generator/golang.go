@@ -102,14 +102,16 @@ func wrappers(m *model) *jen.File {
 	f.Func().Id("WithLogger").Params(jen.Id("l").Op("*").Qual("log/slog", "Logger")).Id("Option").Block(
 		jen.Return(rt("WithLogger").Call(jen.Id("l"))),
 	)
-	f.Line()
-	f.Comment(m.namesDoc())
-	f.Const().DefsFunc(func(g *jen.Group) {
-		for _, lk := range m.Locks {
-			g.Comment(lk.nameConstDoc())
-			g.Id(lk.NameConst).Op("=").Lit(lk.Name)
-		}
-	})
+	if len(m.Locks) > 0 { // a jobs-only package has no lock names
+		f.Line()
+		f.Comment(m.namesDoc())
+		f.Const().DefsFunc(func(g *jen.Group) {
+			for _, lk := range m.Locks {
+				g.Comment(lk.nameConstDoc())
+				g.Id(lk.NameConst).Op("=").Lit(lk.Name)
+			}
+		})
+	}
 	f.Line()
 	f.Comment(m.locksDoc())
 	f.Type().Id("Locks").StructFunc(func(g *jen.Group) {

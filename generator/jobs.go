@@ -253,8 +253,12 @@ func (j jobModel) handlerDoc() string {
 	if j.Enqueue != "" {
 		what = append(what, "enqueued with "+j.Enqueue)
 	}
-	doc := fmt.Sprintf("%s handles a run of %s (%s; timeout %s, %d attempts).", j.GoName, j.Name, strings.Join(what, ", "),
-		formatDuration(j.Timeout), j.MaxAttempts)
+	attempts := fmt.Sprintf("%d attempts", j.MaxAttempts)
+	if j.MaxAttempts == 1 {
+		attempts = "1 attempt"
+	}
+	doc := fmt.Sprintf("%s handles a run of %s (%s; timeout %s, %s).", j.GoName, j.Name, strings.Join(what, ", "),
+		formatDuration(j.Timeout), attempts)
 	if j.Scheduled() && j.ArgsType != "" {
 		doc += " Scheduled runs get zero args."
 	}

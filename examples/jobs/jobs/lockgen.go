@@ -36,9 +36,6 @@ func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
 }
 
-// Names of the declared locks, as stored in the name column of jobsdemo_locks.
-const ()
-
 // Locks gives typed access to the locks declared in lockgen.yaml. It is safe
 // for concurrent use; create one per process (or per node in tests). Two Locks
 // behave like two nodes: a lock held through one is busy for the other.

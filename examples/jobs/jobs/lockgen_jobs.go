@@ -34,7 +34,7 @@ type SendReceiptArgs struct {
 // and run.Attempt to make handlers idempotent. ctx is cancelled at the job's
 // timeout.
 type JobHandlers interface {
-	// Tick handles a run of tick (scheduled "@every 1s" in UTC; timeout 10m, 1 attempts).
+	// Tick handles a run of tick (scheduled "@every 1s" in UTC; timeout 10m, 1 attempt).
 	Tick(ctx context.Context, run *runtime.Run) error
 	// SendReceipt handles a run of send_receipt (enqueued with EnqueueSendReceipt; timeout 10m, 3 attempts).
 	SendReceipt(ctx context.Context, run *runtime.Run, args SendReceiptArgs) error

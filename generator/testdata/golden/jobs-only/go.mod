@@ -1,0 +1,3 @@
+module example.com/jobsonly
+
+go 1.24
