@@ -409,7 +409,7 @@ func (m *model) storeDoc() string {
 
 func (m *model) sessionNamespaceDoc() string {
 	return comment(fmt.Sprintf("SessionNamespace implements runtime.SessionStore: the GET_LOCK names of session locks "+
-		"are \"%s<lock name>[/<key>]\" (or a hash of that when longer than 64 characters). "+
+		"are \"%s<lock name>[/<key>]\" (or a hash of that when longer than 64 bytes or when it holds a character outside the Basic Multilingual Plane, which MySQL refuses in lock names). "+
 		"They are server-wide, shared by every database on the server, so applications sharing a server "+
 		"need distinct table_prefix values in %s.", m.TablePrefix, m.SpecName))
 }

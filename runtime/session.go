@@ -72,14 +72,17 @@ type SessionConn interface {
 const maxSessionLockName = 64
 
 // sessionLockName is the server-wide GET_LOCK name of (name, key): the
-// namespace, name and key, or, when longer than GET_LOCK allows, a
-// deterministic hash of them.
+// namespace, name and key, or a deterministic hash of them when that is
+// longer than GET_LOCK allows (64 bytes) or holds a character outside the
+// Basic Multilingual Plane, which MySQL refuses in lock names (error 3057:
+// it keeps them in utf8mb3). The acquire statements compute the same name
+// in SQL (templates/clock.sql.tmpl, session_lock_name).
 func sessionLockName(namespace, name, key string) string {
 	full := namespace + name
 	if key != "" {
 		full += "/" + key
 	}
-	if len(full) <= maxSessionLockName {
+	if len(full) <= maxSessionLockName && !hasNonBMP(full) {
 		return full
 	}
 	sum := sha256.Sum256([]byte(full))
@@ -214,6 +217,17 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	// The local deadline starts now: the wait on the server is not part of
 	// the holding, and the server keeps the lock as long as the connection.
 	return newLease(ctx, l, key, token, l.client.clock.Now(), holding{session: &sessionHolding{conn: conn, name: name}}), nil
+}
+
+// hasNonBMP reports whether s holds a character above U+FFFF (4 bytes in
+// UTF-8).
+func hasNonBMP(s string) bool {
+	for _, r := range s {
+		if r > 0xFFFF {
+			return true
+		}
+	}
+	return false
 }
 
 // brokenConn reports whether err means the pinned connection is gone, in

@@ -20,16 +20,36 @@ import (
 // holder's connection lives, lease and row nodes must not take the row and
 // Holder reports it held; once the connection dies (killed on the server:
 // the holder crashed, or its release failed half-way) they take it at
-// once, with a greater token, instead of never. For a short key and for
-// one whose GET_LOCK name is a hash (longer than 64 bytes), which the
-// acquire statements compute themselves.
+// once, with a greater token, instead of never. The acquire statements
+// compute the GET_LOCK name themselves: keys on both sides of the 64-byte
+// boundary between a plain and a hashed name, in ASCII and in 4-byte
+// UTF-8, check that they compute the runtime's name (a wrong one would let
+// a live session holding be taken).
 func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
 	for _, taker := range []string{runtime.StrategyLease, runtime.StrategyRow} {
-		for _, key := range []string{"k", strings.Repeat("long-key-", 8)} {
-			t.Run(taker+"/"+map[bool]string{true: "short", false: "hashed"}[len(key) < 10], func(t *testing.T) {
+		// "lockgen_dead-xxxxxx/" is 20 bytes: a key of 44 bytes makes the
+		// longest plain GET_LOCK name (64 bytes), 45 the shortest hashed
+		// one. A character outside the BMP (🔒, 4 bytes) is hashed at any
+		// length (MySQL refuses it in lock names); one inside (é, 2 bytes)
+		// is not.
+		for _, tc := range []struct {
+			label, key string
+			plain      bool
+		}{
+			{"short", "k", true},
+			{"64-bytes", strings.Repeat("k", 44), true},
+			{"65-bytes", strings.Repeat("k", 45), false},
+			{"64-bytes-2-byte-utf8", strings.Repeat("é", 22), true},
+			{"65-bytes-2-byte-utf8", strings.Repeat("é", 22) + "k", false},
+			{"64-bytes-utf8", strings.Repeat("🔒", 11), false},
+			{"short-utf8", "🔒", false},
+			{"hashed", strings.Repeat("long-key-", 8), false},
+		} {
+			key := tc.key
+			t.Run(taker+"/"+tc.label, func(t *testing.T) {
 				tdb := testdb.New(t)
 				ctx := context.Background()
-				name := "dead-" + tdb.Name[len(tdb.Name)-6:] // short: "lockgen_dead-xxxxxx/k" is its own GET_LOCK name
+				name := "dead-" + tdb.Name[len(tdb.Name)-6:]
 				scfg := runtime.LockConfig{Name: name, Keyed: true, Strategy: runtime.StrategySession, TTL: 2 * time.Second}
 				tcfg := runtime.LockConfig{Name: name, Keyed: true, Strategy: taker}
 				if taker == runtime.StrategyLease {
@@ -50,7 +70,7 @@ func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
 
 				admin := tdb.Open(t)
 				lockName := runtime.SessionLockNameForTest(sqlstore.Namespace, name, key)
-				require.Equal(t, len(key) < 10, strings.HasPrefix(lockName, sqlstore.Namespace), "the key picks the name's form")
+				require.Equal(t, tc.plain, strings.HasPrefix(lockName, sqlstore.Namespace), "the key picks the name's form")
 				var conn sql.NullInt64
 				require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", lockName).Scan(&conn))
 				require.True(t, conn.Valid, "the session lock is held on the server")

@@ -17,7 +17,7 @@ VALUES (
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
 )
 ON DUPLICATE KEY UPDATE
-    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64, CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64 AND HEX(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) NOT REGEXP '^(..)*F[0-4]', CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
     token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at = '1000-01-01 00:00:00', ?, owner),
     acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
@@ -424,7 +424,7 @@ const rowTake = `-- name: RowTake :execresult
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE
-    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64, CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64 AND HEX(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) NOT REGEXP '^(..)*F[0-4]', CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
     token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at = '1000-01-01 00:00:00', ?, owner),
     acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),

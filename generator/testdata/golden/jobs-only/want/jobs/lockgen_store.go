@@ -176,9 +176,10 @@ func (s store) LeasePrune(ctx context.Context, name string, olderThan time.Durat
 
 // SessionNamespace implements runtime.SessionStore: the GET_LOCK names of
 // session locks are "jobsdemo_<lock name>[/<key>]" (or a hash of that when
-// longer than 64 characters). They are server-wide, shared by every database
-// on the server, so applications sharing a server need distinct table_prefix
-// values in lockgen.yaml.
+// longer than 64 bytes or when it holds a character outside the Basic
+// Multilingual Plane, which MySQL refuses in lock names). They are
+// server-wide, shared by every database on the server, so applications sharing
+// a server need distinct table_prefix values in lockgen.yaml.
 func (s store) SessionNamespace() string {
 	return "jobsdemo_"
 }
