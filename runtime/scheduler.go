@@ -204,6 +204,10 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 	log := client.logger.With("job", sj.Name)
 	var last time.Time // the latest tick with a run, for MinInterval
 	var next time.Time
+	// gap is the first tick whose insert failed since the last insert
+	// that succeeded: when the database was down for every node, nobody
+	// inserted it, and no node fell behind to catch it up.
+	var gap time.Time
 	for {
 		// Start: catch up from the latest tick with a run.
 		t, ok, err := lastTick(ctx, ts, sj.Name)
@@ -246,6 +250,15 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 			s.skip(ctx, ts, sj, next, fmt.Sprintf("min_interval %v since the tick at %v", sj.MinInterval, last.Format(time.RFC3339Nano)))
 		} else if s.insert(ctx, sj, next) {
 			last = next
+			if !gap.IsZero() {
+				// The database answers again: the ticks from the gap up to
+				// this one follow the job's catch-up policy (the unique key
+				// makes the ticks other nodes inserted meanwhile harmless).
+				s.catchUp(ctx, ts, sj, gap.Add(-time.Nanosecond), next.Add(-time.Nanosecond))
+				gap = time.Time{}
+			}
+		} else if gap.IsZero() {
+			gap = next
 		}
 		next = sj.Schedule.Next(next)
 	}
@@ -354,7 +367,7 @@ func (s *Scheduler) insert(ctx context.Context, sj ScheduledJob, tick time.Time)
 		MaxAttempts: sj.MaxAttempts, Timeout: sj.Timeout,
 	})
 	if err != nil && ctx.Err() == nil {
-		warnUnlessTransient(s.jobs.client.logger, "lockgen: inserting a tick failed; another node or a restart's catch-up covers it", err, 1, "job", sj.Name, "tick", tick)
+		warnUnlessTransient(s.jobs.client.logger, "lockgen: inserting a tick failed; it follows the catch-up policy once an insert succeeds again", err, 1, "job", sj.Name, "tick", tick)
 	}
 	return err == nil
 }

@@ -481,3 +481,55 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 		assert.Equal(t, map[string]int{runtime.CatchUpAll: 0, runtime.CatchUpNone: 15}[policy], skipped, "%s: missed ticks within the retention not run are recorded", policy)
 	}
 }
+
+// TestSchedulerCatchesUpTicksWhoseInsertFailed: while the database cannot
+// be reached, every node's tick inserts fail and no node falls behind, so
+// nobody would insert those ticks; once an insert succeeds again they
+// follow the job's catch-up policy. Found by the chaos harness: a server
+// restart lost every tick of its downtime under catch_up: all.
+func TestSchedulerCatchesUpTicksWhoseInsertFailed(t *testing.T) {
+	for _, policy := range []string{runtime.CatchUpAll, runtime.CatchUpNone} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			tdb := testdb.New(t)
+			db := tdb.Open(t)
+			proxy, pdb := openViaProxy(t, tdb)
+			j := jobsNode(t, pdb, "node")
+			stop := startScheduler(t, j, runtime.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second})
+			time.Sleep(2500 * time.Millisecond)
+			proxy.Cut()
+			time.Sleep(3 * time.Second)
+			proxy.Restore()
+			time.Sleep(2500 * time.Millisecond)
+			stop()
+
+			states := map[time.Time]string{}
+			rows, err := db.Query("SELECT scheduled_at, state FROM lockgen_runs WHERE job = 'beat'")
+			require.NoError(t, err)
+			defer rows.Close()
+			var ticks []time.Time
+			for rows.Next() {
+				var tick time.Time
+				var state string
+				require.NoError(t, rows.Scan(&tick, &state))
+				states[tick] = state
+				ticks = append(ticks, tick)
+			}
+			require.NoError(t, rows.Err())
+			slices.SortFunc(ticks, func(a, b time.Time) int { return a.Compare(b) })
+			require.GreaterOrEqual(t, len(ticks), 6, "ticks before, during and after the cut")
+			skipped := 0
+			for i := 1; i < len(ticks); i++ {
+				require.Equal(t, time.Second, ticks[i].Sub(ticks[i-1]), "no tick missing after %v", ticks[i-1])
+				if states[ticks[i]] == "skipped" {
+					skipped++
+				}
+			}
+			if policy == runtime.CatchUpAll {
+				assert.Zero(t, skipped, "catch_up all runs every missed tick")
+			} else {
+				assert.GreaterOrEqual(t, skipped, 2, "catch_up none records the ticks of the cut as skipped")
+			}
+		})
+	}
+}
