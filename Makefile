@@ -11,7 +11,7 @@ export TESTFLAGS
 SQL_PKGS := ./runtime/... ./examples/... ./templates/... ./internal/doctor/...
 MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 
-.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz
+.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -30,6 +30,7 @@ generate: ## regenerate queries/, the runtime's sqlc package and the examples' c
 	$(GO) test ./templates -run TestQueriesMatchTemplates -update
 	$(GO) run ./cmd/lockgen sqlc generate -f sqlc.yaml
 	cd examples && $(GO) generate ./...
+	cd runtime && $(GO) generate ./internal/chaos/...
 
 check-generated: generate ## fail when any generated file differs from what is committed
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
@@ -43,6 +44,9 @@ test: tools db lint ## gofmt, vet and run every test (race detector on) against 
 lint: tools ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+
+chaos: db ## the chaos harness against MariaDB, then MySQL: CHAOS_DURATION (default 3m) of faults each, CHAOS_SEED to replay a plan
+	@GO=$(GO) ./.ci/chaos $${CHAOS_DURATION:-3m}
 
 bench: mariadb ## print the lock round-trip table, the handoff latency per strategy and the jobs table (MariaDB)
 	cd examples && $(GO) run ./bench

@@ -3,13 +3,14 @@
 // which is what a network partition looks like to the client, or blackhole
 // them: connections stay open and accepted, but nothing gets through in
 // either direction, which is what a half-open connection looks like (the
-// client waits for an answer until its own timeout).
+// client waits for an answer until its own timeout), or slow them down.
 package tcpproxy
 
 import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy forwards connections from Addr to a target address.
@@ -20,6 +21,7 @@ type Proxy struct {
 	mu        sync.Mutex
 	cut       bool
 	blackhole bool
+	delay     time.Duration
 	// dead are the connections blackholed: they never forward again.
 	dead  map[net.Conn]bool
 	conns map[net.Conn]struct{}
@@ -63,12 +65,28 @@ func (p *Proxy) Blackhole() {
 	}
 }
 
-// Restore lets new connections through again (blackholed ones stay dead).
+// Delay holds every chunk of data, in either direction, for d before
+// forwarding it, until Restore or Delay(0).
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+// Restore lets new connections through again (blackholed ones stay dead)
+// without delay.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
 	p.blackhole = false
+	p.delay = 0
+}
+
+func (p *Proxy) currentDelay() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // forwards reports whether c still forwards.
@@ -145,6 +163,9 @@ func (p *Proxy) serve(client net.Conn) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
+			if d := p.currentDelay(); n > 0 && d > 0 {
+				time.Sleep(d)
+			}
 			if n > 0 && p.forwards(client) {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					break

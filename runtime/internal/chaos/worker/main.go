@@ -1,0 +1,365 @@
+// Command worker is one process of the chaos harness (see package
+// chaos): it works every lock and job of chaosgen at once, through the
+// DSN it is given, and records what it sees to a history file. The
+// controller starts, pauses, kills and restarts it; it obeys commands on
+// stdin ("clock <duration>" steps its wall clock, "pool <n>" resizes its
+// pool) and stops cleanly on SIGTERM.
+package main
+
+//go:generate go run github.com/lockgen/lockgen/cmd/lockgen generate
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/chaos"
+	"github.com/lockgen/lockgen/runtime/internal/chaos/worker/chaosgen"
+)
+
+func main() {
+	proc := flag.Int("proc", 0, "the worker's slot")
+	inc := flag.Int("inc", 0, "the worker's incarnation")
+	dsn := flag.String("dsn", "", "the database, through the controller's proxy")
+	dir := flag.String("history", "", "the directory of history files")
+	pool := flag.Int("pool", 8, "the pool's most open connections")
+	lease := flag.Duration("lease", 2*time.Second, "the job worker's run lease")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, *proc, *inc, *dsn, *dir, *pool, *lease); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+// worker is one process's state.
+type worker struct {
+	rec   *chaos.Recorder
+	locks *chaosgen.Locks
+	db    *sql.DB
+	proc  int
+	rng   *rand.Rand
+	rngMu sync.Mutex
+	// quiet stops the enqueuing, for the controller's quiet phase.
+	quiet atomic.Bool
+	seq   int64
+}
+
+func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease time.Duration) error {
+	rec, err := chaos.NewRecorder(dir, proc, inc)
+	if err != nil {
+		return err
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return err
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	db.SetMaxOpenConns(pool)
+	db.SetMaxIdleConns(pool)
+	clock := &chaos.SteppedClock{}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	locks, err := chaosgen.New(db, runtime.WithClock(clock), runtime.WithLogger(log),
+		runtime.WithOwner(fmt.Sprintf("p%d.%d", proc, inc)))
+	if err != nil {
+		return err
+	}
+	w := &worker{rec: rec, locks: locks, db: db, proc: proc, rng: rand.New(rand.NewPCG(uint64(proc), uint64(inc)))}
+	go w.commands(clock)
+
+	var wg sync.WaitGroup
+	loop := func(f func(ctx context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				f(ctx)
+			}
+		}()
+	}
+	loop(w.leader)
+	loop(func(ctx context.Context) { w.section(ctx, chaosgen.PollLockName, "", locks.WithPollLock) })
+	loop(func(ctx context.Context) { w.section(ctx, chaosgen.ServerLockName, "", locks.WithServerLock) })
+	for range 4 {
+		loop(func(ctx context.Context) {
+			n := int64(w.intn(100))
+			w.section(ctx, chaosgen.KeyedLockName, strconv.FormatInt(n, 10), func(ctx context.Context, fn func(context.Context, *runtime.Lease) error) error {
+				return locks.WithKeyedLock(ctx, n, fn)
+			})
+		})
+	}
+	loop(func(ctx context.Context) { w.section(ctx, chaosgen.SessionLockName, "", locks.WithSessionLock) })
+	loop(w.row)
+	loop(w.guarded)
+	loop(w.enqueue)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			err := locks.RunJobs(ctx, handlers{w}, func(c *runtime.WorkerConfig) {
+				c.Lease = lease
+				c.ShutdownGrace = time.Second
+				c.PollMax = 200 * time.Millisecond
+			})
+			if err != nil && ctx.Err() == nil {
+				w.fail("run jobs", err)
+				w.sleep(ctx, 100*time.Millisecond)
+			}
+		}
+	}()
+	wg.Wait()
+	return nil
+}
+
+// commands obeys the controller's lines on stdin.
+func (w *worker) commands(clock *chaos.SteppedClock) {
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		switch f[0] {
+		case "clock":
+			if d, err := time.ParseDuration(f[1]); err == nil {
+				clock.Step(d)
+			}
+		case "quiet":
+			w.quiet.Store(f[1] == "on")
+		case "pool":
+			if n, err := strconv.Atoi(f[1]); err == nil {
+				w.db.SetMaxOpenConns(n)
+				w.db.SetMaxIdleConns(n)
+			}
+		}
+	}
+}
+
+func (w *worker) intn(n int) int {
+	w.rngMu.Lock()
+	defer w.rngMu.Unlock()
+	return w.rng.IntN(n)
+}
+
+// between returns a random duration in [lo, hi).
+func (w *worker) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(w.intn(int(hi-lo)))
+}
+
+func (w *worker) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// fail records a failed call, by what failed and the error's class.
+func (w *worker) fail(what string, err error) {
+	class := "other"
+	switch {
+	case errors.Is(err, runtime.ErrNotAcquired):
+		class = "not acquired"
+	case errors.Is(err, runtime.ErrLeaseLost):
+		class = "lease lost"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		class = "cancelled"
+	case runtime.IsTransient(err):
+		class = "transient"
+	}
+	w.rec.Record(chaos.Event{Kind: chaos.KindError, What: what + ": " + class, Err: err.Error(), T1: chaos.Mono()})
+}
+
+// hold runs the body of a critical section: it checks, at random
+// intervals for a random time (sometimes longer than the TTL, so the
+// lease must be renewed), that it still holds the lock, and records every
+// check. It stops at the first check that says the holding is over.
+func (w *worker) hold(ctx context.Context, sec int, lease *runtime.Lease, length time.Duration) error {
+	end := time.Now().Add(length)
+	for {
+		var err error
+		what := "ctx"
+		t0 := chaos.Mono()
+		if lease != nil && w.intn(2) == 0 {
+			what = "lease"
+			err = lease.Err()
+		} else {
+			err = ctx.Err()
+		}
+		t1 := chaos.Mono()
+		w.rec.Record(chaos.Event{Kind: chaos.KindCheck, Sec: sec, What: what, T0: t0, T1: t1, OK: err == nil, Err: errText(err)})
+		if err != nil || time.Now().After(end) {
+			return err
+		}
+		w.sleep(ctx, w.between(10*time.Millisecond, 80*time.Millisecond))
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// section takes a lock with with and holds it for a while.
+func (w *worker) section(ctx context.Context, name, key string, with func(context.Context, func(context.Context, *runtime.Lease) error) error) {
+	sec := w.rec.Section()
+	t0 := chaos.Mono()
+	err := with(ctx, func(ctx context.Context, lease *runtime.Lease) error {
+		w.rec.Record(chaos.Event{Kind: chaos.KindHold, Sec: sec, Obj: name, Key: key, Token: lease.Token(), T0: t0, T1: chaos.Mono()})
+		err := w.hold(ctx, sec, lease, w.between(0, 1800*time.Millisecond))
+		w.rec.Record(chaos.Event{Kind: chaos.KindEnd, Sec: sec, T1: chaos.Mono(), Err: errText(err)})
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		w.fail(name, err)
+	}
+	w.sleep(ctx, w.between(0, 100*time.Millisecond))
+}
+
+// leader campaigns, and holds each term for a random time.
+func (w *worker) leader(ctx context.Context) {
+	err := w.locks.RunAsLeader(ctx, func(ctx context.Context, lease *runtime.Lease) error {
+		sec := w.rec.Section()
+		now := chaos.Mono()
+		// T0 0: when the campaign's winning attempt began is unknown.
+		w.rec.Record(chaos.Event{Kind: chaos.KindHold, Sec: sec, Obj: chaosgen.LeaderLockName, Token: lease.Token(), T1: now})
+		err := w.hold(ctx, sec, lease, w.between(200*time.Millisecond, 3*time.Second))
+		w.rec.Record(chaos.Event{Kind: chaos.KindEnd, Sec: sec, T1: chaos.Mono(), Err: errText(err)})
+		if err != nil {
+			return err
+		}
+		return errStepDown
+	})
+	if err != nil && ctx.Err() == nil && !errors.Is(err, errStepDown) {
+		w.fail("leader", err)
+	}
+}
+
+// errStepDown ends a leader term on purpose.
+var errStepDown = errors.New("step down")
+
+// row holds the row lock and writes, in the holding's transaction, one
+// row that records the holding's token: it commits with the release, or
+// not at all when the holding was lost.
+func (w *worker) row(ctx context.Context) {
+	w.section(ctx, chaosgen.RowLockName, "", func(ctx context.Context, fn func(context.Context, *runtime.Lease) error) error {
+		return w.locks.WithRowLockTx(ctx, func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO chaos_row_writes (token, proc) VALUES (?, ?)", lease.Token(), w.proc); err != nil {
+				return err
+			}
+			return fn(ctx, lease)
+		})
+	})
+}
+
+// guarded writes, under the guarded lock, one row that records the
+// holding's token, in a transaction that Guard protects.
+func (w *worker) guarded(ctx context.Context) {
+	w.section(ctx, chaosgen.GuardedLockName, "", func(ctx context.Context, fn func(context.Context, *runtime.Lease) error) error {
+		return w.locks.WithGuardedLock(ctx, func(ctx context.Context, lease *runtime.Lease) error {
+			if err := fn(ctx, lease); err != nil {
+				return err
+			}
+			tx, err := w.db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback() }()
+			if err := lease.Guard(ctx, tx); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO chaos_guarded_writes (token, proc) VALUES (?, ?)", lease.Token(), w.proc); err != nil {
+				return err
+			}
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			w.rec.Record(chaos.Event{Kind: chaos.KindGuarded, Obj: chaosgen.GuardedLockName, Token: lease.Token(), T1: chaos.Mono()})
+			return nil
+		})
+	})
+}
+
+// enqueue enqueues a delayed job, and now and then a singleton job, and
+// records each ID the database gave back.
+func (w *worker) enqueue(ctx context.Context) {
+	if w.quiet.Load() {
+		w.sleep(ctx, 100*time.Millisecond)
+		return
+	}
+	w.seq++
+	delay := runtime.Delay(w.between(0, 2*time.Second))
+	var id int64
+	var err error
+	job := chaosgen.DelayedJob
+	if w.intn(10) == 0 {
+		job = chaosgen.SingleJob
+		id, err = w.locks.EnqueueSingle(ctx, chaosgen.SingleArgs{Proc: int64(w.proc), Seq: w.seq}, delay)
+	} else {
+		id, err = w.locks.EnqueueDelayed(ctx, chaosgen.DelayedArgs{Proc: int64(w.proc), Seq: w.seq}, delay)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			w.fail("enqueue", err)
+		}
+	} else {
+		w.rec.Record(chaos.Event{Kind: chaos.KindEnqueue, Obj: job, Run: id, T1: chaos.Mono()})
+	}
+	w.sleep(ctx, w.between(50*time.Millisecond, 300*time.Millisecond))
+}
+
+// handlers are the job handlers: each records its call and checks its
+// context while it works.
+type handlers struct{ w *worker }
+
+func (h handlers) handle(ctx context.Context, run *runtime.Run, length time.Duration) error {
+	sec := h.w.rec.Section()
+	var tick int64
+	if !run.ScheduledAt.IsZero() {
+		tick = run.ScheduledAt.UnixMicro()
+	}
+	h.w.rec.Record(chaos.Event{Kind: chaos.KindHandle, Sec: sec, Obj: run.Job, Run: run.ID, Token: run.Claim, Tick: tick, T1: chaos.Mono()})
+	err := h.w.hold(ctx, sec, nil, length)
+	h.w.rec.Record(chaos.Event{Kind: chaos.KindEnd, Sec: sec, T1: chaos.Mono(), Err: errText(err)})
+	return err
+}
+
+// Tick implements chaosgen.JobHandlers.
+func (h handlers) Tick(ctx context.Context, run *runtime.Run) error {
+	return h.handle(ctx, run, h.w.between(0, 300*time.Millisecond))
+}
+
+// Single implements chaosgen.JobHandlers.
+func (h handlers) Single(ctx context.Context, run *runtime.Run, _ chaosgen.SingleArgs) error {
+	return h.handle(ctx, run, h.w.between(0, 100*time.Millisecond))
+}
+
+// Delayed implements chaosgen.JobHandlers.
+func (h handlers) Delayed(ctx context.Context, run *runtime.Run, _ chaosgen.DelayedArgs) error {
+	return h.handle(ctx, run, h.w.between(0, 1500*time.Millisecond))
+}
