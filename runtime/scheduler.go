@@ -20,11 +20,14 @@ import (
 // run however many nodes insert it, and no tick is lost while nodes come
 // and go (there is no leader to elect first). Ticks are absolute: cron ticks by the job's time
 // zone, @every ticks at multiples of the interval since the Unix epoch, so
-// all nodes compute the same ones. The tick survives restarts: the latest
+// all nodes compute the same ones, by the database's clock (read every
+// 30 s and moved on with the local monotonic clock in between), so a node
+// whose wall clock is off or stepped computes the same ticks at the same
+// time as the others. The tick survives restarts: the latest
 // tick with a run is read from the runs table at start, and the ticks
 // missed since follow the job's catch-up policy; a tick that is not run is
-// recorded as a skipped run. A node that wakes up late (paused, suspended,
-// its clock stepped) catches up the same way, from the newest tick in the
+// recorded as a skipped run. A node that wakes up late (paused,
+// suspended) catches up the same way, from the newest tick in the
 // runs table rather than its own: the other nodes may have run the ticks
 // since, and Prune deleted them (it always keeps the newest). No tick
 // older than the job's retention is inserted or recorded.
@@ -132,6 +135,8 @@ type ScheduledJob struct {
 type Scheduler struct {
 	jobs *Jobs
 	list []ScheduledJob
+	// now is the database's clock: ticks are computed by it.
+	now *dbClock
 }
 
 // NewScheduler validates list and returns the scheduler.
@@ -153,7 +158,7 @@ func (j *Jobs) NewScheduler(list []ScheduledJob) (*Scheduler, error) {
 			return nil, fmt.Errorf("%w: scheduled job %q needs max attempts >= 1 and a positive timeout", ErrInvalid, sj.Name)
 		}
 	}
-	return &Scheduler{jobs: j, list: list}, nil
+	return &Scheduler{jobs: j, list: list, now: newDBClock(j.client)}, nil
 }
 
 // TickStore is the part of JobStore the scheduler uses besides RunInsert.
@@ -201,6 +206,7 @@ const lastTickTimeout = 5 * time.Second
 func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 	client := s.jobs.client
 	clock := client.clock
+	now := func() time.Time { return s.now.Now(ctx) }
 	log := client.logger.With("job", sj.Name)
 	var last time.Time // the latest tick with a run, for MinInterval
 	var next time.Time
@@ -213,11 +219,11 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 		t, ok, err := lastTick(ctx, ts, sj.Name)
 		if err == nil {
 			if !ok {
-				next = sj.Schedule.Next(clock.Now()) // first start: no history
+				next = sj.Schedule.Next(now()) // first start: no history
 				break
 			}
 			var inserted time.Time
-			next, inserted = s.resume(ctx, ts, sj, t, clock.Now())
+			next, inserted = s.resume(ctx, ts, sj, t, now())
 			last = latest(t, inserted)
 			break
 		}
@@ -230,10 +236,10 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 		}
 	}
 	for !next.IsZero() {
-		if err := sleepOrWake(ctx, clock, next.Sub(clock.Now()), nil); err != nil {
+		if err := sleepOrWake(ctx, clock, next.Sub(now()), nil); err != nil {
 			return
 		}
-		now := clock.Now()
+		now := now()
 		if now.Before(next) {
 			continue // a timer that fired early
 		}
@@ -280,7 +286,7 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 func (s *Scheduler) fellBehind(ctx context.Context, ts TickStore, sj ScheduledJob, next time.Time) (time.Time, time.Time) {
 	from := next.Add(-time.Nanosecond) // the ticks after from are missed
 	t, ok, err := lastTick(ctx, ts, sj.Name)
-	now := s.jobs.client.clock.Now()
+	now := s.now.Now(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.jobs.client.logger.Warn("lockgen: this node fell behind and could not read the job's last tick; the ticks it missed are not caught up",

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/chaos"
 	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 )
@@ -394,7 +395,7 @@ func (n *lateNode) checkRanOnce(t *testing.T) {
 func TestSchedulerLateNodeDoesNotRerunPrunedTicks(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
-	n := newLateNode(t, sqlstore.NewSession(tdb.Open(t)), db, jobsNode(t, tdb.Open(t), "others"))
+	n := newLateNode(t, localClockSession{SessionStore: sqlstore.NewSession(tdb.Open(t))}, db, jobsNode(t, tdb.Open(t), "others"))
 	// The test prunes every finished run but the newest: ticks 41 s to 49 s
 	// stand for ticks that are within the retention by the late node's
 	// clock but were pruned by the database's, which is ahead.
@@ -418,6 +419,26 @@ func TestSchedulerLateNodeDoesNotRerunPrunedTicks(t *testing.T) {
 	n.checkRanOnce(t)
 }
 
+// localClockSession and localClockFailing are stores whose pool the runtime
+// cannot see: hiddenServer's Server method, at the depth of the store's own
+// or shallower, leaves them without ServerStore's. Their scheduler tells
+// the time by the test's manual clock, as if it were the database's,
+// instead of reading the database's clock: the late-node tests move the
+// node's time by minutes without waiting for the database's to move.
+type (
+	localClockSession struct {
+		sqlstore.SessionStore
+		hiddenServer
+	}
+	localClockFailing struct {
+		*failingLastTick
+		hiddenServer
+	}
+	hiddenServer struct{}
+)
+
+func (hiddenServer) Server() {}
+
 // failingLastTick fails RunLastTick once fail is set.
 type failingLastTick struct {
 	sqlstore.SessionStore
@@ -438,7 +459,7 @@ func TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
 	store := &failingLastTick{SessionStore: sqlstore.NewSession(tdb.Open(t))}
-	n := newLateNode(t, store, db, jobsNode(t, tdb.Open(t), "others"))
+	n := newLateNode(t, localClockFailing{failingLastTick: store}, db, jobsNode(t, tdb.Open(t), "others"))
 	n.othersRun(t, 30)
 
 	store.fail.Store(true)
@@ -466,7 +487,7 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 		_, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: job, ScheduledAt: anchor, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
 		require.NoError(t, err)
 		clock := newManualClock(anchor.Add(300*time.Second + 250*time.Millisecond))
-		startNode(t, jobsWithClock(t, sqlstore.NewSession(tdb.Open(t)), "late-"+policy, clock), runtime.NodeConfig{
+		startNode(t, jobsWithClock(t, localClockSession{SessionStore: sqlstore.NewSession(tdb.Open(t))}, "late-"+policy, clock), runtime.NodeConfig{
 			Scheduled:  []runtime.ScheduledJob{{Name: job, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second}},
 			Retention:  []runtime.Retention{{Job: job, Keep: lateKeep}},
 			PruneEvery: time.Hour,
@@ -530,6 +551,35 @@ func TestSchedulerCatchesUpTicksWhoseInsertFailed(t *testing.T) {
 			} else {
 				assert.GreaterOrEqual(t, skipped, 2, "catch_up none records the ticks of the cut as skipped")
 			}
+		})
+	}
+}
+
+// TestSchedulerTicksByTheDatabaseClock: a node whose wall clock is
+// stepped by an hour while it runs goes on inserting the ticks of the
+// database's time: no tick an hour ahead (which every node that restarts
+// afterwards would take as its position, and fall silent), and no hour of
+// silence. Found by the chaos harness.
+func TestSchedulerTicksByTheDatabaseClock(t *testing.T) {
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		t.Run(step.String(), func(t *testing.T) {
+			t.Parallel()
+			tdb := testdb.New(t)
+			db := tdb.Open(t)
+			clock := &chaos.SteppedClock{}
+			j := jobsWithClock(t, sqlstore.NewSession(db), "stepped", clock)
+			stop := startScheduler(t, j, runtime.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: runtime.CatchUpAll, MaxAttempts: 1, Timeout: time.Second})
+			time.Sleep(1500 * time.Millisecond)
+			clock.Step(step)
+			time.Sleep(7 * time.Second) // past the catch-up grace
+			stop()
+
+			var n, ahead int
+			var first, last time.Time
+			require.NoError(t, db.QueryRow("SELECT COUNT(*), MIN(scheduled_at), MAX(scheduled_at), COUNT(CASE WHEN scheduled_at > UTC_TIMESTAMP(6) + INTERVAL 2 SECOND THEN 1 END) FROM lockgen_runs WHERE job = 'beat'").Scan(&n, &first, &last, &ahead))
+			assert.Zero(t, ahead, "ticks ahead of the database's clock")
+			assert.GreaterOrEqual(t, n, 7, "a tick a second all along")
+			assert.Equal(t, n, int(last.Sub(first)/time.Second)+1, "no tick missing between %v and %v", first, last)
 		})
 	}
 }
