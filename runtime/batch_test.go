@@ -83,7 +83,7 @@ func TestBatchedRenewalPairsKeysWithTheirOwnTokens(t *testing.T) {
 // over, that lease alone is lost; the others stay held.
 func TestBatchedRenewalLosesOnlyTakenLeases(t *testing.T) {
 	tdb := testdb.New(t)
-	admin := tdb.Open(t)
+	admin := tdb.Admin(t)
 	n := newNode(t, tdb.Open(t))
 	rival := newNode(t, tdb.Open(t))
 	cfg := runtime.LockConfig{Name: "partial", Keyed: true, TTL: 600 * time.Millisecond}

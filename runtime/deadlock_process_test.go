@@ -255,7 +255,7 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 	t.Logf("%d runs (%d rescued) in %v; deadlocks by statement: %v; logged: %v", total+ghosts, ghosts, elapsed.Round(time.Millisecond), deadlocks, logged)
 	if len(deadlocks) > 0 {
 		var typ, name, status string
-		if err := db.QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err == nil {
+		if err := tdb.Admin(t).QueryRowContext(ctx, "SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status); err == nil {
 			if i := strings.Index(status, "LATEST DETECTED DEADLOCK"); i >= 0 {
 				if e := strings.Index(status[i:], "\nTRANSACTIONS\n"); e > 0 {
 					var keep []string

@@ -21,6 +21,7 @@ const fencedSchema = `CREATE TABLE fenced (id INT PRIMARY KEY, value VARCHAR(20)
 func TestGuardRejectsPausedHolder(t *testing.T) {
 	tdb := testdb.New(t)
 	tdb.Exec(t, fencedSchema)
+	tdb.Grant(t, "fenced")
 	dbA, dbB := tdb.Open(t), tdb.Open(t)
 	cfg := runtime.LockConfig{Name: "fenced", TTL: 300 * time.Millisecond}
 	paused := newNode(t, dbA, runtime.WithClock(frozenClock{now: time.Now()}))
@@ -60,6 +61,7 @@ func TestGuardRejectsPausedHolder(t *testing.T) {
 func TestGuardHoldsOffNewHolderUntilCommit(t *testing.T) {
 	tdb := testdb.New(t)
 	tdb.Exec(t, fencedSchema)
+	tdb.Grant(t, "fenced")
 	dbA, dbB := tdb.Open(t), tdb.Open(t)
 	cfg := runtime.LockConfig{Name: "held-off", TTL: 300 * time.Millisecond}
 	paused := newNode(t, dbA, runtime.WithClock(frozenClock{now: time.Now()}))

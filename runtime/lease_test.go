@@ -280,7 +280,7 @@ func TestKilledConnectionIsReplaced(t *testing.T) {
 	require.NoError(t, err)
 	var id int64
 	require.NoError(t, db.QueryRow("SELECT CONNECTION_ID()").Scan(&id))
-	admin := tdb.Open(t)
+	admin := tdb.Admin(t)
 	_, err = admin.Exec("KILL ?", id)
 	require.NoError(t, err)
 	time.Sleep(3 * time.Second)

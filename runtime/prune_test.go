@@ -20,7 +20,7 @@ import (
 // every token it had.
 func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 	tdb := testdb.New(t)
-	admin := tdb.Open(t)
+	admin := tdb.Admin(t)
 	n := newNode(t, tdb.Open(t))
 	ttl := 500 * time.Millisecond
 	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: ttl})
@@ -96,7 +96,7 @@ WHERE p.DB = DATABASE() AND t.trx_state = 'LOCK WAIT' AND LOCATE(?, t.trx_query)
 // holding's, handed out after it.
 func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
 	tdb := testdb.New(t)
-	admin := tdb.Open(t)
+	admin := tdb.Admin(t)
 	db := tdb.Open(t)
 	n := newNode(t, db)
 	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 10 * time.Second})
@@ -172,7 +172,7 @@ func TestPruneRefusesAgesBelowTheTTL(t *testing.T) {
 // server-side lock.
 func TestSessionTokenThatWaitedPastTheTTLIsGivenBack(t *testing.T) {
 	tdb := testdb.New(t)
-	admin := tdb.Open(t)
+	admin := tdb.Admin(t)
 	n := sessionNode(t, tdb.Open(t))
 	ttl := 300 * time.Millisecond
 	l := n.lock(t, runtime.LockConfig{Name: uniqueName(t, tdb), Keyed: true, Strategy: runtime.StrategySession, TTL: ttl})

@@ -111,9 +111,9 @@ func TestRowWait(t *testing.T) {
 func TestRowWithTxCommitsAtomically(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
+	tdb.Exec(t, "CREATE TABLE row_writes (v INT NOT NULL)")
+	tdb.Grant(t, "row_writes")
 	db := tdb.Open(t)
-	_, err := db.ExecContext(ctx, "CREATE TABLE row_writes (v INT NOT NULL)")
-	require.NoError(t, err)
 	l := rowNode(t, db).lock(t, rowCfg("tx", time.Minute))
 	count := func() (n int) {
 		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM row_writes").Scan(&n))
@@ -134,7 +134,7 @@ func TestRowWithTxCommitsAtomically(t *testing.T) {
 	assert.Equal(t, 1, count())
 
 	boom := errors.New("boom")
-	err = l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+	err := l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
 		_, err := tx.ExecContext(ctx, "INSERT INTO row_writes VALUES (2)")
 		require.NoError(t, err)
 		return boom
@@ -174,22 +174,22 @@ func TestRowWithTxCommitsAtomically(t *testing.T) {
 func TestRowKilledHolder(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
+	tdb.Exec(t, "CREATE TABLE row_writes (v INT NOT NULL)")
+	tdb.Grant(t, "row_writes")
 	db := tdb.Open(t)
-	_, err := db.ExecContext(ctx, "CREATE TABLE row_writes (v INT NOT NULL)")
-	require.NoError(t, err)
 	l := rowNode(t, db).lock(t, rowCfg("k", time.Minute))
 	other := rowNode(t, tdb.Open(t)).lock(t, rowCfg("k", time.Minute))
 
 	// A committed holding first, so the row exists when the holder dies.
 	require.NoError(t, l.With(ctx, "", func(context.Context, *runtime.Lease) error { return nil }))
 	var deadToken int64
-	err = l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+	err := l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
 		deadToken = lease.Token()
 		_, err := tx.ExecContext(ctx, "INSERT INTO row_writes VALUES (1)")
 		require.NoError(t, err)
 		var id int64
 		require.NoError(t, tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id))
-		_, err = db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+		_, err = tdb.Admin(t).ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
 		require.NoError(t, err)
 
 		next, err := other.Acquire(ctx, "")
@@ -312,12 +312,12 @@ func TestRowHoldingOutlivesItsContext(t *testing.T) {
 func TestRowTransactionEndedUnderFn(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
+	tdb.Exec(t, "CREATE TABLE row_writes (v INT NOT NULL)")
+	tdb.Grant(t, "row_writes")
 	db := tdb.Open(t)
-	_, err := db.ExecContext(ctx, "CREATE TABLE row_writes (v INT NOT NULL)")
-	require.NoError(t, err)
 	l := rowNode(t, db).lock(t, rowCfg("ended", 0))
 	for _, fnErr := range []error{nil, errors.New("fn failed")} {
-		err = l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+		err := l.WithTx(ctx, "", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
 			_, err := tx.ExecContext(ctx, "ROLLBACK") // the server ends the transaction, lock included
 			require.NoError(t, err)
 			_, err = tx.ExecContext(ctx, "INSERT INTO row_writes VALUES (99)")
@@ -405,9 +405,9 @@ func TestRowTokensStayAboveRolledBackBumps(t *testing.T) {
 func TestRowWithRollsBackOnError(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
+	tdb.Exec(t, "CREATE TABLE row_with_writes (v INT NOT NULL)")
+	tdb.Grant(t, "row_with_writes")
 	db := tdb.Open(t)
-	_, err := db.ExecContext(ctx, "CREATE TABLE row_with_writes (v INT NOT NULL)")
-	require.NoError(t, err)
 	l := rowNode(t, db).lock(t, rowCfg("with", time.Minute))
 	write := func(v int, result error) func(ctx context.Context, lease *runtime.Lease) error {
 		return func(ctx context.Context, lease *runtime.Lease) error {

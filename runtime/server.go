@@ -147,8 +147,9 @@ func refusal(r *probe.Report, f probe.Feature, target ServerTarget) error {
 		if target.Migrations != "" {
 			where = "the migrations in " + target.Migrations
 		}
-		return fmt.Errorf("%w: table %s does not exist in database %q: apply %s with your migration tool", ErrInvalid,
-			strings.Join(missing, " and "), r.Database, where)
+		// A user without privileges on a table does not see it either.
+		return fmt.Errorf("%w: table %s does not exist in database %q, or user %s has no privilege on it: apply %s with your migration tool, and grant the application's user SELECT, INSERT, UPDATE, DELETE on lockgen's tables", ErrInvalid,
+			strings.Join(missing, " and "), r.Database, r.User, where)
 	}
 	return nil
 }

@@ -78,6 +78,23 @@ func TestServerNamesMissingTables(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestServerNamesTablesTheUserMayNotUse: the application's user does not
+// see a table it has no privilege on (information_schema hides it, and the
+// server answers 1142 whether it exists or not), so the refusal names both
+// causes; once the admin grants it, the same Client works.
+func TestServerNamesTablesTheUserMayNotUse(t *testing.T) {
+	ctx := context.Background()
+	tdb := testdb.New(t)
+	tdb.Exec(t, "REVOKE "+testdb.Privileges+" ON lockgen_runs FROM '"+tdb.User+"'@'%'")
+	j := jobsNode(t, tdb.Open(t), "ungranted")
+	_, err := j.Enqueue(ctx, nil, newRun("x"))
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorContains(t, err, "table lockgen_runs does not exist in database \""+tdb.Name+"\", or user "+tdb.User+"@% has no privilege on it")
+	tdb.Grant(t, "lockgen_runs")
+	_, err = j.Enqueue(ctx, nil, newRun("x"))
+	require.NoError(t, err)
+}
+
 // TestServerProbeRunsOnce: the probe costs a few statements at a Client's
 // first call, and nothing after: the second acquire is one statement.
 func TestServerProbeRunsOnce(t *testing.T) {

@@ -121,7 +121,7 @@ func TestSessionBrokenConnectionEndsTheHolding(t *testing.T) {
 	cfg := runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 2 * time.Second, RenewEvery: 100 * time.Millisecond}
 	l := sessionNode(t, tdb.Open(t)).lock(t, cfg)
 	rival := sessionNode(t, tdb.Open(t)).lock(t, cfg)
-	admin := tdb.Open(t)
+	admin := tdb.Admin(t)
 	ctx := context.Background()
 	lease, err := l.Try(ctx, "")
 	require.NoError(t, err)
@@ -145,6 +145,7 @@ func TestSessionBrokenConnectionEndsTheHolding(t *testing.T) {
 func TestSessionGuardAndLeader(t *testing.T) {
 	tdb := testdb.New(t)
 	tdb.Exec(t, fencedSchema)
+	tdb.Grant(t, "fenced")
 	db := tdb.Open(t)
 	name := uniqueName(t, tdb)
 	cfg := runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 2 * time.Second}
@@ -228,7 +229,7 @@ func TestSessionKilledWaitIsNotAcquired(t *testing.T) {
 	name := uniqueName(t, tdb)
 	holder := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second})
 	waiter := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second, Wait: 30 * time.Second})
-	admin := tdb.Open(t)
+	admin := tdb.Admin(t)
 	ctx := context.Background()
 	lease, err := holder.Try(ctx, "")
 	require.NoError(t, err)
@@ -264,7 +265,7 @@ func TestSessionKilledWaitIsNotAcquired(t *testing.T) {
 // a live lease holds.
 func TestSessionAndLeaseNeverShareALock(t *testing.T) {
 	tdb := testdb.New(t)
-	admin := tdb.Open(t)
+	admin := tdb.Admin(t)
 	name := uniqueName(t, tdb)
 	lease := newNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, TTL: 5 * time.Second})
 	session := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second})

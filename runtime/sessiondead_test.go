@@ -68,7 +68,7 @@ func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
 					assert.Equal(t, runtime.Holder{Held: true, Owner: "session-node", Token: held.Token()}, h)
 				}
 
-				admin := tdb.Open(t)
+				admin := tdb.Admin(t)
 				lockName := runtime.SessionLockNameForTest(sqlstore.Namespace, name, key)
 				require.Equal(t, tc.plain, strings.HasPrefix(lockName, sqlstore.Namespace), "the key picks the name's form")
 				var conn sql.NullInt64

@@ -16,11 +16,11 @@ func BenchmarkLockgenPair(b *testing.B) { benchOp(b, opLockgen) }
 
 func benchOp(b *testing.B, name string) {
 	ctx := context.Background()
-	e, err := setup(ctx, exampletest.FreshDSN(b))
+	e, err := setup(ctx, exampletest.FreshDSNs(b))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.db.Close()
+	defer e.close()
 	var fn func(context.Context, int) error
 	for _, o := range e.ops() {
 		if o.name == name {
@@ -44,11 +44,11 @@ func benchOp(b *testing.B, name string) {
 // proves the benchmark still measures working code.
 func TestOperationsWork(t *testing.T) {
 	ctx := context.Background()
-	e, err := setup(ctx, exampletest.FreshDSN(t))
+	e, err := setup(ctx, exampletest.FreshDSNs(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.db.Close()
+	defer e.close()
 	for _, o := range e.ops() {
 		for i := 0; i < 3; i++ {
 			if err := o.fn(ctx, 1000+i); err != nil {

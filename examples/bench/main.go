@@ -4,7 +4,10 @@
 // session strategies), with 1 and 8 clients. It prints a table and the ratio
 // lockgen lease/raw (target >= 0.9).
 //
-// It connects to LOCKGEN_DSN (default root@tcp(127.0.0.1:3306)/test).
+// It creates its tables as the admin, LOCKGEN_DSN (default
+// root@tcp(127.0.0.1:3306)/test), and measures as a user that has SELECT,
+// INSERT, UPDATE, DELETE on them only: LOCKGEN_APP_DSN, or a user created
+// for the run and dropped after.
 package main
 
 //go:generate go run github.com/lockgen/lockgen/cmd/lockgen generate
@@ -58,19 +61,18 @@ WHERE name = 'raw' AND lock_key = ? AND owner = ?`
 func main() {
 	dur := flag.Duration("d", 3*time.Second, "measuring time per cell")
 	flag.Parse()
-	dsn := demodb.DSN("LOCKGEN_DSN")
-	if err := run(context.Background(), dsn, *dur); err != nil {
+	if err := run(context.Background(), demodb.FromEnv(), *dur); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dsn string, dur time.Duration) error {
-	env, err := setup(ctx, dsn)
+func run(ctx context.Context, dsns demodb.DSNs, dur time.Duration) error {
+	env, err := setup(ctx, dsns)
 	if err != nil {
 		return err
 	}
-	defer env.db.Close()
+	defer env.close()
 	fmt.Printf("%-36s %12s %12s\n", "operation (per second)", "1 client", "8 clients")
 	results := map[string][2]float64{}
 	for _, op := range env.ops() {
@@ -102,6 +104,13 @@ type env struct {
 	db      *sql.DB
 	locks   *locks.Locks
 	queries *lockgendb.Queries
+	setup   *demodb.Env
+}
+
+// close closes the pool and drops the user created for the run.
+func (e *env) close() {
+	_ = e.db.Close()
+	_ = e.setup.Close()
 }
 
 type op struct {
@@ -109,32 +118,29 @@ type op struct {
 	fn   func(ctx context.Context, client int) error
 }
 
-func setup(ctx context.Context, dsn string) (*env, error) {
-	cfg, err := mysql.ParseDSN(dsn)
+// setup creates the tables as dsns.Admin and opens the measured pool as
+// the application's user.
+func setup(ctx context.Context, dsns demodb.DSNs) (*env, error) {
+	s, err := demodb.Setup(ctx, dsns, []string{"bench_locks", "bench_raw_locks"}, migration, rawSchema)
 	if err != nil {
 		return nil, err
 	}
-	cfg.ParseTime = true
+	cfg := s.App.Clone()
 	cfg.InterpolateParams = true // one round trip per statement
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
+		_ = s.Close()
 		return nil, err
 	}
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(32)
 	db.SetMaxIdleConns(32)
-	for _, q := range []string{migration, rawSchema} {
-		if _, err := db.ExecContext(ctx, q); err != nil {
-			db.Close()
-			return nil, err
-		}
-	}
-	l, err := locks.New(db, locks.WithOwner("bench"))
-	if err != nil {
-		db.Close()
+	e := &env{db: db, queries: lockgendb.New(db), setup: s}
+	if e.locks, err = locks.New(db, locks.WithOwner("bench")); err != nil {
+		e.close()
 		return nil, err
 	}
-	return &env{db: db, locks: l, queries: lockgendb.New(db)}, nil
+	return e, nil
 }
 
 func (e *env) ops() []op {

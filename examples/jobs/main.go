@@ -4,8 +4,10 @@
 // runs enqueued with typed arguments, the first attempt of each failing once
 // to show the retry. It prints every handled run and a summary.
 //
-// It connects to LOCKGEN_DSN (default root@tcp(127.0.0.1:3306)/test) and
-// applies the generated migrations first.
+// It applies the generated migrations as the admin, LOCKGEN_DSN (default
+// root@tcp(127.0.0.1:3306)/test); the nodes connect as a user that has
+// SELECT, INSERT, UPDATE, DELETE on the two lockgen tables only:
+// LOCKGEN_APP_DSN, or a user created for the run and dropped after.
 package main
 
 //go:generate go run github.com/lockgen/lockgen/cmd/lockgen generate
@@ -34,7 +36,7 @@ var (
 )
 
 func main() {
-	if err := run(context.Background(), demodb.DSN("LOCKGEN_DSN"), 20, 3*time.Second, os.Stdout); err != nil {
+	if err := run(context.Background(), demodb.FromEnv(), 20, 3*time.Second, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "jobs:", err)
 		os.Exit(1)
 	}
@@ -73,23 +75,17 @@ func (h handlers) SendReceipt(ctx context.Context, run *runtime.Run, args jobs.S
 	return nil
 }
 
-// run applies the migrations on dsn, enqueues orders receipts, lets three
-// nodes work for runFor, and prints a summary.
-func run(ctx context.Context, dsn string, orders int, runFor time.Duration, out io.Writer) error {
-	cfg, err := demodb.Config(dsn)
+// run applies the migrations as dsns.Admin, enqueues orders receipts, lets
+// three nodes work for runFor as the application's user, and prints a
+// summary.
+func run(ctx context.Context, dsns demodb.DSNs, orders int, runFor time.Duration, out io.Writer) error {
+	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs"}, locksMigration, runsMigration)
 	if err != nil {
-		return err
+		return fmt.Errorf("set up the database: %w", err)
 	}
-	admin, err := demodb.Open(cfg)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	for _, m := range []string{locksMigration, runsMigration} {
-		if _, err := admin.ExecContext(ctx, m); err != nil {
-			return fmt.Errorf("apply migration: %w", err)
-		}
-	}
+	defer env.Close()
+	fmt.Fprintf(out, "nodes connect as %s\n", env.User)
+	cfg := env.App
 
 	log := &runLog{out: out, ticks: map[time.Time]int{}, receipts: map[int64]int{}}
 	ctx, stop := context.WithTimeout(ctx, runFor)

@@ -18,9 +18,9 @@ import (
 // sent once (after one failed attempt each), and every tick ran once
 // although three nodes schedule it.
 func TestJobs(t *testing.T) {
-	dsn := exampletest.FreshDSN(t)
+	dsns := exampletest.FreshDSNs(t)
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), dsn, 20, 3500*time.Millisecond, &out))
+	require.NoError(t, run(context.Background(), dsns, 20, 3500*time.Millisecond, &out))
 	m := regexp.MustCompile(`summary: (\d+) ticks, (\d+) ran more than once; (\d+) of 20 receipts sent`).FindStringSubmatch(out.String())
 	require.NotNil(t, m, out.String())
 	ticks, _ := strconv.Atoi(m[1])
@@ -29,4 +29,5 @@ func TestJobs(t *testing.T) {
 	assert.Equal(t, "20", m[3], "every receipt sent")
 	assert.Len(t, regexp.MustCompile(`(?m)^node-\d sent receipt for order \d+ to \S+ \(attempt 2\)$`).FindAllString(out.String(), -1), 20,
 		"each receipt sent once, on its second attempt")
+	exampletest.RanAsItsOwnUser(t, dsns, out.String())
 }

@@ -5,7 +5,10 @@
 // a higher fencing token. Metrics (lockgen_leader, acquisitions, …) are
 // served on -listen at /metrics.
 //
-// It connects to LOCKGEN_DSN (default root@tcp(127.0.0.1:3306)/test).
+// It applies the migration as the admin, LOCKGEN_DSN (default
+// root@tcp(127.0.0.1:3306)/test); the nodes connect as a user that has
+// SELECT, INSERT, UPDATE, DELETE on the lock table only: LOCKGEN_APP_DSN, or
+// a user created for the run and dropped after.
 package main
 
 //go:generate go run github.com/lockgen/lockgen/cmd/lockgen generate
@@ -39,7 +42,6 @@ func main() {
 	terms := flag.Int("terms", 6, "leadership terms to run before stopping")
 	listen := flag.String("listen", "127.0.0.1:9464", "address serving /metrics (empty: none)")
 	flag.Parse()
-	dsn := demodb.DSN("LOCKGEN_DSN")
 	reg := prometheus.NewRegistry()
 	if *listen != "" {
 		go func() {
@@ -50,7 +52,7 @@ func main() {
 			}
 		}()
 	}
-	if err := run(context.Background(), dsn, *nodes, *terms, reg, os.Stdout); err != nil {
+	if err := run(context.Background(), demodb.FromEnv(), *nodes, *terms, reg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "leader:", err)
 		os.Exit(1)
 	}
@@ -58,19 +60,15 @@ func main() {
 
 // run starts the nodes and stops them after the given number of terms.
 // Every line it prints to out is a term's start or end with its token.
-func run(ctx context.Context, dsn string, nodes, terms int, reg prometheus.Registerer, out io.Writer) error {
-	cfg, err := demodb.Config(dsn)
+// The migration runs as dsns.Admin, the nodes as the application's user.
+func run(ctx context.Context, dsns demodb.DSNs, nodes, terms int, reg prometheus.Registerer, out io.Writer) error {
+	env, err := demodb.Setup(ctx, dsns, []string{"leaderdemo_locks"}, migration)
 	if err != nil {
-		return err
+		return fmt.Errorf("set up the database: %w", err)
 	}
-	admin, err := demodb.Open(cfg)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	if _, err := admin.ExecContext(ctx, migration); err != nil {
-		return fmt.Errorf("apply migration: %w", err)
-	}
+	defer env.Close()
+	fmt.Fprintf(out, "nodes connect as %s\n", env.User)
+	cfg := env.App
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()

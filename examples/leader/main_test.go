@@ -19,10 +19,11 @@ import (
 // never overlap (each starts after the previous one ended), tokens
 // increase, and the leader gauge is exported.
 func TestLeaderExample(t *testing.T) {
-	dsn := exampletest.FreshDSN(t)
+	dsns := exampletest.FreshDSNs(t)
 	var out bytes.Buffer
 	reg := prometheus.NewRegistry()
-	require.NoError(t, run(context.Background(), dsn, 3, 6, reg, &out))
+	require.NoError(t, run(context.Background(), dsns, 3, 6, reg, &out))
+	exampletest.RanAsItsOwnUser(t, dsns, out.String())
 
 	re := regexp.MustCompile(`(?m)^node-\d (leads|stepped down|stopped|lost the lease) +token=(\d+)$`)
 	lines := re.FindAllStringSubmatch(out.String(), -1)

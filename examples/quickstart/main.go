@@ -4,8 +4,10 @@
 // which fencing token. Each node also adds to an account balance under the
 // row lock of that account, in the lock's own transaction.
 //
-// It connects to LOCKGEN_DSN (default root@tcp(127.0.0.1:3306)/test) and
-// applies the generated migration first.
+// It applies the generated migration as the admin, LOCKGEN_DSN (default
+// root@tcp(127.0.0.1:3306)/test); the nodes connect as a user that has
+// SELECT, INSERT, UPDATE, DELETE on the lock table and the accounts table
+// only: LOCKGEN_APP_DSN, or a user created for the run and dropped after.
 package main
 
 //go:generate go run github.com/lockgen/lockgen/cmd/lockgen generate
@@ -31,38 +33,33 @@ import (
 var migration string
 
 func main() {
-	dsn := demodb.DSN("LOCKGEN_DSN")
-	if err := run(context.Background(), dsn, os.Stdout); err != nil {
+	if err := run(context.Background(), demodb.FromEnv(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-// run applies the migration on dsn, then lets the nodes contend; every line
-// it prints to out names a holder and its fencing token.
-func run(ctx context.Context, dsn string, out io.Writer) error {
-	cfg, err := demodb.Config(dsn)
-	if err != nil {
-		return err
-	}
+// tables are the tables the nodes use: the lock table and the
+// application's own accounts table.
+var tables = []string{"quickstart_locks", "quickstart_accounts"}
 
-	admin, err := demodb.Open(cfg)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	if _, err := admin.ExecContext(ctx, migration); err != nil {
-		return fmt.Errorf("apply migration: %w", err)
-	}
-	// The application's own table, written under the account lock.
-	for _, stmt := range []string{
+// run applies the migration as dsns.Admin, then lets the nodes contend as
+// the application's user; every line it prints to out after the first
+// names a holder and its fencing token.
+func run(ctx context.Context, dsns demodb.DSNs, out io.Writer) error {
+	env, err := demodb.Setup(ctx, dsns, tables, migration,
+		// The application's own table, written under the account lock.
 		"CREATE TABLE IF NOT EXISTS quickstart_accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)",
-		"INSERT INTO quickstart_accounts (id, balance) VALUES (7, 0) ON DUPLICATE KEY UPDATE balance = 0",
-	} {
-		if _, err := admin.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("create the accounts table: %w", err)
-		}
+		"INSERT INTO quickstart_accounts (id, balance) VALUES (7, 0) ON DUPLICATE KEY UPDATE balance = 0")
+	if err != nil {
+		return fmt.Errorf("set up the database: %w", err)
 	}
+	defer env.Close()
+	fmt.Fprintf(out, "nodes connect as %s\n", env.User)
+	for _, g := range env.Grants {
+		fmt.Fprintf(out, "  %s\n", g)
+	}
+	cfg := env.App
 
 	const nodes, rounds = 3, 3
 	var mu sync.Mutex // serializes printing only
@@ -95,7 +92,12 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 		return all
 	}
 
-	l, err := locks.New(admin, locks.WithOwner("observer"))
+	observer, err := demodb.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer observer.Close()
+	l, err := locks.New(observer, locks.WithOwner("observer"))
 	if err != nil {
 		return err
 	}
@@ -105,7 +107,7 @@ func run(ctx context.Context, dsn string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "observer: master held=%v last token=%d\n", h.Held, h.Token)
 	var balance int64
-	if err := admin.QueryRowContext(ctx, "SELECT balance FROM quickstart_accounts WHERE id = 7").Scan(&balance); err != nil {
+	if err := observer.QueryRowContext(ctx, "SELECT balance FROM quickstart_accounts WHERE id = 7").Scan(&balance); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "observer: account 7 balance=%d\n", balance)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,9 +22,19 @@ import (
 // before, in the order the holdings happened, and no increment of the
 // account balance made under the row lock was lost.
 func TestQuickstart(t *testing.T) {
-	dsn := exampletest.FreshDSN(t)
+	dsns := exampletest.FreshDSNs(t)
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), dsn, &out))
+	require.NoError(t, run(context.Background(), dsns, &out))
+	user := exampletest.RanAsItsOwnUser(t, dsns, out.String())
+	// It printed the grants it gave: the four privileges on its two
+	// tables, nothing else.
+	cfg, err := demodb.Config(dsns.Admin)
+	require.NoError(t, err)
+	name, _, _ := strings.Cut(user, "@")
+	for _, table := range tables {
+		assert.Contains(t, out.String(), "\n  GRANT SELECT, INSERT, UPDATE, DELETE ON `"+cfg.DBName+"`.`"+table+"` TO '"+name+"'@'%'\n")
+	}
+	assert.Equal(t, len(tables), strings.Count(out.String(), "GRANT"))
 
 	re := regexp.MustCompile(`(?m)^node-\d holds (master|order 42|account 7) +token=(\d+)$`)
 	last := map[string]int64{}
@@ -45,12 +56,18 @@ func TestQuickstart(t *testing.T) {
 // TestGeneratedCodeChecksTheServer: the generated store hands the runtime
 // its tables and migrations, so a database without them is refused with
 // where the migrations are, and a pool without parseTime=true with what to
-// set, before any lock statement runs.
+// set, before any lock statement runs. The application's user sees it so
+// when the application is deployed before the lockgen migration ran (it
+// has its accounts table, not the lock table yet).
 func TestGeneratedCodeChecksTheServer(t *testing.T) {
 	ctx := context.Background()
-	cfg, err := demodb.Config(exampletest.FreshDSN(t))
+	dsns := exampletest.FreshDSNs(t)
+	env, err := demodb.Setup(ctx, dsns, []string{"quickstart_accounts"},
+		"CREATE TABLE quickstart_accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)")
 	require.NoError(t, err)
-	db, err := demodb.Open(cfg)
+	defer env.Close()
+	require.Len(t, env.Grants, 1)
+	db, err := demodb.Open(env.App)
 	require.NoError(t, err)
 	defer db.Close()
 	l, err := locks.New(db)
@@ -62,10 +79,21 @@ func TestGeneratedCodeChecksTheServer(t *testing.T) {
 	_, err = l.TryMasterLock(ctx)
 	assert.ErrorIs(t, err, runtime.ErrInvalid)
 
-	_, err = db.ExecContext(ctx, migration)
+	adminCfg, err := demodb.Config(dsns.Admin)
 	require.NoError(t, err)
-	require.NoError(t, l.CheckServer(ctx), "once the migration is applied")
+	admin, err := demodb.Open(adminCfg)
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = admin.ExecContext(ctx, migration)
+	require.NoError(t, err)
+	_, err = admin.ExecContext(ctx, "GRANT SELECT, INSERT, UPDATE, DELETE ON quickstart_locks TO '"+env.App.User+"'@'%'")
+	require.NoError(t, err)
+	require.NoError(t, l.CheckServer(ctx), "once the migration is applied and the user granted")
+	lease, err := l.TryMasterLock(ctx)
+	require.NoError(t, err)
+	require.NoError(t, lease.Release(ctx))
 
+	cfg := env.App.Clone()
 	cfg.ParseTime = false
 	raw, err := demodb.Open(cfg)
 	require.NoError(t, err)

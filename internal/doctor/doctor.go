@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -109,6 +108,25 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		tables = append(tables, runsTable)
 	}
 	report, err := probe.Run(ctx, db, tables...)
+	// A user with no privilege in the database (none granted, or only
+	// through a role that is not active) may not even connect to it: probe
+	// without it, and read the grants.
+	var me *mysql.MySQLError
+	denied := errors.As(err, &me) && me.Number == errDBAccessDenied && cfg.DBName != ""
+	if denied {
+		outside := cfg.Clone()
+		outside.DBName = ""
+		c, cerr := mysql.NewConnector(outside)
+		if cerr != nil {
+			return nil, errors.New("bad DSN: the driver refused its settings")
+		}
+		db = sql.OpenDB(c)
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		if report, err = probe.Run(ctx, db); err == nil {
+			report.Database = cfg.DBName
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s as %s: %w", cfg.Addr, cfg.User, err)
 	}
@@ -137,6 +155,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// Tables and grants.
 	for _, t := range tables {
+		if denied {
+			r.add(Fail, t, "user %s may not use database %q at all (error 1044), so whether table %s exists is unknown: the user has no privilege there, or only through a role that is not active (see the grants)", report.User, cfg.DBName, t)
+			continue
+		}
 		if report.Tables[t] {
 			r.add(OK, t, "table %s exists", t)
 		} else {
@@ -144,7 +166,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if o.Spec != nil {
 				where = fmt.Sprintf("the migrations in %s/ (relative to %s)", o.Spec.Migrations.Dir, o.Spec.File)
 			}
-			r.add(Fail, t, "table %s does not exist in database %q: apply %s", t, report.Database, where)
+			r.add(Fail, t, "table %s does not exist in database %q, or user %s has no privilege on it (see the grants): apply %s", t, report.Database, report.User, where)
 		}
 	}
 	checkGrants(ctx, db, r, report.Database, tables)
@@ -211,14 +233,17 @@ func checkTimeouts(r *Result, report *probe.Report, cfg *mysql.Config, s *spec.S
 	}
 }
 
-// grantLine reads "GRANT <privileges> ON <scope> TO ...".
-var grantLine = regexp.MustCompile("^GRANT (.+?) ON (\\S+) TO ")
+// errDBAccessDenied is the server's error for a user that may not use the
+// database it names.
+const errDBAccessDenied = 1044
 
 // needed are the privileges lockgen's statements use on its tables.
 var needed = []string{"SELECT", "INSERT", "UPDATE", "DELETE"}
 
 // checkGrants reads SHOW GRANTS and says, for each table, which needed
-// privileges are missing and whether the user has more than it needs.
+// privileges are missing (a failure) and whether the user has more than it
+// needs there (a note): other privileges, or the needed ones through a
+// grant on every table of a database or more.
 func checkGrants(ctx context.Context, db *sql.DB, r *Result, database string, tables []string) {
 	rows, err := db.QueryContext(ctx, "SHOW GRANTS")
 	if err != nil {
@@ -226,74 +251,140 @@ func checkGrants(ctx context.Context, db *sql.DB, r *Result, database string, ta
 		return
 	}
 	defer rows.Close()
-	var grants []string
+	var lines []string
 	for rows.Next() {
 		var g string
 		if err := rows.Scan(&g); err != nil {
 			r.add(Note, "grants", "cannot read SHOW GRANTS: %v", err)
 			return
 		}
-		grants = append(grants, g)
+		lines = append(lines, g)
 	}
-	for _, t := range tables {
-		have := privileges(grants, database, t)
-		var missing []string
-		for _, p := range needed {
-			if !have[p] && !have["ALL PRIVILEGES"] {
-				missing = append(missing, p)
+	if err := rows.Err(); err != nil {
+		r.add(Note, "grants", "cannot read SHOW GRANTS: %v", err)
+		return
+	}
+	gs := parseGrants(lines)
+	if gs.unread > 0 {
+		// Never the line itself: MariaDB's carry the password hash.
+		r.add(Note, "grants", "%d line(s) of SHOW GRANTS were not understood; what they grant is not counted below", gs.unread)
+	}
+	m := grantMatcher(ctx, db)
+	user := r.Report.User
+	var current sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT CURRENT_ROLE()").Scan(&current); err == nil {
+		if roles := gs.inactiveRoles(user, currentRoles(current.String)); len(roles) > 0 {
+			// MariaDB has one default role; MySQL any number (or
+			// activate_all_roles_on_login).
+			how := fmt.Sprintf("SET DEFAULT ROLE %s FOR %s", quoteAccount(roles[0]), quoteAccount(user))
+			if r.Report.Flavor == probe.MySQL {
+				quoted := make([]string, len(roles))
+				for i, role := range roles {
+					quoted[i] = quoteAccount(role)
+				}
+				how = fmt.Sprintf("SET DEFAULT ROLE %s TO %s", strings.Join(quoted, ", "), quoteAccount(user))
+			}
+			if len(roles) == 1 {
+				r.add(Note, "grants", "role %s is granted to %s but is not active when it connects (not a default role), so its privileges are not counted: to use it, %s", roles[0], user, how)
+			} else {
+				r.add(Note, "grants", "roles %s are granted to %s but are not active when it connects (not default roles), so their privileges are not counted: to use them, %s", strings.Join(roles, ", "), user, how)
 			}
 		}
-		if len(missing) > 0 {
-			r.add(Fail, "grants", "user %s lacks %s on %s.%s: GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO the user", r.Report.User, strings.Join(missing, ", "), database, t, database, t)
-			continue
+	}
+	for _, t := range tables {
+		a := gs.on(database, t, user, m)
+		var missing, partial []string
+		for _, p := range needed {
+			if !a.has(p) {
+				missing = append(missing, p)
+				if slices.Contains(a.columns, p) {
+					partial = append(partial, p)
+				}
+			}
 		}
-		var excess []string
-		for p := range have {
-			if !slices.Contains(needed, p) {
-				excess = append(excess, p)
+		grant := fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO %s", database, t, quoteAccount(user))
+		if len(missing) > 0 {
+			msg := fmt.Sprintf("user %s lacks %s on %s.%s: %s", user, strings.Join(missing, ", "), database, t, grant)
+			if len(partial) > 0 {
+				msg += fmt.Sprintf(" (it has %s on some columns only; lockgen reads and writes whole rows)", strings.Join(partial, ", "))
+			}
+			r.add(Fail, "grants", "%s", msg)
+		}
+		var excess, from []string
+		for p, scopes := range a.have {
+			if slices.Contains(needed, p) {
+				continue
+			}
+			excess = append(excess, p)
+			for _, s := range scopes {
+				if !slices.Contains(from, s) {
+					from = append(from, s)
+				}
 			}
 		}
 		slices.Sort(excess)
+		slices.Sort(from)
 		if len(excess) > 0 {
 			list := strings.Join(excess, ", ")
 			if len(excess) > 5 {
 				list = fmt.Sprintf("%s and %d more", strings.Join(excess[:5], ", "), len(excess)-5)
 			}
-			r.add(Note, "grants", "user %s has more than lockgen needs on %s.%s (%s); the application needs only SELECT, INSERT, UPDATE, DELETE", r.Report.User, database, t, list)
-		} else {
-			r.add(OK, "grants", "user %s has exactly SELECT, INSERT, UPDATE, DELETE on %s.%s", r.Report.User, database, t)
+			r.add(Note, "grants", "user %s has more than lockgen needs on %s.%s: %s (granted ON %s); the application needs only SELECT, INSERT, UPDATE, DELETE on the lockgen tables", user, database, t, list, strings.Join(from, ", ON "))
+			continue
 		}
+		if len(missing) > 0 {
+			continue
+		}
+		var broad []string
+		for _, p := range needed {
+			for _, s := range a.have[p] {
+				if a.broad[s] && !slices.Contains(broad, s) {
+					broad = append(broad, s)
+				}
+			}
+		}
+		slices.Sort(broad)
+		if len(broad) > 0 {
+			r.add(Note, "grants", "user %s has SELECT, INSERT, UPDATE, DELETE on %s.%s through a grant ON %s, which covers more tables than lockgen's; grant them on each lockgen table instead: %s", user, database, t, strings.Join(broad, ", ON "), grant)
+			continue
+		}
+		r.add(OK, "grants", "user %s has exactly SELECT, INSERT, UPDATE, DELETE on %s.%s", user, database, t)
 	}
 }
 
-// privileges returns the privileges grants give on database.table.
-func privileges(grants []string, database, table string) map[string]bool {
-	have := map[string]bool{}
-	unquote := func(s string) string { return strings.Trim(s, "`'\"") }
-	for _, g := range grants {
-		m := grantLine.FindStringSubmatch(g)
-		if m == nil {
-			continue
+// grantMatcher reads how the server compares the names of grants:
+// lower_case_table_names, and MySQL's partial_revokes (which makes the
+// wildcards of database-level grants plain characters).
+func grantMatcher(ctx context.Context, db *sql.DB) matcher {
+	var m matcher
+	rows, err := db.QueryContext(ctx, "SHOW VARIABLES WHERE Variable_name IN ('lower_case_table_names', 'partial_revokes')")
+	if err != nil {
+		return m
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, value string
+		if rows.Scan(&name, &value) != nil {
+			return m
 		}
-		db, tbl, ok := strings.Cut(m[2], ".")
-		if !ok {
-			continue
-		}
-		db, tbl = unquote(db), unquote(tbl)
-		if (db != "*" && !strings.EqualFold(db, database)) || (tbl != "*" && tbl != table) {
-			continue
-		}
-		for _, p := range strings.Split(m[1], ",") {
-			p = strings.ToUpper(strings.TrimSpace(p))
-			if p == "ALL" {
-				p = "ALL PRIVILEGES"
-			}
-			if p != "" && p != "USAGE" {
-				have[p] = true
-			}
+		switch strings.ToLower(name) {
+		case "lower_case_table_names":
+			m.fold = value != "0"
+		case "partial_revokes":
+			m.literal = strings.EqualFold(value, "ON") || value == "1"
 		}
 	}
-	return have
+	return m
+}
+
+// quoteAccount writes CURRENT_USER()'s name@host as 'name'@'host'.
+func quoteAccount(user string) string {
+	q := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	at := strings.LastIndex(user, "@")
+	if at < 0 {
+		return q(user)
+	}
+	return q(user[:at]) + "@" + q(user[at+1:])
 }
 
 // WriteText prints the result for people: the server, what the spec

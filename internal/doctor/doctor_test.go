@@ -23,6 +23,8 @@ import (
 type server struct {
 	admin *sql.DB
 	cfg   *mysql.Config // connects to the fresh database as the admin
+	// lastUser is the user the last call of user created, quoted.
+	lastUser string
 }
 
 func newServer(t *testing.T) *server {
@@ -56,6 +58,7 @@ func (s *server) user(t *testing.T, password string, grants ...string) string {
 		_, err := s.admin.Exec(strings.ReplaceAll(g, "USER", "'"+name+"'@'%'"))
 		require.NoError(t, err, g)
 	}
+	s.lastUser = "'" + name + "'@'%'"
 	cfg := s.cfg.Clone()
 	cfg.User, cfg.Passwd = name, password
 	return cfg.FormatDSN()
@@ -155,7 +158,8 @@ func TestDoctorFindsProblems(t *testing.T) {
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_runs TO USER")
 	r, err = Run(ctx, Options{DSN: dsn, Spec: loadSpec(t)})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"grants: user " + r.Report.User + " lacks DELETE on " + db + ".app_locks: GRANT SELECT, INSERT, UPDATE, DELETE ON " + db + ".app_locks TO the user"}, failures(r))
+	name, _, _ := strings.Cut(r.Report.User, "@")
+	assert.Equal(t, []string{"grants: user " + r.Report.User + " lacks DELETE on " + db + ".app_locks: GRANT SELECT, INSERT, UPDATE, DELETE ON " + db + ".app_locks TO '" + name + "'@'%'"}, failures(r))
 
 	cfg := s.cfg.Clone()
 	cfg.ParseTime = false
@@ -187,17 +191,153 @@ func TestDoctorWithoutSpec(t *testing.T) {
 	assert.Equal(t, []string{"lease", "session", "row", "jobs"}, names)
 }
 
-// TestPrivileges reads the grant lines of both servers.
-func TestPrivileges(t *testing.T) {
-	grants := []string{
-		"GRANT USAGE ON *.* TO `app`@`%`",
-		"GRANT SELECT, INSERT ON `shop`.* TO `app`@`%`",
-		"GRANT UPDATE, DELETE ON `shop`.`app_locks` TO `app`@`%`",
-		"GRANT ALL PRIVILEGES ON `other`.* TO `app`@`%`",
+// mariaDB tells whether the test server is MariaDB (roles differ).
+func (s *server) mariaDB(t *testing.T) bool {
+	t.Helper()
+	var version string
+	require.NoError(t, s.admin.QueryRow("SELECT VERSION()").Scan(&version))
+	return strings.Contains(version, "MariaDB")
+}
+
+// role creates a role with the given grants (ROLE in them stands for it)
+// and returns its name.
+func (s *server) role(t *testing.T, grants ...string) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "lgdocr_" + hex.EncodeToString(b[:])
+	_, err := s.admin.Exec("CREATE ROLE " + name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = s.admin.Exec("DROP ROLE IF EXISTS " + name) })
+	for _, g := range grants {
+		_, err := s.admin.Exec(strings.ReplaceAll(g, "ROLE", name))
+		require.NoError(t, err, g)
 	}
-	assert.Equal(t, map[string]bool{"SELECT": true, "INSERT": true, "UPDATE": true, "DELETE": true}, privileges(grants, "shop", "app_locks"))
-	assert.Equal(t, map[string]bool{"SELECT": true, "INSERT": true}, privileges(grants, "shop", "app_runs"))
-	assert.Equal(t, map[string]bool{"ALL PRIVILEGES": true}, privileges(grants, "other", "x"))
+	return name
+}
+
+// grantChecks returns the messages of the grant checks, by severity.
+func grantChecks(r *Result) map[Severity][]string {
+	out := map[Severity][]string{}
+	for _, c := range r.Checks {
+		if c.Topic == "grants" {
+			out[c.Severity] = append(out[c.Severity], c.Message)
+		}
+	}
+	return out
+}
+
+// TestDoctorGrantVerdicts creates users with real grants on the test
+// server (MariaDB or MySQL) and checks what doctor says of each: the
+// least-privilege user passes with nothing to note; a user with too much
+// (ALL PRIVILEGES on the database, PROCESS everywhere, GRANT OPTION), or
+// with the right privileges through a database grant or a wildcard
+// pattern, passes with a note that names the excess and where it comes
+// from; privileges through a default role count, those of a role that is
+// not active do not (a failure, and a note saying how to activate it); and
+// column grants are not enough.
+func TestDoctorGrantVerdicts(t *testing.T) {
+	s := newServer(t)
+	s.migrate(t, "app_")
+	ctx := context.Background()
+	db := s.cfg.DBName
+	pattern := "`" + strings.ReplaceAll(strings.TrimRight(db, "0123456789abcdef"), "_", "\\_") + "%`"
+	maria := s.mariaDB(t)
+	exact := func(to string) []string {
+		return []string{
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON " + db + ".app_locks TO " + to,
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON " + db + ".app_runs TO " + to,
+		}
+	}
+	doctor := func(t *testing.T, dsn string) (*Result, map[Severity][]string) {
+		t.Helper()
+		r, err := Run(ctx, Options{DSN: dsn, Spec: loadSpec(t)})
+		require.NoError(t, err)
+		return r, grantChecks(r)
+	}
+
+	t.Run("least privilege", func(t *testing.T) {
+		r, got := doctor(t, s.user(t, "pw-least-1", exact("USER")...))
+		assert.True(t, r.OK(), failures(r))
+		assert.Equal(t, map[Severity][]string{OK: {
+			"user " + r.Report.User + " has exactly SELECT, INSERT, UPDATE, DELETE on " + db + ".app_locks",
+			"user " + r.Report.User + " has exactly SELECT, INSERT, UPDATE, DELETE on " + db + ".app_runs",
+		}}, got)
+	})
+
+	t.Run("too broad", func(t *testing.T) {
+		r, got := doctor(t, s.user(t, "pw-broad-1",
+			"GRANT ALL PRIVILEGES ON "+db+".* TO USER",
+			"GRANT PROCESS ON *.* TO USER",
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_runs TO USER WITH GRANT OPTION"))
+		assert.True(t, r.OK(), "too much is a note, not a failure: %v", failures(r))
+		require.Len(t, got[Note], 2, got)
+		assert.Empty(t, got[OK])
+		assert.Equal(t, "user "+r.Report.User+" has more than lockgen needs on "+db+".app_locks: ALL PRIVILEGES, PROCESS (granted ON *.*, ON `"+db+"`.*); the application needs only SELECT, INSERT, UPDATE, DELETE on the lockgen tables", got[Note][0])
+		assert.Equal(t, "user "+r.Report.User+" has more than lockgen needs on "+db+".app_runs: ALL PRIVILEGES, GRANT OPTION, PROCESS (granted ON *.*, ON `"+db+"`.*, ON `"+db+"`.`app_runs`); the application needs only SELECT, INSERT, UPDATE, DELETE on the lockgen tables", got[Note][1])
+	})
+
+	t.Run("the right privileges on too many tables", func(t *testing.T) {
+		r, got := doctor(t, s.user(t, "pw-db-1",
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".* TO USER",
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON "+pattern+".* TO USER"))
+		assert.True(t, r.OK(), failures(r))
+		require.Len(t, got[Note], 2, got)
+		name, _, _ := strings.Cut(r.Report.User, "@")
+		assert.Equal(t, "user "+r.Report.User+" has SELECT, INSERT, UPDATE, DELETE on "+db+".app_locks through a grant ON "+pattern+".*, ON `"+db+"`.*, which covers more tables than lockgen's; grant them on each lockgen table instead: GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_locks TO '"+name+"'@'%'", got[Note][0])
+	})
+
+	t.Run("default role", func(t *testing.T) {
+		role := s.role(t, exact("ROLE")...)
+		dsn := s.user(t, "pw-role-1", "GRANT "+role+" TO USER")
+		if maria {
+			_, err := s.admin.Exec("SET DEFAULT ROLE " + role + " FOR " + s.lastUser)
+			require.NoError(t, err)
+		} else {
+			_, err := s.admin.Exec("SET DEFAULT ROLE " + role + " TO " + s.lastUser)
+			require.NoError(t, err)
+		}
+		r, got := doctor(t, dsn)
+		assert.True(t, r.OK(), failures(r))
+		assert.Empty(t, got[Fail])
+		require.Len(t, got[OK], 2, got)
+		assert.Equal(t, map[Severity][]string{OK: got[OK]}, got, "nothing to note")
+		assert.Contains(t, got[OK][0], "has exactly SELECT, INSERT, UPDATE, DELETE on "+db+".app_locks")
+	})
+
+	t.Run("role that is not active", func(t *testing.T) {
+		role := s.role(t, exact("ROLE")...)
+		r, got := doctor(t, s.user(t, "pw-role-2", "GRANT "+role+" TO USER"))
+		assert.False(t, r.OK())
+		// Without a privilege in the database it may not even use it.
+		assert.Equal(t, []string{
+			"app_locks: user " + r.Report.User + " may not use database \"" + db + "\" at all (error 1044), so whether table app_locks exists is unknown: the user has no privilege there, or only through a role that is not active (see the grants)",
+			"app_runs: user " + r.Report.User + " may not use database \"" + db + "\" at all (error 1044), so whether table app_runs exists is unknown: the user has no privilege there, or only through a role that is not active (see the grants)",
+		}, failures(r)[:2])
+		require.Len(t, got[Fail], 2, got)
+		assert.Contains(t, got[Fail][0], "lacks SELECT, INSERT, UPDATE, DELETE on "+db+".app_locks")
+		shown := role
+		if !maria {
+			shown += "@%"
+		}
+		require.Len(t, got[Note], 1, got)
+		how := "SET DEFAULT ROLE '" + role + "' FOR " + s.lastUser
+		if !maria {
+			how = "SET DEFAULT ROLE '" + role + "'@'%' TO " + s.lastUser
+		}
+		assert.Equal(t, "role "+shown+" is granted to "+r.Report.User+" but is not active when it connects (not a default role), so its privileges are not counted: to use it, "+how, got[Note][0])
+	})
+
+	t.Run("column grants", func(t *testing.T) {
+		r, got := doctor(t, s.user(t, "pw-col-1",
+			"GRANT SELECT (name, lock_key, token), INSERT, UPDATE (owner), DELETE ON "+db+".app_locks TO USER",
+			exact("USER")[1]))
+		assert.False(t, r.OK())
+		require.Len(t, got[Fail], 1, got)
+		assert.Contains(t, got[Fail][0], "lacks SELECT, UPDATE on "+db+".app_locks")
+		assert.Contains(t, got[Fail][0], "(it has SELECT, UPDATE on some columns only; lockgen reads and writes whole rows)")
+		assert.Len(t, got[OK], 1, got)
+	})
 }
 
 // TestDoctorNeverPrintsTheDSNPassword: go-sql-driver's parse errors can

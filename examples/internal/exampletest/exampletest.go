@@ -5,6 +5,8 @@ package exampletest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/lockgen/lockgen/examples/internal/demodb"
@@ -12,7 +14,8 @@ import (
 
 // FreshDSN creates an empty database on the test server
 // (LOCKGEN_TEST_DSN, default demodb.DefaultDSN), drops it when the test
-// ends, and returns a DSN that connects to it.
+// ends, and returns a DSN that connects to it as the test server's user,
+// the admin.
 func FreshDSN(t testing.TB) string {
 	t.Helper()
 	cfg, err := demodb.Config(demodb.DSN("LOCKGEN_TEST_DSN"))
@@ -36,4 +39,45 @@ func FreshDSN(t testing.TB) string {
 	fresh := cfg.Clone()
 	fresh.DBName = name
 	return fresh.FormatDSN()
+}
+
+// FreshDSNs is a fresh database (FreshDSN) for an example to set up as the
+// admin, its nodes then connecting as a user the example creates.
+func FreshDSNs(t testing.TB) demodb.DSNs {
+	t.Helper()
+	return demodb.DSNs{Admin: FreshDSN(t)}
+}
+
+var connectsAs = regexp.MustCompile(`(?m)^nodes connect as (\S+)$`)
+
+// RanAsItsOwnUser checks, from an example's output, that its nodes
+// connected as a user created for the run (not the admin) and that the
+// user is gone once the run returned. It returns the user (name@host).
+func RanAsItsOwnUser(t testing.TB, dsns demodb.DSNs, out string) string {
+	t.Helper()
+	m := connectsAs.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("the example did not say which user its nodes connect as:\n%s", out)
+	}
+	name, host, _ := strings.Cut(m[1], "@")
+	if !strings.HasPrefix(name, "lockgen_demo_") || host != "%" {
+		t.Fatalf("nodes connected as %s, want a lockgen_demo_… user created for the run", m[1])
+	}
+	cfg, err := demodb.Config(dsns.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := demodb.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var n int
+	if err := admin.QueryRow("SELECT COUNT(*) FROM mysql.user WHERE user = ?", name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("user %s is still there after the run", m[1])
+	}
+	return m[1]
 }
