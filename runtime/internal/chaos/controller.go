@@ -239,11 +239,17 @@ func (c *Controller) setup(ctx context.Context, adminCfg *mysql.Config) error {
 			token BIGINT      NOT NULL,
 			proc  INT         NOT NULL,
 			at    DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))`,
-		fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s'", appUser, appPass),
-		fmt.Sprintf("ALTER USER '%s'@'%%' IDENTIFIED BY '%s'", appUser, appPass),
 	)
-	for _, t := range []string{"chaos_locks", "chaos_runs", "chaos_guarded_writes", "chaos_row_writes"} {
-		stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO '%s'@'%%'", database, t, appUser))
+	// The user is created for localhost too: a server with anonymous
+	// users (''@'localhost') would match a local connection to those
+	// before a '%' account.
+	for _, host := range []string{"%", "localhost", "127.0.0.1"} {
+		stmts = append(stmts,
+			fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'", appUser, host, appPass),
+			fmt.Sprintf("ALTER USER '%s'@'%s' IDENTIFIED BY '%s'", appUser, host, appPass))
+		for _, t := range []string{"chaos_locks", "chaos_runs", "chaos_guarded_writes", "chaos_row_writes"} {
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO '%s'@'%s'", database, t, appUser, host))
+		}
 	}
 	conn, err := c.admin.Conn(ctx)
 	if err != nil {
