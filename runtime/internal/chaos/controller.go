@@ -424,18 +424,26 @@ func (c *Controller) restart(ctx context.Context, down time.Duration, adminCfg *
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(down)
-	cmd := exec.CommandContext(ctx, "bash", "-c", c.cfg.RestartCmd)
-	cmd.Stdout, cmd.Stderr = c.cfg.Out, c.cfg.Out
-	// The repository's ensure scripts leave a server named by these alone.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LOCKGEN_TEST_DSN=") && !strings.HasPrefix(kv, "LOCKGEN_TEST_MYSQL_DSN=") {
-			cmd.Env = append(cmd.Env, kv)
+	// The server closes its port before its process has exited; a start
+	// in between finds it "already running". Try again a few times.
+	var err error
+	for try := 0; try < 5; try++ {
+		if try > 0 {
+			time.Sleep(2 * time.Second)
+		}
+		cmd := exec.CommandContext(ctx, "bash", "-c", c.cfg.RestartCmd)
+		cmd.Stdout, cmd.Stderr = c.cfg.Out, c.cfg.Out
+		// The repository's ensure scripts leave a server named by these alone.
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "LOCKGEN_TEST_DSN=") && !strings.HasPrefix(kv, "LOCKGEN_TEST_MYSQL_DSN=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		if err = cmd.Run(); err == nil {
+			return nil
 		}
 	}
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("restart command %q: %w", c.cfg.RestartCmd, err)
-	}
-	return nil
+	return fmt.Errorf("restart command %q: %w", c.cfg.RestartCmd, err)
 }
 
 // dbNow reads the database clock (UTC).
