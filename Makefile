@@ -60,5 +60,6 @@ bench-mysql: db ## the same tables against MySQL (LOCKGEN_TEST_MYSQL_DSN, defaul
 demo: mariadb ## generate the quickstart's code and run it against MariaDB
 	cd examples && $(GO) generate ./quickstart && $(GO) run ./quickstart
 
-fuzz: ## fuzz the spec loader for a minute
+fuzz: ## fuzz the spec loader, then job argument decoding, for a minute each
 	$(GO) test ./generator/spec -run '^$$' -fuzz FuzzLoad -fuzztime 60s
+	cd runtime && $(GO) test . -run '^$$' -fuzz FuzzHandleArgs -fuzztime 60s

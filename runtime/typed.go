@@ -102,7 +102,11 @@ func checkEncodedArgs(b []byte) error {
 }
 
 // HandleArgs adapts a handler that takes typed arguments: it decodes the
-// run's JSON arguments into T (a decoding error fails the attempt).
+// run's JSON arguments into T. Arguments that do not decode as T (written
+// by another version of the application, or by hand) fail the attempt
+// without running fn, with an error naming the job and the run; the run is
+// retried like any failed attempt (a node that decodes them may claim it)
+// and discarded, with that error kept, once out of attempts.
 func HandleArgs[T any](fn func(ctx context.Context, run *Run, args T) error) JobFunc {
 	return func(ctx context.Context, run *Run) error {
 		var args T
