@@ -8,7 +8,7 @@ TESTFLAGS ?= -race -count=1
 export TESTFLAGS
 # The packages whose tests touch SQL: `make test` runs them against MySQL
 # as well as MariaDB (every package runs against MariaDB).
-SQL_PKGS := ./runtime/... ./examples/... ./templates/... ./internal/doctor/...
+SQL_PKGS := ./runtime/... ./examples/... ./templates/... ./internal/doctor/... ./cmd/lockgen/...
 MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 
 .PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos
