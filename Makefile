@@ -8,7 +8,7 @@ TESTFLAGS ?= -race -count=1
 export TESTFLAGS
 # The packages whose tests touch SQL: `make test` runs them against MySQL
 # as well as MariaDB (every package runs against MariaDB).
-SQL_PKGS := ./runtime/... ./examples/... ./templates/... ./internal/doctor/...
+SQL_PKGS := ./runtime/... ./examples/... ./templates/... ./internal/doctor/... ./cmd/lockgen/...
 MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 
 .PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos
@@ -60,5 +60,6 @@ bench-mysql: db ## the same tables against MySQL (LOCKGEN_TEST_MYSQL_DSN, defaul
 demo: mariadb ## generate the quickstart's code and run it against MariaDB
 	cd examples && $(GO) generate ./quickstart && $(GO) run ./quickstart
 
-fuzz: ## fuzz the spec loader for a minute
+fuzz: ## fuzz the spec loader, then job argument decoding, for a minute each
 	$(GO) test ./generator/spec -run '^$$' -fuzz FuzzLoad -fuzztime 60s
+	cd runtime && $(GO) test . -run '^$$' -fuzz FuzzHandleArgs -fuzztime 60s

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,7 +71,8 @@ type NewRun struct {
 	// Timeout cancels an attempt's context. Required, positive.
 	Timeout time.Duration
 	// UniqueKey, when set, makes the enqueue return the existing run while
-	// an unfinished run of the job has the same key.
+	// an unfinished run of the job has the same key. At most MaxUniqueKey
+	// bytes of UTF-8, not ending in a space.
 	UniqueKey string
 }
 
@@ -235,6 +237,14 @@ func checkNewRun(r NewRun) (NewRun, error) {
 		return r, fmt.Errorf("%w: job %q: negative delay", ErrInvalid, r.Job)
 	case len(r.UniqueKey) > MaxUniqueKey:
 		return r, fmt.Errorf("%w: job %q: unique key is longer than %d bytes", ErrInvalid, r.Job, MaxUniqueKey)
+	case strings.HasSuffix(r.UniqueKey, " "):
+		// The runs table's collation ignores trailing spaces: "k" and
+		// "k " would be one unique key, and the second enqueue would
+		// return the first one's run.
+		return r, fmt.Errorf("%w: job %q: unique key %q ends in a space", ErrInvalid, r.Job, r.UniqueKey)
+	case !utf8.Valid(r.Args):
+		// A strict server rejects it; one without strict mode cuts it.
+		return r, fmt.Errorf("%w: job %q: args are not valid UTF-8", ErrInvalid, r.Job)
 	case r.UniqueKey != "" && !r.ScheduledAt.IsZero():
 		return r, fmt.Errorf("%w: job %q: a run has a scheduled tick or a unique key, not both", ErrInvalid, r.Job)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -72,17 +73,16 @@ type SessionConn interface {
 const maxSessionLockName = 64
 
 // sessionLockName is the server-wide GET_LOCK name of (name, key): the
-// namespace, name and key, or a deterministic hash of them when that is
-// longer than GET_LOCK allows (64 bytes) or holds a character outside the
-// Basic Multilingual Plane, which MySQL refuses in lock names (error 3057:
-// it keeps them in utf8mb3). The acquire statements compute the same name
-// in SQL (templates/clock.sql.tmpl, session_lock_name).
+// namespace, name and key, or a deterministic hash of them when the server
+// would not keep that string as it is (see plainLockName) or it is longer
+// than GET_LOCK allows (64 bytes). The acquire statements compute the same
+// name in SQL (templates/clock.sql.tmpl, session_lock_name).
 func sessionLockName(namespace, name, key string) string {
 	full := namespace + name
 	if key != "" {
 		full += "/" + key
 	}
-	if len(full) <= maxSessionLockName && !hasNonBMP(full) {
+	if len(full) <= maxSessionLockName && plainLockName(full) {
 		return full
 	}
 	sum := sha256.Sum256([]byte(full))
@@ -219,15 +219,20 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	return newLease(ctx, l, key, token, l.client.clock.Now(), holding{session: &sessionHolding{conn: conn, name: name}}), nil
 }
 
-// hasNonBMP reports whether s holds a character above U+FFFF (4 bytes in
-// UTF-8).
-func hasNonBMP(s string) bool {
-	for _, r := range s {
-		if r > 0xFFFF {
-			return true
+// plainLockName reports whether both servers keep s as a GET_LOCK name
+// as it is, so that two different strings are two locks: ASCII without
+// NUL and without capital letters. Both servers cut a lock name at its
+// first NUL byte ("a\x00b" and "a\x00c" would be the lock "a"); MySQL
+// lower-cases lock names ("A" and "a" would be one lock), by its utf8mb3
+// rules beyond ASCII, and refuses characters outside the Basic
+// Multilingual Plane (error 3057). Any other name is hashed.
+func plainLockName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == 0 || c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // brokenConn reports whether err means the pinned connection is gone, in

@@ -22,16 +22,18 @@ import (
 // the holder crashed, or its release failed half-way) they take it at
 // once, with a greater token, instead of never. The acquire statements
 // compute the GET_LOCK name themselves: keys on both sides of the 64-byte
-// boundary between a plain and a hashed name, in ASCII and in 4-byte
-// UTF-8, check that they compute the runtime's name (a wrong one would let
-// a live session holding be taken).
+// boundary between a plain and a hashed name, and keys hashed for a byte
+// the servers would not keep (NUL, capitals, anything not ASCII), check
+// that they compute the runtime's name (a wrong one would let a live
+// session holding be taken).
 func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
 	for _, taker := range []string{runtime.StrategyLease, runtime.StrategyRow} {
 		// "lockgen_dead-xxxxxx/" is 20 bytes: a key of 44 bytes makes the
 		// longest plain GET_LOCK name (64 bytes), 45 the shortest hashed
-		// one. A character outside the BMP (🔒, 4 bytes) is hashed at any
-		// length (MySQL refuses it in lock names); one inside (é, 2 bytes)
-		// is not.
+		// one. A NUL byte, a capital letter or a character that is not
+		// ASCII is hashed at any length: both servers cut lock names at a
+		// NUL, MySQL lower-cases them and refuses characters outside the
+		// BMP (🔒, 4 bytes).
 		for _, tc := range []struct {
 			label, key string
 			plain      bool
@@ -39,10 +41,14 @@ func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
 			{"short", "k", true},
 			{"64-bytes", strings.Repeat("k", 44), true},
 			{"65-bytes", strings.Repeat("k", 45), false},
-			{"64-bytes-2-byte-utf8", strings.Repeat("é", 22), true},
-			{"65-bytes-2-byte-utf8", strings.Repeat("é", 22) + "k", false},
+			{"64-bytes-2-byte-utf8", strings.Repeat("é", 22), false},
 			{"64-bytes-utf8", strings.Repeat("🔒", 11), false},
 			{"short-utf8", "🔒", false},
+			{"capital", "A", false},
+			{"63-bytes-capital", strings.Repeat("k", 42) + "Z", false},
+			{"at-and-brackets", "@[`{~\x7f", true},
+			{"nul", "k\x00k", false},
+			{"control", "\x01\x1f", true},
 			{"hashed", strings.Repeat("long-key-", 8), false},
 		} {
 			key := tc.key

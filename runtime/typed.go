@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // EnqueueOption changes one enqueued run (generated Enqueue<Job> methods
@@ -62,6 +64,9 @@ func withArgs[T any](base NewRun, args T, opts []EnqueueOption) (NewRun, error) 
 	if err != nil {
 		return NewRun{}, fmt.Errorf("%w: job %q: encode args: %w", ErrInvalid, base.Job, err)
 	}
+	if err := checkEncodedArgs(b); err != nil {
+		return NewRun{}, fmt.Errorf("%w: job %q: %w", ErrInvalid, base.Job, err)
+	}
 	base.Args = b
 	for _, o := range opts {
 		if o != nil {
@@ -71,8 +76,37 @@ func withArgs[T any](base NewRun, args T, opts []EnqueueOption) (NewRun, error) 
 	return base, nil
 }
 
+// checkEncodedArgs refuses arguments that encoding/json did not encode as
+// they are: a string that is not valid UTF-8 comes out with \ufffd in
+// place of each bad byte (the handler would get other bytes than were
+// enqueued), and raw JSON (json.RawMessage, a MarshalJSON method) is passed
+// on as it is, bad bytes included, which a server in strict mode rejects
+// and one without cuts short. The encoder writes a valid U+FFFD as itself,
+// so an escaped one comes from a bad byte (or from raw JSON that spells
+// it so, which is refused too).
+func checkEncodedArgs(b []byte) error {
+	if !utf8.Valid(b) {
+		return errors.New("the arguments' JSON is not valid UTF-8")
+	}
+	// In JSON, a backslash only ever starts an escape inside a string.
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		if i+6 <= len(b) && b[i+1] == 'u' && strings.EqualFold(string(b[i+2:i+6]), "fffd") {
+			return errors.New("an argument holds a string that is not valid UTF-8 (JSON would carry U+FFFD in place of its bytes)")
+		}
+		i++ // the escaped character
+	}
+	return nil
+}
+
 // HandleArgs adapts a handler that takes typed arguments: it decodes the
-// run's JSON arguments into T (a decoding error fails the attempt).
+// run's JSON arguments into T. Arguments that do not decode as T (written
+// by another version of the application, or by hand) fail the attempt
+// without running fn, with an error naming the job and the run; the run is
+// retried like any failed attempt (a node that decodes them may claim it)
+// and discarded, with that error kept, once out of attempts.
 func HandleArgs[T any](fn func(ctx context.Context, run *Run, args T) error) JobFunc {
 	return func(ctx context.Context, run *Run) error {
 		var args T

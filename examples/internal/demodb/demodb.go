@@ -55,7 +55,9 @@ func FromEnv() DSNs {
 func Config(dsn string) (*mysql.Config, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("dsn: %w", err)
+		// The parser's message can quote the password (a "/" in it ends
+		// the user part early): never show it.
+		return nil, errors.New("bad DSN: expected user:password@tcp(host:port)/dbname (a password with / or @ in it must be URL-safe)")
 	}
 	cfg.ParseTime = true
 	return cfg, nil
