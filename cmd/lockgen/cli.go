@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/internal/suggest"
 )
 
 // Exit codes.
@@ -21,6 +22,9 @@ const (
 
 // defaultSpec is the spec file the commands read when -f is not given.
 const defaultSpec = "lockgen.yaml"
+
+// self is how messages tell the user to run lockgen.
+const self = "lockgen"
 
 // command is one lockgen subcommand.
 type command struct {
@@ -69,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		cmd := lookup(name)
 		if cmd == nil {
-			fmt.Fprintf(stderr, "lockgen: unknown command %q\nRun 'lockgen help' for usage.\n", name)
+			fmt.Fprintf(stderr, "lockgen: %s\nRun '%s help' for usage.\n", unknownCommand(name), self)
 			return exitUsage
 		}
 		return cmd.run(context.Background(), out, args[1:])
@@ -84,6 +88,23 @@ func lookup(name string) *command {
 		}
 	}
 	return nil
+}
+
+// unknownCommand says that name is no command, suggesting the visible
+// command it probably means ("gen": "did you mean generate?").
+func unknownCommand(name string) string {
+	var names []string
+	for _, c := range commands() {
+		if !c.hidden {
+			names = append(names, c.name)
+		}
+	}
+	names = append(names, "help")
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s, ok := suggest.Command(name, names); ok {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg
 }
 
 // run parses the command's flags and runs it.
@@ -116,7 +137,7 @@ func (c *command) flagSet() *flag.FlagSet {
 
 // usageError reports a bad command line for c and returns exitUsage.
 func (c *command) usageError(out *streams, msg string) int {
-	fmt.Fprintf(out.stderr, "lockgen %s: %s\nUsage: %s\nRun 'lockgen help %s' for details.\n", c.name, msg, c.usageLine(), c.name)
+	fmt.Fprintf(out.stderr, "lockgen %s: %s\nUsage: %s\nRun '%s help %s' for details.\n", c.name, msg, c.usageLine(), self, c.name)
 	return exitUsage
 }
 
@@ -160,7 +181,7 @@ func help(out *streams, args []string) int {
 	}
 	cmd := lookup(args[0])
 	if cmd == nil {
-		fmt.Fprintf(out.stderr, "lockgen help: unknown command %q\nRun 'lockgen help' for usage.\n", args[0])
+		fmt.Fprintf(out.stderr, "lockgen help: %s\nRun '%s help' for usage.\n", unknownCommand(args[0]), self)
 		return exitUsage
 	}
 	fmt.Fprint(out.stdout, cmd.help())

@@ -120,6 +120,31 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUnknownCommandSuggests: a misspelled or abbreviated command is named
+// back with the command it probably means, never a hidden one.
+func TestUnknownCommandSuggests(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gen"}, `lockgen: unknown command "gen" (did you mean "generate"?)` + "\nRun '" + self + " help' for usage.\n"},
+		{[]string{"genrate", "-f", "x.yaml"}, `lockgen: unknown command "genrate" (did you mean "generate"?)`},
+		{[]string{"chek"}, `lockgen: unknown command "chek" (did you mean "check"?)`},
+		{[]string{"Init"}, `lockgen: unknown command "Init" (did you mean "init"?)`},
+		{[]string{"docter"}, `lockgen: unknown command "docter" (did you mean "doctor"?)`},
+		{[]string{"hlep"}, `lockgen: unknown command "hlep" (did you mean "help"?)`},
+		{[]string{"help", "gen"}, `lockgen help: unknown command "gen" (did you mean "generate"?)`},
+		{[]string{"status"}, `lockgen: unknown command "status"` + "\n"},
+		{[]string{"sq"}, `lockgen: unknown command "sq"` + "\n"}, // sqlc is hidden
+	} {
+		code, stdout, stderr := lockgen(tc.args...)
+		assert.Equal(t, exitUsage, code, tc.args)
+		assert.Empty(t, stdout, tc.args)
+		assert.Contains(t, stderr, tc.want, tc.args)
+	}
+}
+
 func TestGenerateThenCheck(t *testing.T) {
 	t.Parallel()
 	specPath := project(t, "quickstart")
