@@ -208,6 +208,42 @@ func TestCheckStale(t *testing.T) {
 	assert.Equal(t, exitOK, code, "generate fixes stale output")
 }
 
+// TestSwitchingMigrationsFormat: the old format's migrations fail check,
+// with what to do, until generate removes them (and says so).
+func TestSwitchingMigrationsFormat(t *testing.T) {
+	t.Parallel()
+	specPath := project(t, "quickstart")
+	dir := filepath.Dir(specPath)
+	code, _, stderr := lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	data, err := os.ReadFile(specPath)
+	require.NoError(t, err)
+	goose := strings.Replace(string(data), "format: golang-migrate", "format: goose", 1)
+	require.NoError(t, os.WriteFile(specPath, []byte(goose), 0o644))
+
+	up := filepath.Join(dir, "db", "migrations", "0001_lockgen_locks.up.sql")
+	down := filepath.Join(dir, "db", "migrations", "0001_lockgen_locks.down.sql")
+	const why = " (a golang-migrate migration lockgen wrote, but migrations.format is goose)"
+	code, stdout, stderr := lockgen("check", "-f", specPath)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stdout, filepath.Join(dir, "db", "migrations", "00001_lockgen_locks.sql")+": missing\n"+
+		down+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n"+
+		up+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n")
+	assert.Contains(t, stdout, filepath.Join(dir, "internal", "locks", "lockgen.go")+": stale\n", "its doc names the migration")
+	assert.Equal(t, "lockgen: 2 of 8 generated files are stale or missing and 2 files lockgen no longer generates are left over; run `"+self+" generate -f "+specPath+"`\n", stderr)
+
+	code, stdout, stderr = lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "lockgen: removed "+down+why+"\nlockgen: removed "+up+why+"\n", stderr)
+	for _, p := range []string{up, down} {
+		_, err := os.Stat(p)
+		assert.True(t, os.IsNotExist(err), p)
+	}
+	code, _, stderr = lockgen("check", "-f", specPath)
+	assert.Equal(t, exitOK, code, stderr)
+}
+
 func TestSpecErrorsArePrintedAsIs(t *testing.T) {
 	t.Parallel()
 	specPath := project(t, "spec-errors")
