@@ -23,8 +23,9 @@ const (
 // defaultSpec is the spec file the commands read when -f is not given.
 const defaultSpec = "lockgen.yaml"
 
-// self is how messages tell the user to run lockgen.
-const self = "lockgen"
+// self is how messages tell the user to run lockgen: as the tool dependency
+// the README sets up (go get -tool), from within the module.
+const self = "go tool lockgen"
 
 // command is one lockgen subcommand.
 type command struct {
@@ -192,11 +193,14 @@ func help(out *streams, args []string) int {
 func mainUsage() string {
 	var b strings.Builder
 	b.WriteString(`lockgen generates typed Go wrappers, sqlc queries and SQL migrations for the
-distributed locks declared in lockgen.yaml.
+distributed locks and jobs declared in lockgen.yaml.
 
 Usage:
 
-	lockgen <command> [flags]
+	go tool lockgen <command> [flags]
+
+in a module that has lockgen as a tool dependency (go get -tool), or
+lockgen <command> [flags] when it is installed on your PATH.
 
 Commands:
 
@@ -208,7 +212,7 @@ Commands:
 	}
 	fmt.Fprintf(&b, "	%-10s %s\n", "help", "show help for a command")
 	b.WriteString(`
-Run 'lockgen help <command>' for a command's flags.
+Run 'go tool lockgen help <command>' for a command's flags.
 
 Exit status: 0 on success, 1 on failure or stale output, 2 on a usage error.
 `)

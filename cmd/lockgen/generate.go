@@ -126,7 +126,7 @@ func check(ctx context.Context, out *streams, file string) int {
 // load generates the output of the spec file, reporting errors to stderr.
 func load(ctx context.Context, out *streams, file string) (*generator.Result, bool) {
 	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-		fmt.Fprintf(out.stderr, "lockgen: no spec file %s (create one with `lockgen init`, or name yours with -f)\n", file)
+		fmt.Fprintf(out.stderr, "lockgen: no spec file %s (create one with `%s init`, or name yours with -f)\n", file, self)
 		return nil, false
 	}
 	res, err := generator.Generate(ctx, generator.Options{SpecPath: file})
