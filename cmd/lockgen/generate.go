@@ -40,7 +40,7 @@ func checkCommand() *command {
 	return &command{
 		name:    "check",
 		args:    "[-f lockgen.yaml]",
-		summary: "fail if the generated files on disk are stale or missing",
+		summary: "fail if the generated files on disk are stale, missing or left over",
 		doc: `Check generates into memory and compares with the files on disk, writing
 nothing. It exits 0 when they are up to date, and 1 when any is stale or
 missing, printing each such file with its first changed lines ("-" on disk,

@@ -23,7 +23,8 @@ lock, and, commented out, queues, a scheduled job and a job with arguments,
 every option explained in comments. It never overwrites an existing file.
 Edit it, then run go tool lockgen generate; the spec's out directory must be
 inside a Go module. For go generate, put //go:generate go tool lockgen
-generate in a .go file next to the spec.`,
+generate in a .go file next to the spec: go generate reads only .go files,
+so create one with just a package clause and that line if there is none.`,
 		setup: func(fs *flag.FlagSet) runFunc {
 			file := specFlag(fs)
 			pkg := fs.String("package", "locks", "the Go `name` of the generated package")
