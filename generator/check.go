@@ -7,16 +7,20 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
 // Stale is a generated file whose contents on disk are not what lockgen
-// generates.
+// generates, or a leftover file lockgen no longer generates.
 type Stale struct {
 	// Path is the file's slash-separated path relative to Result.Dir.
 	Path string
 	// Missing is true when the file does not exist.
 	Missing bool
+	// Leftover, when not empty, says why the file is a Leftover: it is on
+	// disk but lockgen no longer generates it, and Write removes it.
+	Leftover string
 	// Diff shows the first changed lines (at most maxDiffLines of each
 	// side), prefixed "-N:" for the file on disk and "+N:" for the
 	// generated one, N being the line number; empty when Missing.
@@ -26,16 +30,19 @@ type Stale struct {
 // String describes s in one line, followed by the lines of its diff if
 // any, without a trailing newline.
 func (s Stale) String() string {
-	if s.Missing {
+	switch {
+	case s.Missing:
 		return s.Path + ": missing"
+	case s.Leftover != "":
+		return s.Path + ": left over: " + s.Leftover + "; generate removes it"
 	}
 	return s.Path + ": stale\n" + strings.TrimSuffix(s.Diff, "\n")
 }
 
 // Check compares the files of r with those under r.Dir and returns the ones
-// that are missing or differ, in path order; none means the output on disk
-// is up to date. It writes nothing. Files on disk that lockgen does not
-// generate are ignored.
+// that are missing or differ, and r's Leftovers, in path order; none means
+// the output on disk is up to date. It writes nothing. Other files on disk
+// that lockgen does not generate are ignored.
 func (r *Result) Check() ([]Stale, error) {
 	var stale []Stale
 	for _, p := range r.Paths() {
@@ -49,6 +56,14 @@ func (r *Result) Check() ([]Stale, error) {
 			stale = append(stale, Stale{Path: p, Diff: shortDiff(onDisk, r.Files[p])})
 		}
 	}
+	leftovers, err := r.Leftovers()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range leftovers {
+		stale = append(stale, Stale{Path: l.Path, Leftover: l.Why})
+	}
+	slices.SortStableFunc(stale, func(a, b Stale) int { return strings.Compare(a.Path, b.Path) })
 	return stale, nil
 }
 

@@ -44,6 +44,10 @@ type Result struct {
 	Dir string
 	// Files maps slash-separated paths relative to Dir to their contents.
 	Files map[string][]byte
+
+	// leftovers are the files lockgen may have written for an earlier
+	// version of the spec (see Leftovers).
+	leftovers []Leftover
 }
 
 // Paths returns the paths of r.Files, sorted.
@@ -84,7 +88,7 @@ func Generate(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Dir: dir, Files: files}, nil
+	return &Result{Dir: dir, Files: files, leftovers: leftoverMigrations(s)}, nil
 }
 
 // sqlcExecutable returns exe, or the running executable when exe is empty.

@@ -10,12 +10,13 @@ import (
 )
 
 // Write writes every file of r under r.Dir, creating directories as needed,
-// or none of them. Each file is first written to a temporary file next to
-// its target; only when all of them are written are they renamed into
-// place. On failure, temporary files and the directories Write created are
-// removed, and files already renamed are restored to their previous
-// contents (best effort: a failure to restore is reported with the error).
-// Files whose contents are already on disk are left untouched.
+// and removes r's Leftovers, or does none of it. Each file is first written
+// to a temporary file next to its target; only when all of them are written
+// are they renamed into place, and then the leftovers removed. On failure,
+// temporary files and the directories Write created are removed, and files
+// already renamed or removed are restored to their previous contents (best
+// effort: a failure to restore is reported with the error). Files whose
+// contents are already on disk are left untouched.
 func (r *Result) Write() (err error) {
 	var tx writeTx
 	defer func() {
@@ -25,6 +26,15 @@ func (r *Result) Write() (err error) {
 	}()
 	for _, p := range r.Paths() {
 		if err := tx.stage(filepath.Join(r.Dir, filepath.FromSlash(p)), r.Files[p]); err != nil {
+			return err
+		}
+	}
+	leftovers, err := r.Leftovers()
+	if err != nil {
+		return err
+	}
+	for _, l := range leftovers {
+		if err := tx.stageRemove(filepath.Join(r.Dir, filepath.FromSlash(l.Path))); err != nil {
 			return err
 		}
 	}
@@ -38,9 +48,10 @@ type writeTx struct {
 	dirs      []string // directories created, parents first
 }
 
-// stagedFile is a file written to a temporary name.
+// stagedFile is a file written to a temporary name, or to be removed.
 type stagedFile struct {
-	target, temp string
+	target, temp string // temp is empty when remove
+	remove       bool
 	existed      bool
 	old          []byte // previous contents, when existed
 	mode         fs.FileMode
@@ -71,6 +82,24 @@ func (tx *writeTx) stage(target string, data []byte) error {
 		return fmt.Errorf("write %s: %w", target, err)
 	}
 	tx.staged = append(tx.staged, stagedFile{target: target, temp: temp, existed: existed, old: old, mode: mode})
+	return nil
+}
+
+// stageRemove remembers target, to be removed by commit and restored by
+// rollback; nothing when it does not exist.
+func (tx *writeTx) stageRemove(target string) error {
+	old, err := os.ReadFile(target)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", target, err)
+	}
+	info, err := os.Stat(target)
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", target, err)
+	}
+	tx.staged = append(tx.staged, stagedFile{target: target, remove: true, existed: true, old: old, mode: info.Mode().Perm()})
 	return nil
 }
 
@@ -108,10 +137,15 @@ func writeTemp(dir, base string, data []byte, mode fs.FileMode) (string, error) 
 	return f.Name(), nil
 }
 
-// commit renames every staged file into place.
+// commit renames every staged file into place and removes those staged
+// for removal, in the order they were staged.
 func (tx *writeTx) commit() error {
 	for _, s := range tx.staged {
-		if err := os.Rename(s.temp, s.target); err != nil {
+		if s.remove {
+			if err := os.Remove(s.target); err != nil {
+				return fmt.Errorf("remove %s: %w", s.target, err)
+			}
+		} else if err := os.Rename(s.temp, s.target); err != nil {
 			return fmt.Errorf("write %s: %w", s.target, err)
 		}
 		tx.committed++
@@ -124,7 +158,9 @@ func (tx *writeTx) rollback() error {
 	var errs []error
 	for i, s := range tx.staged {
 		if i >= tx.committed {
-			errs = append(errs, ignoreNotExist(os.Remove(s.temp)))
+			if !s.remove {
+				errs = append(errs, ignoreNotExist(os.Remove(s.temp)))
+			}
 			continue
 		}
 		if !s.existed {

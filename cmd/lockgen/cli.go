@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/internal/suggest"
 )
 
 // Exit codes.
@@ -21,6 +22,10 @@ const (
 
 // defaultSpec is the spec file the commands read when -f is not given.
 const defaultSpec = "lockgen.yaml"
+
+// self is how messages tell the user to run lockgen: as the tool dependency
+// the README sets up (go get -tool), from within the module.
+const self = "go tool lockgen"
 
 // command is one lockgen subcommand.
 type command struct {
@@ -69,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	default:
 		cmd := lookup(name)
 		if cmd == nil {
-			fmt.Fprintf(stderr, "lockgen: unknown command %q\nRun 'lockgen help' for usage.\n", name)
+			fmt.Fprintf(stderr, "lockgen: %s\nRun '%s help' for usage.\n", unknownCommand(name), self)
 			return exitUsage
 		}
 		return cmd.run(context.Background(), out, args[1:])
@@ -84,6 +89,23 @@ func lookup(name string) *command {
 		}
 	}
 	return nil
+}
+
+// unknownCommand says that name is no command, suggesting the visible
+// command it probably means ("gen": "did you mean generate?").
+func unknownCommand(name string) string {
+	var names []string
+	for _, c := range commands() {
+		if !c.hidden {
+			names = append(names, c.name)
+		}
+	}
+	names = append(names, "help")
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s, ok := suggest.Command(name, names); ok {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg
 }
 
 // run parses the command's flags and runs it.
@@ -116,7 +138,7 @@ func (c *command) flagSet() *flag.FlagSet {
 
 // usageError reports a bad command line for c and returns exitUsage.
 func (c *command) usageError(out *streams, msg string) int {
-	fmt.Fprintf(out.stderr, "lockgen %s: %s\nUsage: %s\nRun 'lockgen help %s' for details.\n", c.name, msg, c.usageLine(), c.name)
+	fmt.Fprintf(out.stderr, "lockgen %s: %s\nUsage: %s\nRun '%s help %s' for details.\n", c.name, msg, c.usageLine(), self, c.name)
 	return exitUsage
 }
 
@@ -160,7 +182,7 @@ func help(out *streams, args []string) int {
 	}
 	cmd := lookup(args[0])
 	if cmd == nil {
-		fmt.Fprintf(out.stderr, "lockgen help: unknown command %q\nRun 'lockgen help' for usage.\n", args[0])
+		fmt.Fprintf(out.stderr, "lockgen help: %s\nRun '%s help' for usage.\n", unknownCommand(args[0]), self)
 		return exitUsage
 	}
 	fmt.Fprint(out.stdout, cmd.help())
@@ -171,11 +193,14 @@ func help(out *streams, args []string) int {
 func mainUsage() string {
 	var b strings.Builder
 	b.WriteString(`lockgen generates typed Go wrappers, sqlc queries and SQL migrations for the
-distributed locks declared in lockgen.yaml.
+distributed locks and jobs declared in lockgen.yaml.
 
 Usage:
 
-	lockgen <command> [flags]
+	go tool lockgen <command> [flags]
+
+in a module that has lockgen as a tool dependency (go get -tool), or
+lockgen <command> [flags] when it is installed on your PATH.
 
 Commands:
 
@@ -187,7 +212,7 @@ Commands:
 	}
 	fmt.Fprintf(&b, "	%-10s %s\n", "help", "show help for a command")
 	b.WriteString(`
-Run 'lockgen help <command>' for a command's flags.
+Run 'go tool lockgen help <command>' for a command's flags.
 
 Exit status: 0 on success, 1 on failure or stale output, 2 on a usage error.
 `)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,6 +121,31 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestUnknownCommandSuggests: a misspelled or abbreviated command is named
+// back with the command it probably means, never a hidden one.
+func TestUnknownCommandSuggests(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"gen"}, `lockgen: unknown command "gen" (did you mean "generate"?)` + "\nRun '" + self + " help' for usage.\n"},
+		{[]string{"genrate", "-f", "x.yaml"}, `lockgen: unknown command "genrate" (did you mean "generate"?)`},
+		{[]string{"chek"}, `lockgen: unknown command "chek" (did you mean "check"?)`},
+		{[]string{"Init"}, `lockgen: unknown command "Init" (did you mean "init"?)`},
+		{[]string{"docter"}, `lockgen: unknown command "docter" (did you mean "doctor"?)`},
+		{[]string{"hlep"}, `lockgen: unknown command "hlep" (did you mean "help"?)`},
+		{[]string{"help", "gen"}, `lockgen help: unknown command "gen" (did you mean "generate"?)`},
+		{[]string{"status"}, `lockgen: unknown command "status"` + "\n"},
+		{[]string{"sq"}, `lockgen: unknown command "sq"` + "\n"}, // sqlc is hidden
+	} {
+		code, stdout, stderr := lockgen(tc.args...)
+		assert.Equal(t, exitUsage, code, tc.args)
+		assert.Empty(t, stdout, tc.args)
+		assert.Contains(t, stderr, tc.want, tc.args)
+	}
+}
+
 func TestGenerateThenCheck(t *testing.T) {
 	t.Parallel()
 	specPath := project(t, "quickstart")
@@ -174,13 +200,49 @@ func TestCheckStale(t *testing.T) {
 	assert.Equal(t, exitFail, code)
 	assert.Contains(t, stdout, down+": missing\n")
 	assert.Contains(t, stdout, wrappers+": stale\n-9: package locks // edited\n+9: package locks\n")
-	assert.Equal(t, "lockgen: 2 of 9 generated files are stale or missing; run `lockgen generate -f "+specPath+"`\n", stderr)
+	assert.Equal(t, "lockgen: 2 of 9 generated files are stale or missing; run `go tool lockgen generate -f "+specPath+"`\n", stderr)
 	assert.Less(t, strings.Count(stdout, "\n"), 10, "the diff is short")
 
 	code, _, _ = lockgen("generate", "-f", specPath)
 	require.Equal(t, exitOK, code)
 	code, _, _ = lockgen("check", "-f", specPath)
 	assert.Equal(t, exitOK, code, "generate fixes stale output")
+}
+
+// TestSwitchingMigrationsFormat: the old format's migrations fail check,
+// with what to do, until generate removes them (and says so).
+func TestSwitchingMigrationsFormat(t *testing.T) {
+	t.Parallel()
+	specPath := project(t, "quickstart")
+	dir := filepath.Dir(specPath)
+	code, _, stderr := lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	data, err := os.ReadFile(specPath)
+	require.NoError(t, err)
+	goose := strings.Replace(string(data), "format: golang-migrate", "format: goose", 1)
+	require.NoError(t, os.WriteFile(specPath, []byte(goose), 0o644))
+
+	up := filepath.Join(dir, "db", "migrations", "0001_lockgen_locks.up.sql")
+	down := filepath.Join(dir, "db", "migrations", "0001_lockgen_locks.down.sql")
+	const why = " (a golang-migrate migration lockgen wrote, but migrations.format is goose)"
+	code, stdout, stderr := lockgen("check", "-f", specPath)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, stdout, filepath.Join(dir, "db", "migrations", "00001_lockgen_locks.sql")+": missing\n"+
+		down+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n"+
+		up+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n")
+	assert.Contains(t, stdout, filepath.Join(dir, "internal", "locks", "lockgen.go")+": stale\n", "its doc names the migration")
+	assert.Equal(t, "lockgen: 2 of 8 generated files are stale or missing and 2 files lockgen no longer generates are left over; run `"+self+" generate -f "+specPath+"`\n", stderr)
+
+	code, stdout, stderr = lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "lockgen: removed "+down+why+"\nlockgen: removed "+up+why+"\n", stderr)
+	for _, p := range []string{up, down} {
+		_, err := os.Stat(p)
+		assert.True(t, os.IsNotExist(err), p)
+	}
+	code, _, stderr = lockgen("check", "-f", specPath)
+	assert.Equal(t, exitOK, code, stderr)
 }
 
 func TestSpecErrorsArePrintedAsIs(t *testing.T) {
@@ -205,7 +267,7 @@ func TestMissingSpecOrModule(t *testing.T) {
 	dir := t.TempDir()
 	code, _, stderr := lockgen("generate", "-f", filepath.Join(dir, "lockgen.yaml"))
 	assert.Equal(t, exitFail, code)
-	assert.Contains(t, stderr, "lockgen: no spec file "+filepath.Join(dir, "lockgen.yaml")+" (create one with `lockgen init`")
+	assert.Contains(t, stderr, "lockgen: no spec file "+filepath.Join(dir, "lockgen.yaml")+" (create one with `go tool lockgen init`")
 
 	data, err := os.ReadFile(filepath.Join(golden, "no-gomod", "lockgen.yaml"))
 	require.NoError(t, err)
@@ -221,7 +283,11 @@ func TestInitGenerateCheckBuild(t *testing.T) {
 	specPath := filepath.Join(dir, "lockgen.yaml")
 	code, stdout, stderr := lockgen("init", "-f", specPath, "-package", "applocks")
 	require.Equal(t, exitOK, code, stderr)
-	assert.Contains(t, stdout, "wrote "+specPath)
+	assert.Equal(t, "wrote "+specPath+"; edit it, then run `go tool lockgen generate -f "+specPath+"`\n"+
+		"To run it with `go generate ./...`, put the line\n"+
+		"\t//go:generate go tool lockgen generate\n"+
+		"in a .go file next to it. There is none yet in "+dir+", and go generate reads only .go files:\n"+
+		"create one, such as "+filepath.Join(dir, "generate.go")+", holding a package clause (e.g. `package app`) and that line.\n", stdout)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/app\n\ngo 1.24\n"), 0o644))
 
 	code, _, stderr = lockgen("generate", "-f", specPath)
@@ -280,6 +346,60 @@ func TestStarterAlternatives(t *testing.T) {
 	s, err = spec.Load("lockgen.yaml", []byte(swapped))
 	require.NoError(t, err)
 	assert.Equal(t, spec.StrategySession, s.Locks[1].Strategy, "the keyed lock can switch to session")
+}
+
+// uncommentJobs returns the starter spec with its commented queues and jobs
+// uncommented: the lines after "# queues:" that are YAML, not prose.
+func uncommentJobs(t *testing.T, starter string) string {
+	t.Helper()
+	lines := strings.Split(starter, "\n")
+	start := slices.Index(lines, "# queues:")
+	require.GreaterOrEqual(t, start, 0, "the starter has a commented queues key")
+	for i := start; i < len(lines); i++ {
+		if rest, ok := strings.CutPrefix(lines[i], "# "); ok && (strings.HasPrefix(rest, "queues:") || strings.HasPrefix(rest, "jobs:") || strings.HasPrefix(rest, "  ")) {
+			lines[i] = rest
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestStarterShowsEverySection: the starter declares a plain lock that is
+// a leader and a keyed lock, and, commented out, queues, a scheduled job
+// and a job with arguments; uncommented, they load, generate, pass check
+// and build.
+func TestStarterShowsEverySection(t *testing.T) {
+	t.Parallel()
+	starter := string(starterSpec("locks"))
+	for _, section := range []string{"\nversion: 1\n", "\npackage: locks\n", "\nout: ", "\nmigrations:\n", "\ntable_prefix: ", "\nlocks:\n",
+		"\n# queues:\n", "\n# jobs:\n", "\n#     schedule: ", "\n#     args: "} {
+		assert.Contains(t, starter, section)
+	}
+	assert.Contains(t, starter, "//go:generate go tool lockgen generate\n# in a .go file")
+
+	withJobs := uncommentJobs(t, starter)
+	s, err := spec.Load("lockgen.yaml", []byte(withJobs))
+	require.NoError(t, err, withJobs)
+	require.Len(t, s.Locks, 2)
+	assert.True(t, s.Locks[0].Leader)
+	assert.NotNil(t, s.Locks[1].Key)
+	require.Len(t, s.Jobs, 2)
+	assert.NotEmpty(t, s.Jobs[0].Schedule, "the first job is scheduled")
+	assert.NotEmpty(t, s.Jobs[1].Args, "the second job takes arguments")
+	assert.Len(t, s.Queues, 2)
+
+	dir := t.TempDir()
+	specPath := filepath.Join(dir, "lockgen.yaml")
+	require.NoError(t, os.WriteFile(specPath, []byte(withJobs), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/app\n\ngo 1.24\n"), 0o644))
+	code, _, stderr := lockgen("generate", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	code, _, stderr = lockgen("check", "-f", specPath)
+	require.Equal(t, exitOK, code, stderr)
+	src, err := os.ReadFile(filepath.Join(dir, "internal", "locks", "lockgen_jobs.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(src), "func (l *Locks) EnqueueSendReceipt(ctx context.Context, args SendReceiptArgs, opts ...runtime.EnqueueOption) (int64, error) {")
+	assert.Contains(t, string(src), "NightlyReport(ctx context.Context, run *runtime.Run) error")
+	goBuild(t, dir)
 }
 
 func TestInitRefusesToOverwrite(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/lockgen/lockgen/generator/spec"
@@ -17,10 +18,13 @@ func initCommand() *command {
 		name:    "init",
 		args:    "[-f lockgen.yaml] [-package locks]",
 		summary: "write a commented starter lockgen.yaml",
-		doc: `Init writes a starter spec with one plain lock (also a leader) and one
-keyed lock, every option explained in comments. It never overwrites an existing file. Edit it,
-then run lockgen generate; the spec's out directory must be inside a Go
-module.`,
+		doc: `Init writes a starter spec with one plain lock (also a leader), one keyed
+lock, and, commented out, queues, a scheduled job and a job with arguments,
+every option explained in comments. It never overwrites an existing file.
+Edit it, then run go tool lockgen generate; the spec's out directory must be
+inside a Go module. For go generate, put //go:generate go tool lockgen
+generate in a .go file next to the spec: go generate reads only .go files,
+so create one with just a package clause and that line if there is none.`,
 		setup: func(fs *flag.FlagSet) runFunc {
 			file := specFlag(fs)
 			pkg := fs.String("package", "locks", "the Go `name` of the generated package")
@@ -60,7 +64,28 @@ func initSpec(out *streams, file, pkg string) int {
 		printError(out.stderr, errors.Join(err, os.Remove(file)))
 		return exitFail
 	}
-	fmt.Fprintf(out.stdout, "wrote %s; edit it, then run `lockgen generate`\n", file)
+	regen := self + " generate"
+	if file != defaultSpec {
+		regen += " -f " + file
+	}
+	fmt.Fprintf(out.stdout, "wrote %s; edit it, then run `%s`\n", file, regen)
+	directive := "//go:generate " + self + " generate"
+	if base := filepath.Base(file); base != defaultSpec {
+		directive += " -f " + base
+	}
+	dir := filepath.Dir(file)
+	fmt.Fprintf(out.stdout, "To run it with `go generate ./...`, put the line\n\t%s\n", directive)
+	if goFiles, _ := filepath.Glob(filepath.Join(dir, "*.go")); len(goFiles) > 0 {
+		fmt.Fprintf(out.stdout, "in a .go file next to it, such as %s.\n", goFiles[0])
+	} else {
+		where := "in " + dir
+		if dir == "." {
+			where = "in this directory"
+		}
+		fmt.Fprintf(out.stdout, "in a .go file next to it. There is none yet %s, and go generate reads only .go files:\n"+
+			"create one, such as %s, holding a package clause (e.g. `package app`) and that line.\n",
+			where, filepath.Join(dir, "generate.go"))
+	}
 	return exitOK
 }
 
@@ -69,14 +94,16 @@ func starterSpec(pkg string) []byte {
 	return []byte(strings.Replace(starter, "package: locks\n", "package: "+pkg+"\n", 1))
 }
 
-// starter is the spec init writes. It must load, generate and build as is
-// (the tests check it).
-const starter = `# lockgen.yaml declares the distributed locks of this module.
+// starter is the spec init writes. It must load, generate and build as is,
+// and with its commented queues and jobs uncommented (the tests check both).
+const starter = `# lockgen.yaml declares the distributed locks and jobs of this module.
 #
-# "lockgen generate" writes typed Go wrappers, sqlc queries and SQL migrations
-# from it; commit them, and run "lockgen check" in CI to catch stale output.
-# To pin lockgen in go.mod: go get -tool github.com/lockgen/lockgen/cmd/lockgen
-# then run it as: go tool lockgen generate
+# "go tool lockgen generate" writes typed Go wrappers, sqlc queries and SQL
+# migrations from it; commit them, and run "go tool lockgen check" in CI to
+# catch stale output. To run it with "go generate ./...", put the line
+#   //go:generate go tool lockgen generate
+# in a .go file of this directory (go generate reads only .go files, and a
+# .go file starts with its package clause, e.g. "package app").
 
 # version is the format of this file; only 1 exists.
 version: 1
@@ -86,10 +113,11 @@ package: locks
 
 # out is the directory of the generated Go code, relative to this file:
 # lockgen.go, lockgen_store.go and the lockgendb subpackage (the SQL and
-# sqlc's code for it). It must be inside a Go module (a go.mod at or above it).
+# sqlc's code for it); lockgen_jobs.go too with jobs. It must be inside a Go
+# module (a go.mod at or above it).
 out: internal/locks
 
-# migrations says where the SQL that creates the lock table goes, and for
+# migrations says where the SQL that creates lockgen's tables goes, and for
 # which migration tool: golang-migrate (0001_<table>.up.sql and .down.sql)
 # or goose (00001_<table>.sql). dir is relative to this file.
 migrations:
@@ -97,7 +125,8 @@ migrations:
   format: golang-migrate
 
 # table_prefix starts the name of every table lockgen creates (here the lock
-# table lockgen_locks): lower-case letters, digits and underscores.
+# table lockgen_locks, and lockgen_runs with jobs): lower-case letters,
+# digits and underscores.
 table_prefix: lockgen_
 
 # locks: each lock gets With<Name>Lock, Try<Name>Lock, Acquire<Name>Lock and
@@ -128,4 +157,33 @@ locks:
     #                    # writes commit with the release; no ttl or renew_every then.
     ttl: 30s
     wait: 5s
+
+# Jobs: reliable scheduled and enqueued jobs on a runs table (a second
+# migration). Remove the "# " before the lines below to declare two. The
+# generated JobHandlers interface then has a method per job, Locks.RunJobs(ctx,
+# handlers) works them on every node until ctx ends, and each job that takes
+# args gets Enqueue<Job>, Enqueue<Job>Tx and Enqueue<Job>Many.
+#
+# queues: how many handlers of each queue one node runs at once. Without
+# this key every job is in the queue default, 100 at once.
+# queues:
+#   - { name: default, concurrency: 100 }
+#   - { name: mail, concurrency: 10 }
+#
+# jobs:
+#   # A scheduled job: one run per tick across all nodes, handled by
+#   # NightlyReport(ctx, run).
+#   - name: nightly_report
+#     schedule: "0 3 * * *"   # cron (5 fields, or 6 with seconds), @daily, or @every 30s
+#     timezone: UTC           # IANA zone of the schedule
+#     catch_up: one           # ticks missed while no node ran: none, one (the latest) or all
+#     timeout: 10m            # each attempt's context is cancelled after it
+#   # An enqueued job with typed arguments:
+#   # EnqueueSendReceipt(ctx, SendReceiptArgs{OrderID: 42, Email: "a@example.com"}),
+#   # handled by SendReceipt(ctx, run, args).
+#   - name: send_receipt
+#     args: { order_id: int64, email: string }   # int64, int32, string, bool, float64, time, duration, []string, json(...)
+#     queue: mail
+#     max_attempts: 5                     # a failing run is retried with backoff, then discarded
+#     backoff: { initial: 1s, max: 10m }
 `

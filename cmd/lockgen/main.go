@@ -1,7 +1,8 @@
 // Command lockgen generates typed Go wrappers, sqlc queries and SQL
-// migrations for the distributed locks declared in lockgen.yaml.
+// migrations for the distributed locks and jobs declared in lockgen.yaml.
 //
-// Run `lockgen help` for usage.
+// Run `go tool lockgen help` (as a tool dependency of your module) or
+// `lockgen help` for usage.
 package main
 
 import (

@@ -48,7 +48,29 @@ var badSpecs = []badSpec{
 	{
 		name: "bad indentation",
 		yaml: "version: 1\n package: locks\n",
-		want: []string{"lockgen.yaml:2:1: invalid YAML: mapping values are not allowed in this context (check the indentation, quoting and brackets on this line and the one before it)"},
+		want: []string{"lockgen.yaml:2:2: invalid YAML: mapping values are not allowed in this context (this line is indented by 1 space, the blocks above it by 0 (line 1): YAML nests by indentation, so indent it like one of them)"},
+	},
+	{
+		// yaml.v3 says "line 3" (the list's start, counted from 0).
+		name: "key indented less than its siblings",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n   renew_every: 1s\n",
+		want: []string{"lockgen.yaml:6:4: invalid YAML: did not find expected '-' indicator (this line is indented by 3 spaces, the blocks above it by 4 (line 5), 2 (line 4) and 0 (line 3): YAML nests by indentation, so indent it like one of them)"},
+	},
+	{
+		name: "key indented more than its siblings",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n      renew_every: 1s\n",
+		want: []string{"lockgen.yaml:6:7: invalid YAML: mapping values are not allowed in this context (this line is indented by 6 spaces, the blocks above it by 4 (line 5), 2 (line 4) and 0 (line 3): YAML nests by indentation, so indent it like one of them)"},
+	},
+	{
+		name: "key lined up with a list item's dash",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n  renew_every: 1s\n",
+		want: []string{`lockgen.yaml:6:3: invalid YAML: did not find expected '-' indicator (this line lines up with the "- " of the list item on line 4: indent it by 4 spaces to add it to that item, or start a new item with "- ")`},
+	},
+	{
+		// yaml.v3 says "line 6", the comment before it: the line counted from 0.
+		name: "mis-indented key after a comment and a blank line",
+		yaml: "version: 1\npackage: locks\nmigrations:\n  dir: m\n\n  # the format\n format: goose\nlocks: [{name: master, ttl: 3s}]\n",
+		want: []string{"lockgen.yaml:7:2: invalid YAML: did not find expected key (this line is indented by 1 space, the blocks above it by 2 (line 4) and 0 (line 3): YAML nests by indentation, so indent it like one of them)"},
 	},
 	{
 		name: "tab indentation",
@@ -58,7 +80,7 @@ var badSpecs = []badSpec{
 	{
 		name: "unknown anchor",
 		yaml: "version: 1\npackage: *pkg\n",
-		want: []string{"lockgen.yaml:1:1: invalid YAML: unknown anchor 'pkg' referenced (check the indentation, quoting and brackets on this line and the one before it)"},
+		want: []string{"lockgen.yaml:2:10: invalid YAML: unknown anchor 'pkg' referenced (an alias *pkg repeats a value marked &pkg earlier in the file; mark one, or write the value out)"},
 	},
 	{
 		name: "two documents",

@@ -1,12 +1,9 @@
 package spec
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -69,44 +66,4 @@ func (l ErrorList) sort() {
 	slices.SortStableFunc(l, func(a, b *Error) int {
 		return cmp.Or(cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Col, b.Pos.Col))
 	})
-}
-
-// yamlLine matches the position prefix of yaml.v3's syntax errors.
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
-
-// syntaxError turns an error from the YAML parser into an *Error. yaml.v3
-// reports a line for most syntax errors and never a column, so the column is
-// always 1; the line is clamped to the lines data has.
-func syntaxError(file string, data []byte, err error) *Error {
-	msg, line := err.Error(), 1
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		msg = msg[len(m[0]):]
-		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
-			line = min(max(n, 1), bytes.Count(data, []byte("\n"))+1)
-		}
-	}
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	msg = strings.ReplaceAll(msg, "\n", " ")
-	hint := "check the indentation, quoting and brackets on this line and the one before it"
-	if hasTabIndent(data, line) {
-		hint = "YAML does not allow tabs for indentation; indent with spaces"
-	}
-	return &Error{File: file, Pos: Pos{Line: line, Col: 1}, Msg: "invalid YAML: " + msg, Hint: hint}
-}
-
-// hasTabIndent reports whether the 1-based line of data, or the one before
-// it, is indented with a tab.
-func hasTabIndent(data []byte, line int) bool {
-	lines := bytes.Split(data, []byte("\n"))
-	for _, i := range []int{line - 2, line - 1} {
-		if i >= 0 && i < len(lines) && bytes.Contains(leadingSpace(lines[i]), []byte("\t")) {
-			return true
-		}
-	}
-	return false
-}
-
-// leadingSpace returns the spaces and tabs at the start of b.
-func leadingSpace(b []byte) []byte {
-	return b[:len(b)-len(bytes.TrimLeft(b, " \t"))]
 }
