@@ -125,7 +125,7 @@ func use(ctx context.Context, w *work.Locks) error {
 	_, _ = w.CancelRun(ctx, id)
 	_, _ = w.RetryRun(ctx, id)
 	errs = append(errs, err, w.RunJobs(ctx, handlers{}, func(c *runtime.WorkerConfig) { c.Lease = time.Minute }))
-	_ = []string{work.NightlyReportJob, work.SendSMSJob, work.ReindexJob, work.RebuildCacheJob, info.State}
+	_ = []string{work.NightlyReportJob, work.SendSMSJob, work.ReindexJob, work.RebuildCacheJob, string(info.State)}
 	return errors.Join(errs...)
 }
 `

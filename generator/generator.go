@@ -88,7 +88,7 @@ func Generate(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Dir: dir, Files: files, leftovers: leftoverMigrations(s)}, nil
+	return &Result{Dir: dir, Files: files, leftovers: leftoverFiles(s)}, nil
 }
 
 // sqlcExecutable returns exe, or the running executable when exe is empty.

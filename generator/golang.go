@@ -19,9 +19,12 @@ import (
 // imports they use.
 func renderGo(m *model) (map[string][]byte, error) {
 	files := map[string][]byte{}
-	gofiles := map[string]*jen.File{wrappersFile: wrappers(m), storeFile: storeGlue(m)}
+	gofiles := map[string]*jen.File{
+		path.Join(m.OutDir, wrappersFile): wrappers(m),
+		path.Join(m.DBDir, storeFile):     storeGlue(m),
+	}
 	if len(m.Jobs) > 0 {
-		gofiles[jobsFile] = jobsGo(m)
+		gofiles[path.Join(m.OutDir, jobsFile)] = jobsGo(m)
 	}
 	for name, f := range gofiles {
 		var buf bytes.Buffer
@@ -32,7 +35,7 @@ func renderGo(m *model) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("render %s: %w", name, err)
 		}
-		files[path.Join(m.OutDir, name)] = src
+		files[name] = src
 	}
 	return files, nil
 }
@@ -83,6 +86,20 @@ func newFile(m *model) *jen.File {
 
 // rt refers to an exported name of the runtime package.
 func rt(name string) *jen.Statement { return jen.Qual(runtimePath, name) }
+
+// dr refers to an exported name of the runtime's driver package.
+func dr(name string) *jen.Statement { return jen.Qual(driverPath, name) }
+
+// newStoreFile starts the generated Go file of m's sqlc package that holds
+// the store: the driver.Store (and driver.JobStore) implementation over
+// the sqlc queries next to it.
+func newStoreFile(m *model) *jen.File {
+	f := jen.NewFilePathName(m.DBImport, m.DBPackage)
+	f.HeaderComment(templates.Header)
+	f.ImportName(driverPath, "driver")
+	f.ImportAlias("database/sql/driver", "sqldriver")
+	return f
+}
 
 // wrappers is lockgen.go: options, the Locks type, New and the methods of
 // every lock.
@@ -153,19 +170,13 @@ func newBody(g *jen.Group, m *model) {
 	g.If(jen.Id("db").Op("==").Nil()).Block(
 		jen.Return(jen.Nil(), jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: nil *sql.DB"), rt("ErrInvalid"))),
 	)
-	fields := []jen.Code{jen.Id("q").Op(":").Qual(m.DBImport, "New").Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")}
-	if len(m.Jobs) > 0 {
-		fields = append(fields, jen.Id("inserts").Op(":").Add(rt("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.RunsTable)))
-	}
-	g.List(jen.Id("client"), jen.Err()).Op(":=").Add(rt("NewClient")).Call(
-		jen.Id("store").Values(fields...),
-		jen.Id("opts").Op("..."),
-	)
+	g.Id("store").Op(":=").Qual(m.DBImport, "NewStore").Call(jen.Id("db"))
+	g.List(jen.Id("client"), jen.Err()).Op(":=").Add(rt("NewClient")).Call(jen.Id("store"), jen.Id("opts").Op("..."))
 	g.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err()))
 	g.Id("l").Op(":=").Op("&").Id("Locks").Values(jen.Id("client").Op(":").Id("client"))
 	if len(m.Jobs) > 0 {
 		g.If(
-			jen.List(jen.Id("l").Dot("jobs"), jen.Err()).Op("=").Id("client").Dot("Jobs").Call(),
+			jen.List(jen.Id("l").Dot("jobs"), jen.Err()).Op("=").Add(rt("NewJobs")).Call(jen.Id("client"), jen.Id("store")),
 			jen.Err().Op("!=").Nil(),
 		).Block(jen.Return(jen.Nil(), jen.Err()))
 	}
@@ -340,12 +351,13 @@ func keyExpr(lk *lockModel) *jen.Statement {
 	}
 }
 
-// storeGlue is lockgen_store.go: runtime.Store over the sqlc queries.
+// storeGlue is lockgendb/lockgen_store.go: driver.Store (and, with jobs,
+// driver.JobStore) over the sqlc queries of the same package.
 func storeGlue(m *model) *jen.File {
-	f := newFile(m)
+	f := newStoreFile(m)
 	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
 	ctx := jen.Id("ctx").Qual("context", "Context")
-	recv := jen.Id("s").Id("store")
+	recv := jen.Id("s").Id("Store")
 	q := jen.Id("s").Dot("q")
 	id := func(field string) *jen.Statement { return jen.Id("id").Dot(field) }
 	ttlUs := jen.Id("ttl").Dot("Microseconds").Call()
@@ -356,16 +368,27 @@ func storeGlue(m *model) *jen.File {
 		jen.Id("db").Op("*").Qual("database/sql", "DB"),
 	}
 	if len(m.Jobs) > 0 {
-		fields = append(fields, jen.Id("inserts").Op("*").Add(rt("InsertStmts")).Comment("the prepared multi-row inserts of runs"))
+		fields = append(fields, jen.Id("inserts").Op("*").Add(dr("InsertStmts")).Comment("the prepared multi-row inserts of runs"))
 	}
-	f.Type().Id("store").Struct(fields...)
+	f.Type().Id("Store").Struct(fields...)
 	f.Line()
-	f.Var().Defs(
-		jen.Id("_").Add(rt("SessionStore")).Op("=").Id("store").Values(),
-		jen.Id("_").Add(rt("RowStore")).Op("=").Id("store").Values(),
-		jen.Id("_").Add(rt("BatchStore")).Op("=").Id("store").Values(),
-		jen.Id("_").Add(rt("PruneStore")).Op("=").Id("store").Values(),
-		jen.Id("_").Add(rt("ServerStore")).Op("=").Id("store").Values(),
+	f.Comment(m.storeGuardDoc())
+	if len(m.Jobs) > 0 {
+		f.Var().Defs(
+			jen.Id("_").Add(dr("Store")).Op("=").Id("Store").Values(),
+			jen.Id("_").Add(dr("JobStore")).Op("=").Id("Store").Values(),
+		)
+	} else {
+		f.Var().Id("_").Add(dr("Store")).Op("=").Id("Store").Values()
+	}
+	f.Line()
+	f.Comment(m.newStoreDoc())
+	storeFields := []jen.Code{jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")}
+	if len(m.Jobs) > 0 {
+		storeFields = append(storeFields, jen.Id("inserts").Op(":").Add(dr("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.RunsTable)))
+	}
+	f.Func().Id("NewStore").Params(jen.Id("db").Op("*").Qual("database/sql", "DB")).Id("Store").Block(
+		jen.Return(jen.Id("Store").Values(storeFields...)),
 	)
 
 	f.Line()
@@ -375,8 +398,8 @@ func storeGlue(m *model) *jen.File {
 		target = append(target, kv{"RunsTable", jen.Lit(m.RunsTable)})
 	}
 	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())})
-	f.Func().Params(recv.Clone()).Id("Server").Params().Add(rt("ServerTarget")).Block(
-		jen.Return(literal(rt("ServerTarget"), target...)),
+	f.Func().Params(recv.Clone()).Id("Server").Params().Add(dr("Target")).Block(
+		jen.Return(literal(dr("Target"), target...)),
 	)
 
 	f.Line()
@@ -394,7 +417,7 @@ func storeGlue(m *model) *jen.File {
 	f.Line()
 	f.Comment(leaseRenewDoc)
 	f.Func().Params(recv.Clone()).Id("LeaseRenew").Params(
-		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
 	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseRenew").Call(jen.Id("ctx"), literal(db("LeaseRenewParams"),
 			kv{"TtlUs", ttlUs.Clone()}, kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
@@ -405,7 +428,7 @@ func storeGlue(m *model) *jen.File {
 	f.Line()
 	f.Comment(leaseReleaseDoc)
 	f.Func().Params(recv.Clone()).Id("LeaseRelease").Params(
-		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
 	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
 			kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
@@ -417,15 +440,15 @@ func storeGlue(m *model) *jen.File {
 	f.Comment(leaseGetDoc)
 	f.Func().Params(recv.Clone()).Id("LeaseGet").Params(
 		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key")).String(),
-	).Params(jen.Id("row").Add(rt("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error()).Block(
+	).Params(jen.Id("row").Add(dr("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error()).Block(
 		jen.List(jen.Id("r"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseGet").Call(jen.Id("ctx"), literal(db("LeaseGetParams"), kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")})),
 		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
-			jen.Return(rt("LeaseRow").Values(), jen.False(), jen.Nil()),
+			jen.Return(dr("LeaseRow").Values(), jen.False(), jen.Nil()),
 		),
 		jen.If(jen.Err().Op("!=").Nil()).Block(
-			jen.Return(rt("LeaseRow").Values(), jen.False(), jen.Err()),
+			jen.Return(dr("LeaseRow").Values(), jen.False(), jen.Err()),
 		),
-		jen.Return(literal(rt("LeaseRow"),
+		jen.Return(literal(dr("LeaseRow"),
 			kv{"Owner", jen.Id("r").Dot("Owner")},
 			kv{"Token", jen.Id("r").Dot("Token")},
 			kv{"AcquiredAt", jen.Id("r").Dot("AcquiredAt")},
@@ -437,7 +460,7 @@ func storeGlue(m *model) *jen.File {
 	f.Line()
 	f.Comment(leaseGuardDoc)
 	f.Func().Params(recv.Clone()).Id("LeaseGuard").Params(
-		ctx.Clone(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.Id("id").Add(rt("LeaseID")),
+		ctx.Clone(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.Id("id").Add(dr("LeaseID")),
 	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
 		jen.List(jen.Id("_"), jen.Err()).Op("=").Add(q.Clone()).Dot("WithTx").Call(jen.Id("tx")).Dot("LeaseGuard").Call(jen.Id("ctx"), literal(db("LeaseGuardParams"),
 			kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
@@ -465,11 +488,11 @@ func storeGlue(m *model) *jen.File {
 	return f
 }
 
-// batchGlue adds the runtime.BatchStore methods of store.
+// batchGlue adds the batched lease methods of Store.
 func batchGlue(f *jen.File, m *model) {
 	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
 	ctx := jen.Id("ctx").Qual("context", "Context")
-	recv := jen.Id("s").Id("store")
+	recv := jen.Id("s").Id("Store")
 	q := jen.Id("s").Dot("q")
 
 	f.Line()
@@ -495,14 +518,14 @@ func batchGlue(f *jen.File, m *model) {
 	f.Comment(leaseGetManyDoc)
 	f.Func().Params(recv.Clone()).Id("LeaseGetMany").Params(
 		ctx.Clone(), jen.Id("name").String(), jen.Id("keys").Index().String(),
-	).Params(jen.Map(jen.String()).Add(rt("LeaseRow")), jen.Error()).Block(
+	).Params(jen.Map(jen.String()).Add(dr("LeaseRow")), jen.Error()).Block(
 		jen.List(jen.Id("rows"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseGetMany").Call(jen.Id("ctx"), literal(db("LeaseGetManyParams"),
 			kv{"Name", jen.Id("name")}, kv{"LockKeys", jen.Id("keys")},
 		)),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
-		jen.Id("m").Op(":=").Make(jen.Map(jen.String()).Add(rt("LeaseRow")), jen.Len(jen.Id("rows"))),
+		jen.Id("m").Op(":=").Make(jen.Map(jen.String()).Add(dr("LeaseRow")), jen.Len(jen.Id("rows"))),
 		jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
-			jen.Id("m").Index(jen.Id("r").Dot("LockKey")).Op("=").Add(literal(rt("LeaseRow"),
+			jen.Id("m").Index(jen.Id("r").Dot("LockKey")).Op("=").Add(literal(dr("LeaseRow"),
 				kv{"Owner", jen.Id("r").Dot("Owner")},
 				kv{"Token", jen.Id("r").Dot("Token")},
 				kv{"Remaining", jen.Qual("time", "Duration").Call(jen.Id("r").Dot("RemainingUs")).Op("*").Qual("time", "Microsecond")},
@@ -512,12 +535,12 @@ func batchGlue(f *jen.File, m *model) {
 	)
 }
 
-// sessionGlue adds the runtime.SessionStore methods of store and the
+// sessionGlue adds the session strategy's methods of Store and the
 // sessionConn type to the store glue.
 func sessionGlue(f *jen.File, m *model) {
 	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
 	ctx := jen.Id("ctx").Qual("context", "Context")
-	recv := jen.Id("s").Id("store")
+	recv := jen.Id("s").Id("Store")
 	crecv := jen.Id("c").Id("sessionConn")
 	lockName := jen.Id("lockName").String()
 	isOne := func(call *jen.Statement) []jen.Code {
@@ -535,7 +558,7 @@ func sessionGlue(f *jen.File, m *model) {
 
 	f.Line()
 	f.Comment(sessionConnDoc)
-	f.Func().Params(recv.Clone()).Id("SessionConn").Params(ctx.Clone()).Params(rt("SessionConn"), jen.Error()).Block(
+	f.Func().Params(recv.Clone()).Id("SessionConn").Params(ctx.Clone()).Params(dr("SessionConn"), jen.Error()).Block(
 		jen.List(jen.Id("conn"), jen.Err()).Op(":=").Id("s").Dot("db").Dot("Conn").Call(jen.Id("ctx")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Return(jen.Id("sessionConn").Values(
@@ -600,7 +623,7 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(freeDoc)
 	f.Func().Params(crecv.Clone()).Id("Free").Params(
-		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
 	).Params(jen.Bool(), jen.Error()).Block(
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
 			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
@@ -611,7 +634,7 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(connRenewDoc)
 	f.Func().Params(crecv.Clone()).Id("Renew").Params(
-		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
 	).Params(jen.Bool(), jen.Error()).Block(
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRenew").Call(jen.Id("ctx"), literal(db("LeaseRenewParams"),
 			kv{"TtlUs", jen.Id("ttl").Dot("Microseconds").Call()}, kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
@@ -631,16 +654,20 @@ func sessionGlue(f *jen.File, m *model) {
 		jen.Id("_").Op("=").Id("c").Dot("conn").Dot("Raw").Call(
 			jen.Func().Params(jen.Any()).Error().Block(jen.Return(jen.Qual("database/sql/driver", "ErrBadConn"))),
 		),
-		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),
+		jen.Comment("Raw's ErrBadConn closed it already: Close then says ErrConnDone."),
+		jen.If(jen.Err().Op(":=").Id("c").Dot("conn").Dot("Close").Call(), jen.Err().Op("!=").Nil().Op("&&").Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrConnDone"))).Block(
+			jen.Return(jen.Err()),
+		),
+		jen.Return(jen.Nil()),
 	)
 }
 
-// rowGlue adds the runtime.RowStore methods of store and the rowTx type to
+// rowGlue adds the row strategy's methods of Store and the rowTx type to
 // the store glue.
 func rowGlue(f *jen.File, m *model) {
 	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
 	ctx := jen.Id("ctx").Qual("context", "Context")
-	recv := jen.Id("s").Id("store")
+	recv := jen.Id("s").Id("Store")
 	trecv := jen.Id("t").Id("rowTx")
 	nameKey := jen.List(jen.Id("name"), jen.Id("key")).String()
 	params := func(typ string, kvs ...kv) *jen.Statement { return literal(db(typ), kvs...) }
@@ -648,8 +675,8 @@ func rowGlue(f *jen.File, m *model) {
 
 	f.Line()
 	f.Comment(rowBeginDoc)
-	f.Func().Params(recv.Clone()).Id("RowBegin").Params(ctx.Clone(), jen.Id("lockWait").Qual("time", "Duration")).Params(rt("RowTx"), jen.Error()).Block(
-		jen.List(jen.Id("rc"), jen.Err()).Op(":=").Add(rt("BeginRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Id("lockWait")),
+	f.Func().Params(recv.Clone()).Id("RowBegin").Params(ctx.Clone(), jen.Id("lockWait").Qual("time", "Duration")).Params(dr("RowTx"), jen.Error()).Block(
+		jen.List(jen.Id("rc"), jen.Err()).Op(":=").Add(dr("BeginRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Id("lockWait")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Return(jen.Id("rowTx").Values(
 			jen.Id("RowConn").Op(":").Id("rc"),
@@ -660,10 +687,10 @@ func rowGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(rowPeekDoc)
 	f.Func().Params(recv.Clone()).Id("RowPeek").Params(ctx.Clone(), nameKey.Clone()).Params(
-		jen.Id("row").Add(rt("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error(),
+		jen.Id("row").Add(dr("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error(),
 	).Block(
-		jen.Err().Op("=").Add(rt("PeekRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("tx").Op("*").Qual("database/sql", "Tx")).Error().Block(
-			jen.List(jen.Id("row"), jen.Id("found"), jen.Err()).Op("=").Id("store").Values(
+		jen.Err().Op("=").Add(dr("PeekRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("tx").Op("*").Qual("database/sql", "Tx")).Error().Block(
+			jen.List(jen.Id("row"), jen.Id("found"), jen.Err()).Op("=").Id("Store").Values(
 				jen.Id("q").Op(":").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("tx")),
 			).Dot("LeaseGet").Call(jen.Id("ctx"), jen.Id("name"), jen.Id("key")),
 			jen.Return(jen.Err()),
@@ -674,7 +701,7 @@ func rowGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(rowTxTypeDoc)
 	f.Type().Id("rowTx").Struct(
-		jen.Op("*").Add(rt("RowConn")),
+		jen.Op("*").Add(dr("RowConn")),
 		jen.Id("q").Op("*").Add(db("Queries")),
 	)
 
@@ -705,7 +732,7 @@ func rowGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(rowHoldsDoc)
 	f.Func().Params(trecv.Clone()).Id("Holds").Params(
-		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
 	).Params(jen.Bool(), jen.Error()).Block(
 		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowHolds").Call(jen.Id("ctx"), literal(db("RowHoldsParams"),
 			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
@@ -717,7 +744,7 @@ func rowGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(rowFreeDoc)
 	f.Func().Params(trecv.Clone()).Id("Free").Params(
-		ctx.Clone(), jen.Id("id").Add(rt("LeaseID")),
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
 	).Params(jen.Bool(), jen.Error()).Block(
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
 			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},

@@ -23,6 +23,10 @@ const (
 // Import paths the generated code uses besides the standard library.
 const runtimePath = "github.com/lockgen/lockgen/runtime"
 
+// driverPath is the import path of the runtime's driver package, which the
+// generated store implements.
+const driverPath = runtimePath + "/driver"
+
 // model is everything the renderers print, resolved from a spec. Renderers
 // take no decisions: names, types, paths and doc text all come from here.
 type model struct {

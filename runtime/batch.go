@@ -5,22 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
-)
 
-// BatchStore is a Store that renews many leases of one lock in one
-// statement. With it, a Client holding many keys of a keyed lock renews
-// them in batches of up to MaxRenewBatch instead of one statement each.
-type BatchStore interface {
-	Store
-	// LeaseRenewMany renews the holdings (keys[i], tokens[i]) of lock name
-	// by owner that are still held and unexpired, to ttl from now by the
-	// database clock, and returns how many it renewed. Each row is matched
-	// with its own key's token.
-	LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (renewed int64, err error)
-	// LeaseGetMany reads the rows of lock name for keys; missing rows are
-	// absent from the map.
-	LeaseGetMany(ctx context.Context, name string, keys []string) (map[string]LeaseRow, error)
-}
+	"github.com/lockgen/lockgen/runtime/driver"
+)
 
 // MaxRenewBatch is the most leases one batched renewal statement renews.
 const MaxRenewBatch = 500
@@ -30,7 +17,7 @@ const MaxRenewBatch = 500
 // per lease (each has its watchdog); the batcher only extends them.
 type batcher struct {
 	lock  *Lock
-	store BatchStore
+	store driver.Store
 
 	mu      sync.Mutex
 	due     map[*Lease]time.Time // next renewal of each lease, by clock
@@ -45,7 +32,7 @@ type batcher struct {
 	flight sync.Mutex
 }
 
-func newBatcher(l *Lock, store BatchStore) *batcher {
+func newBatcher(l *Lock, store driver.Store) *batcher {
 	return &batcher{lock: l, store: store, due: make(map[*Lease]time.Time), kick: make(chan struct{}, 1)}
 }
 

@@ -14,9 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestManyLeasesRenewInBatches: a client holding 200 keys renews them in
@@ -56,11 +57,11 @@ func TestManyLeasesRenewInBatches(t *testing.T) {
 // whose token belongs to another key of the batch.
 func TestBatchedRenewalPairsKeysWithTheirOwnTokens(t *testing.T) {
 	tdb := testdb.New(t)
-	store := sqlstore.New(tdb.Open(t))
+	store := lockgendb.NewStore(tdb.Open(t))
 	ctx := context.Background()
 	ta1, err := store.LeaseAcquire(ctx, "pairs", "a", "me", time.Minute)
 	require.NoError(t, err)
-	ok, err := store.LeaseRelease(ctx, runtime.LeaseID{Name: "pairs", Key: "a", Owner: "me", Token: ta1})
+	ok, err := store.LeaseRelease(ctx, driver.LeaseID{Name: "pairs", Key: "a", Owner: "me", Token: ta1})
 	require.NoError(t, err)
 	require.True(t, ok)
 	ta, err := store.LeaseAcquire(ctx, "pairs", "a", "me", time.Minute)
@@ -121,7 +122,7 @@ func TestBatchedRenewalLosesOnlyTakenLeases(t *testing.T) {
 // batchFaults is the real store with late batch replies and a partition
 // after a number of delivered batch replies.
 type batchFaults struct {
-	sqlstore.Store
+	lockgendb.Store
 	delay time.Duration
 	// lost: the renewal runs, its reply is lost (an error); the re-read's
 	// reply counts toward partitionAfter instead.
@@ -146,7 +147,7 @@ func (s *batchFaults) LeaseRenewMany(ctx context.Context, name, owner string, ke
 	return n, err
 }
 
-func (s *batchFaults) LeaseGetMany(ctx context.Context, name string, keys []string) (map[string]runtime.LeaseRow, error) {
+func (s *batchFaults) LeaseGetMany(ctx context.Context, name string, keys []string) (map[string]driver.LeaseRow, error) {
 	if s.partitioned.Load() {
 		return nil, errPartitioned
 	}
@@ -157,7 +158,7 @@ func (s *batchFaults) LeaseGetMany(ctx context.Context, name string, keys []stri
 	return rows, err
 }
 
-func (s *batchFaults) LeaseRelease(ctx context.Context, id runtime.LeaseID) (bool, error) {
+func (s *batchFaults) LeaseRelease(ctx context.Context, id driver.LeaseID) (bool, error) {
 	if s.partitioned.Load() {
 		return false, errPartitioned
 	}
@@ -176,7 +177,7 @@ func TestDeadlineAfterBatchedRenewalsPrecedesExpiry(t *testing.T) {
 func testDeadlineAfterBatchedRenewals(t *testing.T, lost bool) {
 	tdb := testdb.New(t)
 	observer := tdb.Open(t)
-	faults := &batchFaults{Store: sqlstore.New(tdb.Open(t)), delay: 150 * time.Millisecond, partitionAfter: 3, lost: lost}
+	faults := &batchFaults{Store: lockgendb.NewStore(tdb.Open(t)), delay: 150 * time.Millisecond, partitionAfter: 3, lost: lost}
 	c, err := runtime.NewClient(faults)
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "late-batch", Keyed: true, TTL: 600 * time.Millisecond})

@@ -8,8 +8,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf8"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // MaxOwnerLen is the longest owner identity the lock table stores.
@@ -19,7 +20,7 @@ const MaxOwnerLen = 191
 // safe for concurrent use. It holds no global state: two Clients in one
 // process behave like two nodes.
 type Client struct {
-	store    Store
+	store    driver.Store
 	owner    string
 	clock    Clock
 	logger   *slog.Logger
@@ -27,8 +28,6 @@ type Client struct {
 	wake     *wakeups
 	galera   galeraCheck
 	server   serverCheck
-	jobsOnce sync.Once
-	jobs     *Jobs
 }
 
 // Option configures a Client.
@@ -102,7 +101,7 @@ func WithObserver(obs Observer) Option {
 
 // NewClient returns a Client running its lock statements through store.
 // It fails with ErrInvalid on a nil store or a bad option.
-func NewClient(store Store, opts ...Option) (*Client, error) {
+func NewClient(store driver.Store, opts ...Option) (*Client, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
 	}

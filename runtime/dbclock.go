@@ -30,11 +30,7 @@ const (
 )
 
 func newDBClock(c *Client) *dbClock {
-	d := &dbClock{clock: c.clock}
-	if ss, ok := c.store.(ServerStore); ok {
-		d.db = ss.Server().DB
-	}
-	return d
+	return &dbClock{clock: c.clock, db: c.store.Server().DB}
 }
 
 // Now returns the database's time (UTC) as best known, reading the

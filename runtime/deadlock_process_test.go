@@ -23,8 +23,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // The busy worker child: see TestJobsWorkersUnderLoadDoNotDeadlock.
@@ -58,7 +59,7 @@ func runBusyChild() int {
 			out.Unlock()
 		}
 	}()
-	store := &countingStore{SessionStore: sqlstore.NewSession(sql.OpenDB(c)), counts: map[string]int{}}
+	store := &countingStore{Store: lockgendb.NewStore(sql.OpenDB(c)), counts: map[string]int{}}
 	go func() {
 		for range time.Tick(100 * time.Millisecond) {
 			store.mu.Lock()
@@ -74,7 +75,7 @@ func runBusyChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	j, err := client.Jobs()
+	j, err := runtime.NewJobs(client, store)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -102,7 +103,7 @@ func runBusyChild() int {
 
 // countingStore counts the deadlocks (1213) of each job statement.
 type countingStore struct {
-	sqlstore.SessionStore
+	lockgendb.Store
 	mu     sync.Mutex
 	counts map[string]int
 }
@@ -117,31 +118,31 @@ func (s *countingStore) note(name string, err error) {
 }
 
 func (s *countingStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]runtime.Run, error) {
-	runs, err := s.SessionStore.RunsClaim(ctx, queue, worker, limit, lease)
+	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
 	s.note("claim", err)
 	return runs, err
 }
 
-func (s *countingStore) RunsHeartbeat(ctx context.Context, claims []runtime.Claim, lease time.Duration) (int64, error) {
-	n, err := s.SessionStore.RunsHeartbeat(ctx, claims, lease)
+func (s *countingStore) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (int64, error) {
+	n, err := s.Store.RunsHeartbeat(ctx, claims, lease)
 	s.note("heartbeat", err)
 	return n, err
 }
 
-func (s *countingStore) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
-	n, err := s.SessionStore.RunsComplete(ctx, claims)
+func (s *countingStore) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
+	n, err := s.Store.RunsComplete(ctx, claims)
 	s.note("complete", err)
 	return n, err
 }
 
-func (s *countingStore) RunFail(ctx context.Context, c runtime.Claim, errText string, backoff time.Duration) (bool, error) {
-	ok, err := s.SessionStore.RunFail(ctx, c, errText, backoff)
+func (s *countingStore) RunFail(ctx context.Context, c driver.Claim, errText string, backoff time.Duration) (bool, error) {
+	ok, err := s.Store.RunFail(ctx, c, errText, backoff)
 	s.note("fail", err)
 	return ok, err
 }
 
 func (s *countingStore) RunsRescue(ctx context.Context, limit int) (int64, error) {
-	n, err := s.SessionStore.RunsRescue(ctx, limit)
+	n, err := s.Store.RunsRescue(ctx, limit)
 	s.note("rescue", err)
 	return n, err
 }
@@ -303,17 +304,17 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 // deadlockingStore fails the first completions and every rescue with a
 // deadlock (1213).
 type deadlockingStore struct {
-	sqlstore.SessionStore
+	lockgendb.Store
 	completes atomic.Int32
 }
 
 var errDeadlockForTest = &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
 
-func (s *deadlockingStore) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
+func (s *deadlockingStore) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
 	if s.completes.Add(1) <= 2 {
 		return 0, errDeadlockForTest
 	}
-	return s.SessionStore.RunsComplete(ctx, claims)
+	return s.Store.RunsComplete(ctx, claims)
 }
 
 func (s *deadlockingStore) RunsRescue(context.Context, int) (int64, error) {
@@ -356,11 +357,11 @@ func TestJobsRetriedDeadlocksLogAtDebug(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
 	var out lineWriter
-	store := &deadlockingStore{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	store := &deadlockingStore{Store: lockgendb.NewStore(tdb.Open(t))}
 	client, err := runtime.NewClient(store, runtime.WithOwner("node"),
 		runtime.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	require.NoError(t, err)
-	j, err := client.Jobs()
+	j, err := runtime.NewJobs(client, store)
 	require.NoError(t, err)
 	startWorker(t, j, runtime.WorkerConfig{RescueEvery: 10 * time.Millisecond, PollMin: 10 * time.Millisecond,
 		Handlers: map[string]runtime.JobHandler{"noop": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})

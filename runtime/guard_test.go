@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 const fencedSchema = `CREATE TABLE fenced (id INT PRIMARY KEY, value VARCHAR(20) NOT NULL, token BIGINT NOT NULL)`
@@ -121,7 +122,7 @@ func TestGuardMisuse(t *testing.T) {
 
 // galeraLeaseStore is a lease store without the server probe on a node
 // that reports wsrep_on (with the probe, the server's own wsrep_on decides).
-type galeraLeaseStore struct{ runtime.Store }
+type galeraLeaseStore struct{ driver.Store }
 
 func (galeraLeaseStore) ServerGalera(context.Context) (bool, error) { return true, nil }
 
@@ -132,7 +133,7 @@ func (galeraLeaseStore) ServerGalera(context.Context) (bool, error) { return tru
 func TestGuardRefusedOnGalera(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
-	c, err := runtime.NewClient(galeraLeaseStore{sqlstore.New(db)})
+	c, err := runtime.NewClient(galeraLeaseStore{lockgendb.NewStore(db)})
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "guard-galera", TTL: 5 * time.Second})
 	require.NoError(t, err)

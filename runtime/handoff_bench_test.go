@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // BenchmarkHandoff measures, per strategy, how long a contended lock stays
@@ -47,7 +47,7 @@ func benchHandoff(b *testing.B, strategy string, waitOnServer bool) {
 		c := stmtcount.Wrap(mysqlConnector(b, tdb.Config))
 		db := sql.OpenDB(c)
 		b.Cleanup(func() { _ = db.Close() })
-		client, err := runtime.NewClient(sqlstore.NewSession(db))
+		client, err := runtime.NewClient(lockgendb.NewStore(db))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -3,7 +3,7 @@ package runtime_test
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,10 +15,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
+
+// jobsStore is what a test's job node runs on: the generated store, or a
+// wrapper of it that injects faults or counts statements.
+type jobsStore interface {
+	driver.Store
+	driver.JobStore
+}
 
 // node is one simulated application node: its own pool and Client.
 type node struct {
@@ -28,7 +36,7 @@ type node struct {
 
 func newNode(t testing.TB, db *sql.DB, opts ...runtime.Option) *node {
 	t.Helper()
-	c, err := runtime.NewClient(sqlstore.New(db), opts...)
+	c, err := runtime.NewClient(lockgendb.NewStore(db), opts...)
 	require.NoError(t, err)
 	return &node{db: db, client: c}
 }
@@ -132,7 +140,7 @@ func (frozenTimer) Reset(time.Duration) bool { return true }
 // does to them: replies that come late, replies lost after the server ran
 // the statement, and a partition in which nothing reaches the server.
 type faultStore struct {
-	runtime.Store
+	driver.Store
 	renewReplyDelay time.Duration // set before use
 	renewReplyLost  atomic.Bool   // renew runs, then its reply is lost
 	releaseLost     atomic.Bool   // the next release runs, then its reply is lost
@@ -163,7 +171,7 @@ func (s *faultStore) LeaseAcquire(ctx context.Context, name, key, owner string, 
 	return s.Store.LeaseAcquire(ctx, name, key, owner, ttl)
 }
 
-func (s *faultStore) LeaseRenew(ctx context.Context, id runtime.LeaseID, ttl time.Duration) (bool, error) {
+func (s *faultStore) LeaseRenew(ctx context.Context, id driver.LeaseID, ttl time.Duration) (bool, error) {
 	if s.partitioned.Load() {
 		return false, errPartitioned
 	}
@@ -179,7 +187,7 @@ func (s *faultStore) LeaseRenew(ctx context.Context, id runtime.LeaseID, ttl tim
 	return ok, err
 }
 
-func (s *faultStore) LeaseRelease(ctx context.Context, id runtime.LeaseID) (bool, error) {
+func (s *faultStore) LeaseRelease(ctx context.Context, id driver.LeaseID) (bool, error) {
 	if s.partitioned.Load() {
 		return false, errPartitioned
 	}
@@ -190,9 +198,9 @@ func (s *faultStore) LeaseRelease(ctx context.Context, id runtime.LeaseID) (bool
 	return ok, err
 }
 
-func (s *faultStore) LeaseGet(ctx context.Context, name, key string) (runtime.LeaseRow, bool, error) {
+func (s *faultStore) LeaseGet(ctx context.Context, name, key string) (driver.LeaseRow, bool, error) {
 	if s.partitioned.Load() {
-		return runtime.LeaseRow{}, false, errPartitioned
+		return driver.LeaseRow{}, false, errPartitioned
 	}
 	row, found, err := s.Store.LeaseGet(ctx, name, key)
 	if err == nil && s.renewReplyLost.Load() {
@@ -216,7 +224,7 @@ func openViaProxy(t testing.TB, tdb *testdb.DB) (*tcpproxy.Proxy, *sql.DB) {
 	return proxy, db
 }
 
-func mysqlConnector(t testing.TB, cfg *mysql.Config) driver.Connector {
+func mysqlConnector(t testing.TB, cfg *mysql.Config) sqldriver.Connector {
 	t.Helper()
 	c, err := mysql.NewConnector(cfg)
 	require.NoError(t, err)

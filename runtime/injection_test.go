@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // hostile are the values lock keys, owners, unique keys and job arguments
@@ -162,7 +162,7 @@ func TestHostileOwners(t *testing.T) {
 	db := tdb.Open(t)
 	name := uniqueName(t, tdb)
 	for _, tc := range hostile {
-		c, err := runtime.NewClient(sqlstore.NewSession(db), runtime.WithOwner(tc.v))
+		c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner(tc.v))
 		if why := limitedRefusal(tc.v); why != "" {
 			require.ErrorIs(t, err, runtime.ErrInvalid, tc.label)
 			assert.Contains(t, err.Error(), why, tc.label)
@@ -188,7 +188,7 @@ func TestHostileOwners(t *testing.T) {
 			assert.Equal(t, storedRow{owner: tc.v, token: lease.Token()}, row, "%s %s: the row holds the owner's bytes", strategy, tc.label)
 		}
 
-		j, err := c.Jobs()
+		j, err := runtime.NewJobs(c, lockgendb.NewStore(db))
 		require.NoError(t, err)
 		done := make(chan struct{}, 1)
 		id, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: "owned", MaxAttempts: 1, Timeout: 10 * time.Second})

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -27,15 +28,18 @@ import (
 // a completion that committed first. Delivery is at least once: handlers get
 // the run ID and attempt number to be idempotent.
 
-// Run states, as stored in the runs table.
+// Run states, as stored in the runs table (see RunState).
 const (
-	RunAvailable = "available"
-	RunRunning   = "running"
-	RunCompleted = "completed"
-	RunDiscarded = "discarded"
-	RunCancelled = "cancelled"
-	RunSkipped   = "skipped"
+	RunAvailable = driver.RunAvailable
+	RunRunning   = driver.RunRunning
+	RunCompleted = driver.RunCompleted
+	RunDiscarded = driver.RunDiscarded
+	RunCancelled = driver.RunCancelled
+	RunSkipped   = driver.RunSkipped
 )
+
+// RunState is the state of a run: one of the Run* constants.
+type RunState = driver.RunState
 
 // DefaultQueue is the queue of a job that declares none.
 const DefaultQueue = "default"
@@ -49,117 +53,23 @@ var (
 	ErrUniqueKeyTaken = errors.New("lockgen: an unfinished run has the same unique key")
 )
 
-// NewRun is a run to enqueue.
-type NewRun struct {
-	// Job is the job's name. Required.
-	Job string
-	// Queue is the queue its workers claim from; default DefaultQueue.
-	Queue string
-	// Priority orders due runs of a queue: higher first. -100 to 100.
-	Priority int
-	// Delay makes the run due this long after the database clock's now.
-	Delay time.Duration
-	// ScheduledAt, when set, is the scheduled tick the run is for: at most
-	// one run per job and tick is ever inserted. A run has a tick or a
-	// unique key, not both.
-	ScheduledAt time.Time
-	// Args is the handler's arguments, JSON. Default "{}".
-	Args []byte
-	// MaxAttempts is how many attempts a failing run gets before it is
-	// discarded. Required, at least 1.
-	MaxAttempts int
-	// Timeout cancels an attempt's context. Required, positive.
-	Timeout time.Duration
-	// UniqueKey, when set, makes the enqueue return the existing run while
-	// an unfinished run of the job has the same key. At most MaxUniqueKey
-	// bytes of UTF-8, not ending in a space.
-	UniqueKey string
-}
+// NewRun is a run to enqueue: its job, queue, priority, delay or tick,
+// JSON arguments, attempts and timeout (see the fields' docs).
+type NewRun = driver.NewRun
 
-// Run is one claimed attempt of a run, as its handler sees it.
-type Run struct {
-	// ID identifies the run across attempts.
-	ID  int64
-	Job string
-	// Queue and Priority are the run's.
-	Queue    string
-	Priority int
-	// Args is the JSON arguments.
-	Args []byte
-	// Attempt is 1 for the first attempt.
-	Attempt, MaxAttempts int
-	// Timeout is the attempt's time limit.
-	Timeout time.Duration
-	// ScheduledAt is the tick of a scheduled run; zero otherwise.
-	ScheduledAt time.Time
-	// RunAt is when the run became due; CreatedAt when it was enqueued
-	// (both by the database clock, UTC).
-	RunAt, CreatedAt time.Time
-	// Claim is the claim this attempt holds (see the package comment).
-	Claim int64
-}
+// Run is one claimed attempt of a run, as its handler sees it: the run's ID
+// (the same across attempts), job, arguments, attempt number and claim.
+type Run = driver.Run
 
-// RunInfo is a run as stored.
-type RunInfo struct {
-	Run
-	// State is one of the Run* state constants.
-	State string
-	// Worker is the owner of the worker that claimed it last.
-	Worker string
-	// LastError is the error text of the last failed attempt.
-	LastError string
-	// Deadline is when a running run is rescued unless heartbeats extend
-	// it; FinishedAt when it completed, was discarded or cancelled.
-	Deadline, FinishedAt time.Time
-	// UniqueKey is the run's unique key, if any.
-	UniqueKey string
-}
-
-// Claim names one claim of a run.
-type Claim struct{ ID, Claim int64 }
-
-// JobStore runs the job statements. The generated code implements it.
-type JobStore interface {
-	// RunInsert inserts r (in tx when not nil) and returns its ID, or the
-	// existing run's ID when r repeats a tick or an active unique key.
-	RunInsert(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error)
-	// RunInsertMany inserts runs in one statement (in tx when not nil);
-	// runs that repeat a tick or an active unique key are left out.
-	RunInsertMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
-	// RunsClaim claims up to limit due runs of queue for worker, running
-	// until lease after the database clock, in one transaction.
-	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Run, error)
-	// RunsHeartbeat extends the deadline of the runs still holding claims.
-	RunsHeartbeat(ctx context.Context, claims []Claim, lease time.Duration) (int64, error)
-	// RunsComplete marks completed the runs still holding claims.
-	RunsComplete(ctx context.Context, claims []Claim) (int64, error)
-	// RunFail records a failed attempt of a run still holding c: due again
-	// after backoff, or discarded without attempts left.
-	RunFail(ctx context.Context, c Claim, errText string, backoff time.Duration) (bool, error)
-	// RunSnooze gives a claimed run back, due again after delay, without
-	// counting the attempt.
-	RunSnooze(ctx context.Context, c Claim, delay time.Duration) (bool, error)
-	// RunsRescue makes up to limit runs past their deadline due again (or
-	// discards them). It must lock the runs by primary key, as the other
-	// statements that change running runs do, not through an index of the
-	// deadline: the generated store reads the runs without locking first.
-	RunsRescue(ctx context.Context, limit int) (int64, error)
-	// RunsPrune deletes up to limit runs of job finished more than
-	// olderThan ago, except the run of tick keep (when not zero).
-	RunsPrune(ctx context.Context, job string, keep time.Time, olderThan time.Duration, limit int) (int64, error)
-	// RunCancel cancels a run that has not started.
-	RunCancel(ctx context.Context, id int64) (bool, error)
-	// RunRetry restores a discarded or cancelled run.
-	RunRetry(ctx context.Context, id int64) (bool, error)
-	// RunGet reads a run; found is false when there is none.
-	RunGet(ctx context.Context, id int64) (info RunInfo, found bool, err error)
-}
+// RunInfo is a run as stored: the Run and its state, worker, last error,
+// deadline and finish time.
+type RunInfo = driver.RunInfo
 
 // Jobs enqueues and manages runs and starts workers. It is safe for
 // concurrent use.
 type Jobs struct {
 	client *Client
-	store  JobStore
+	store  driver.JobStore
 	mu     sync.Mutex
 	// workers are the local workers' wake-up channels per queue: a local
 	// enqueue wakes them at once instead of waiting for their next poll.
@@ -168,17 +78,17 @@ type Jobs struct {
 	gates map[string]*claimGate
 }
 
-// Jobs returns the job API of c. It fails with ErrInvalid when c's store
-// does not implement JobStore.
-func (c *Client) Jobs() (*Jobs, error) {
-	js, ok := c.store.(JobStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: the store does not implement JobStore", ErrInvalid)
+// NewJobs returns the job API of c over store, the runs table's
+// statements (the generated code passes its store, which implements both
+// driver.Store and driver.JobStore). Workers started through one Jobs wake
+// each other on local enqueues and share claim gates; a second Jobs on the
+// same Client behaves like another node. It fails with ErrInvalid on a nil
+// client or store.
+func NewJobs(c *Client, store driver.JobStore) (*Jobs, error) {
+	if c == nil || store == nil {
+		return nil, fmt.Errorf("%w: NewJobs needs a client and a job store", ErrInvalid)
 	}
-	c.jobsOnce.Do(func() {
-		c.jobs = &Jobs{client: c, store: js, workers: map[string][]chan struct{}{}, gates: map[string]*claimGate{}}
-	})
-	return c.jobs, nil
+	return &Jobs{client: c, store: store, workers: map[string][]chan struct{}{}, gates: map[string]*claimGate{}}, nil
 }
 
 // Limits of a run.
@@ -337,15 +247,9 @@ func (j *Jobs) Prune(ctx context.Context, job string, olderThan time.Duration, l
 	if limit <= 0 {
 		return 0, fmt.Errorf("%w: prune limit must be positive", ErrInvalid)
 	}
-	var keep time.Time
-	if ts, ok := j.store.(TickStore); ok {
-		t, found, err := ts.RunLastTick(ctx, job)
-		if err != nil {
-			return 0, fmt.Errorf("lockgen: prune runs: %w", err)
-		}
-		if found {
-			keep = t
-		}
+	keep, _, err := j.store.RunLastTick(ctx, job)
+	if err != nil {
+		return 0, fmt.Errorf("lockgen: prune runs: %w", err)
 	}
 	var total int64
 	for {
@@ -441,36 +345,4 @@ func (j *Jobs) wakeOthers(queue string, self chan struct{}) {
 		default:
 		}
 	}
-}
-
-// CheckClaimed is the generated job store's check that its claim
-// statement marked running every run it had locked (n of want): anything
-// else is an error, so the claim rolls back and no run is handled under a
-// claim that was not made.
-func CheckClaimed(n int64, want int) error {
-	if n != int64(want) {
-		return fmt.Errorf("lockgen: claim marked %d of %d locked runs running", n, want)
-	}
-	return nil
-}
-
-// InTx runs fn in a READ COMMITTED transaction of db and commits it when fn
-// returns nil; otherwise (or when fn panics) it rolls it back. The generated
-// job store claims runs with it.
-func InTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return err
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tx.Rollback()
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	committed = true
-	return tx.Commit()
 }

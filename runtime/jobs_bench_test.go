@@ -18,8 +18,9 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // BenchmarkJobsTable measures the job runtime against hand-written SQL on
@@ -192,12 +193,12 @@ type jobStats struct {
 
 // statsStore is a node's job store that counts its claims and completions.
 type statsStore struct {
-	sqlstore.SessionStore
+	lockgendb.Store
 	stats *jobStats
 }
 
 func (s statsStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]runtime.Run, error) {
-	runs, err := s.SessionStore.RunsClaim(ctx, queue, worker, limit, lease)
+	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
 	if err == nil {
 		s.stats.claims.Add(1)
 		s.stats.claimed.Add(int64(len(runs)))
@@ -208,8 +209,8 @@ func (s statsStore) RunsClaim(ctx context.Context, queue, worker string, limit i
 	return runs, err
 }
 
-func (s statsStore) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
-	n, err := s.SessionStore.RunsComplete(ctx, claims)
+func (s statsStore) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
+	n, err := s.Store.RunsComplete(ctx, claims)
 	if err == nil {
 		s.stats.completes.Add(1)
 		s.stats.completed.Add(n)
@@ -219,11 +220,12 @@ func (s statsStore) RunsComplete(ctx context.Context, claims []runtime.Claim) (i
 
 // benchNode is one node's job API on its own pool, counting into stats.
 func benchNode(b *testing.B, db *sql.DB, owner string, stats *jobStats) *runtime.Jobs {
-	c, err := runtime.NewClient(statsStore{SessionStore: sqlstore.NewSession(db), stats: stats}, runtime.WithOwner(owner))
+	store := statsStore{Store: lockgendb.NewStore(db), stats: stats}
+	c, err := runtime.NewClient(store, runtime.WithOwner(owner))
 	if err != nil {
 		b.Fatal(err)
 	}
-	j, err := c.Jobs()
+	j, err := runtime.NewJobs(c, store)
 	if err != nil {
 		b.Fatal(err)
 	}

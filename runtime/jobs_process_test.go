@@ -23,12 +23,12 @@ const workerChildEnv = "LOCKGEN_TEST_WORKER_CHILD"
 const childLease = time.Second
 
 func runWorkerChild() int {
-	client, err := childClient(workerChildEnv)
+	client, store, err := childClient(workerChildEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	j, err := client.Jobs()
+	j, err := runtime.NewJobs(client, store)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

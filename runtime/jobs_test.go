@@ -18,21 +18,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // jobsNode is one node's job API on its own pool.
 func jobsNode(t *testing.T, db *sql.DB, owner string) *runtime.Jobs {
 	t.Helper()
-	return jobsOn(t, sqlstore.NewSession(db), owner)
+	return jobsOn(t, lockgendb.NewStore(db), owner)
 }
 
-func jobsOn(t *testing.T, store runtime.Store, owner string) *runtime.Jobs {
+func jobsOn(t *testing.T, store jobsStore, owner string) *runtime.Jobs {
 	t.Helper()
 	c, err := runtime.NewClient(store, runtime.WithOwner(owner))
 	require.NoError(t, err)
-	j, err := c.Jobs()
+	j, err := runtime.NewJobs(c, store)
 	require.NoError(t, err)
 	return j
 }
@@ -62,7 +63,7 @@ func newRun(job string) runtime.NewRun {
 }
 
 // waitState waits until run id is in state.
-func waitState(t *testing.T, j *runtime.Jobs, id int64, state string) runtime.RunInfo {
+func waitState(t *testing.T, j *runtime.Jobs, id int64, state runtime.RunState) runtime.RunInfo {
 	t.Helper()
 	var mu sync.Mutex
 	var info runtime.RunInfo
@@ -245,14 +246,14 @@ func TestJobsPanicAndTimeoutAreFailures(t *testing.T) {
 func TestJobsRescueAndStaleClaim(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
-	store := sqlstore.NewSession(tdb.Open(t))
+	store := lockgendb.NewStore(tdb.Open(t))
 	j := jobsOn(t, store, "node")
 	id, err := j.Enqueue(ctx, nil, newRun("work"))
 	require.NoError(t, err)
 	claimed, err := store.RunsClaim(ctx, runtime.DefaultQueue, "dead-worker", 10, 300*time.Millisecond)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
-	dead := runtime.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
+	dead := driver.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
 
 	var ran atomic.Int32
 	startWorker(t, jobsNode(t, tdb.Open(t), "live"), runtime.WorkerConfig{Lease: 2 * time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
@@ -267,7 +268,7 @@ func TestJobsRescueAndStaleClaim(t *testing.T) {
 	assert.Contains(t, info.LastError, "rescued: worker dead-worker")
 	assert.Equal(t, int32(1), ran.Load())
 
-	n, err := store.RunsComplete(ctx, []runtime.Claim{dead})
+	n, err := store.RunsComplete(ctx, []driver.Claim{dead})
 	require.NoError(t, err)
 	assert.Zero(t, n, "a stale claim completes nothing")
 	ok, err := store.RunFail(ctx, dead, "late failure", time.Second)
@@ -382,33 +383,33 @@ func TestJobsPriorityOrder(t *testing.T) {
 
 // failingCompletes fails every RunsComplete while on.
 type failingCompletes struct {
-	sqlstore.SessionStore
+	lockgendb.Store
 	on     atomic.Bool
 	failed atomic.Int32
 }
 
 var errDBDown = errors.New("test: database unavailable")
 
-func (s *failingCompletes) RunsComplete(ctx context.Context, claims []runtime.Claim) (int64, error) {
+func (s *failingCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
 	if s.on.Load() {
 		s.failed.Add(1)
 		return 0, errDBDown
 	}
-	return s.SessionStore.RunsComplete(ctx, claims)
+	return s.Store.RunsComplete(ctx, claims)
 }
 
 // rejectingFails is a store whose server rejects recording failures while
 // on (as a strict server rejects a value it cannot store).
 type rejectingFails struct {
-	sqlstore.SessionStore
+	lockgendb.Store
 	on atomic.Bool
 }
 
-func (s *rejectingFails) RunFail(ctx context.Context, c runtime.Claim, errText string, backoff time.Duration) (bool, error) {
+func (s *rejectingFails) RunFail(ctx context.Context, c driver.Claim, errText string, backoff time.Duration) (bool, error) {
 	if s.on.Load() {
 		return false, &mysql.MySQLError{Number: 1366, Message: "test: Incorrect string value"}
 	}
-	return s.SessionStore.RunFail(ctx, c, errText, backoff)
+	return s.Store.RunFail(ctx, c, errText, backoff)
 }
 
 // stopWithin stops a worker, failing the test if that takes longer than d.
@@ -430,7 +431,7 @@ func stopWithin(t *testing.T, stop func(), d time.Duration) {
 func TestJobsCompletionErrorLeavesRunRetryable(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
-	store := &failingCompletes{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	store := &failingCompletes{Store: lockgendb.NewStore(tdb.Open(t))}
 	store.on.Store(true)
 	a, b := jobsOn(t, store, "a"), jobsNode(t, tdb.Open(t), "b")
 	cfg := runtime.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond}
@@ -465,7 +466,7 @@ func TestJobsCompletionErrorLeavesRunRetryable(t *testing.T) {
 func TestJobsOutcomesWaitForTheDatabase(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
-	store := &failingCompletes{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	store := &failingCompletes{Store: lockgendb.NewStore(tdb.Open(t))}
 	j := jobsOn(t, store, "node")
 	log := newRunLog()
 	handler := func(d time.Duration) runtime.JobHandler {
@@ -695,9 +696,10 @@ func TestJobsSingletonNeverOverlaps(t *testing.T) {
 func TestJobsIdleWorkersBackOff(t *testing.T) {
 	tdb := testdb.New(t)
 	stats := &jobStats{}
-	c, err := runtime.NewClient(statsStore{SessionStore: sqlstore.NewSession(tdb.Open(t)), stats: stats}, runtime.WithOwner("node"))
+	store := statsStore{Store: lockgendb.NewStore(tdb.Open(t)), stats: stats}
+	c, err := runtime.NewClient(store, runtime.WithOwner("node"))
 	require.NoError(t, err)
-	j, err := c.Jobs()
+	j, err := runtime.NewJobs(c, store)
 	require.NoError(t, err)
 	cfg := runtime.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 200 * time.Millisecond,
 		Handlers: map[string]runtime.JobHandler{"noop": {Handle: func(context.Context, *runtime.Run) error { return nil }}}}
@@ -723,7 +725,7 @@ func TestJobsIdleWorkersBackOff(t *testing.T) {
 func TestJobsRejectedOutcomeFallsBackToRescue(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
-	store := &rejectingFails{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	store := &rejectingFails{Store: lockgendb.NewStore(tdb.Open(t))}
 	store.on.Store(true)
 	j := jobsOn(t, store, "node")
 	long := strings.Repeat("a", 59999) + "€ and \xff"
@@ -864,16 +866,16 @@ func TestJobsStuckHandlerKeepsItsSlot(t *testing.T) {
 func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
-	store := sqlstore.NewSession(tdb.Open(t))
+	store := lockgendb.NewStore(tdb.Open(t))
 	j := jobsOn(t, store, "node")
-	claim := func(r runtime.NewRun) runtime.Claim {
+	claim := func(r runtime.NewRun) driver.Claim {
 		t.Helper()
 		_, err := j.Enqueue(ctx, nil, r)
 		require.NoError(t, err)
 		claimed, err := store.RunsClaim(ctx, runtime.DefaultQueue, "cut-off", 10, 200*time.Millisecond)
 		require.NoError(t, err)
 		require.Len(t, claimed, 1)
-		return runtime.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
+		return driver.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
 	}
 
 	last := newRun("last")
@@ -883,7 +885,7 @@ func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	n, err := store.RunsRescue(ctx, 100)
 	require.NoError(t, err)
 	assert.Zero(t, n, "the last attempt may still finish")
-	done, err := store.RunsComplete(ctx, []runtime.Claim{slow})
+	done, err := store.RunsComplete(ctx, []driver.Claim{slow})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), done, "the late success is recorded")
 	assert.Equal(t, runtime.RunCompleted, waitState(t, j, slow.ID, runtime.RunCompleted).State)

@@ -16,8 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestLeaderElectionNeverOverlaps: three nodes campaign; leaders step down
@@ -30,8 +31,8 @@ func TestLeaderElectionNeverOverlaps(t *testing.T) {
 	var chk overlapChecker
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	partitioned := &faultStore{Store: sqlstore.New(tdb.Open(t))}
-	stores := []runtime.Store{partitioned, sqlstore.New(tdb.Open(t)), sqlstore.New(tdb.Open(t))}
+	partitioned := &faultStore{Store: lockgendb.NewStore(tdb.Open(t))}
+	stores := []driver.Store{partitioned, lockgendb.NewStore(tdb.Open(t)), lockgendb.NewStore(tdb.Open(t))}
 
 	var mu sync.Mutex
 	terms, lostTerms := 0, 0
@@ -248,7 +249,7 @@ func TestPanicInOnElectedReleasesLeadership(t *testing.T) {
 // while fn is still running (before anyone else can be elected).
 func TestIsLeaderFalseOnceLeadershipIsLost(t *testing.T) {
 	tdb := testdb.New(t)
-	faulty := &faultStore{Store: sqlstore.New(tdb.Open(t))}
+	faulty := &faultStore{Store: lockgendb.NewStore(tdb.Open(t))}
 	c, err := runtime.NewClient(faulty)
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "isleader", TTL: 300 * time.Millisecond})

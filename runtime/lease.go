@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // Lease is one holding of a lock. It is renewed in the background until
 // Release. Its methods are safe for concurrent use.
 type Lease struct {
 	lock     *Lock
-	id       LeaseID
+	id       driver.LeaseID
 	clock    Clock
 	acquired time.Time // when the acquire request was sent, by clock
 	// session is the pinned connection of a session-strategy holding; nil
@@ -66,7 +68,7 @@ func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.T
 	parent := context.WithoutCancel(ctx)
 	ls := &Lease{
 		lock:      l,
-		id:        LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token},
+		id:        driver.LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token},
 		clock:     l.client.clock,
 		acquired:  sent,
 		session:   session,
@@ -355,7 +357,7 @@ func (ls *Lease) renewOnWake(left time.Duration) (renewed, done bool) {
 }
 
 // holds reports whether row shows this holding still in force.
-func (ls *Lease) holds(row LeaseRow, found bool) bool {
+func (ls *Lease) holds(row driver.LeaseRow, found bool) bool {
 	return found && row.Owner == ls.id.Owner && row.Token == ls.id.Token && row.Remaining > 0
 }
 

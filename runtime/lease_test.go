@@ -16,9 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 func TestTryAcquireReleaseAndTokens(t *testing.T) {
@@ -82,7 +83,7 @@ func TestStatementCounts(t *testing.T) {
 	assert.Equal(t, int64(1), counter.Count()-before, "acquire")
 
 	before = counter.Count()
-	ok, err := sqlstore.New(db).LeaseRenew(ctx, runtime.LeaseID{Name: "counted", Owner: lease.Owner(), Token: lease.Token()}, time.Minute)
+	ok, err := lockgendb.NewStore(db).LeaseRenew(ctx, driver.LeaseID{Name: "counted", Owner: lease.Owner(), Token: lease.Token()}, time.Minute)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, int64(1), counter.Count()-before, "renew")
@@ -167,7 +168,7 @@ func TestLongCriticalSectionKeepsLease(t *testing.T) {
 func TestNonHolderCannotRenewOrRelease(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
-	store := sqlstore.New(db)
+	store := lockgendb.NewStore(db)
 	ctx := context.Background()
 	token, err := store.LeaseAcquire(ctx, "guarded", "", "holder", 10*time.Second)
 	require.NoError(t, err)
@@ -176,7 +177,7 @@ func TestNonHolderCannotRenewOrRelease(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found)
 
-	for _, id := range []runtime.LeaseID{
+	for _, id := range []driver.LeaseID{
 		{Name: "guarded", Owner: "intruder", Token: token},
 		{Name: "guarded", Owner: "holder", Token: token + 1},
 		{Name: "guarded", Owner: "holder", Token: token - 1},
@@ -321,7 +322,7 @@ func TestSessionTimeZonesAgree(t *testing.T) {
 
 	// The other way round, with a lease nobody renews: west takes it over
 	// after about one TTL, not 25 hours early or late.
-	store := sqlstore.New(dbWest)
+	store := lockgendb.NewStore(dbWest)
 	token, err := store.LeaseAcquire(ctx, "tz2", "", "crashed", 300*time.Millisecond)
 	require.NoError(t, err)
 	require.NotZero(t, token)
@@ -339,7 +340,7 @@ func TestSessionTimeZonesAgree(t *testing.T) {
 func TestUnknownOutcomes(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
-	faulty := &faultStore{Store: sqlstore.New(db)}
+	faulty := &faultStore{Store: lockgendb.NewStore(db)}
 	c, err := runtime.NewClient(faulty)
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "unknown", TTL: 500 * time.Millisecond})
@@ -371,7 +372,7 @@ func TestDeadlineAfterRenewalsPrecedesExpiry(t *testing.T) {
 			tdb := testdb.New(t)
 			db := tdb.Open(t)
 			ttl := 600 * time.Millisecond // margin 60ms, renewal every 200ms
-			faulty := &faultStore{Store: sqlstore.New(db), renewReplyDelay: 150 * time.Millisecond, partitionAfter: 3}
+			faulty := &faultStore{Store: lockgendb.NewStore(db), renewReplyDelay: 150 * time.Millisecond, partitionAfter: 3}
 			faulty.renewReplyLost.Store(lost)
 			c, err := runtime.NewClient(faulty)
 			require.NoError(t, err)
@@ -393,7 +394,7 @@ func TestDeadlineAfterRenewalsPrecedesExpiry(t *testing.T) {
 // fn returned nil.
 func TestWithReportsLoss(t *testing.T) {
 	tdb := testdb.New(t)
-	faulty := &faultStore{Store: sqlstore.New(tdb.Open(t))}
+	faulty := &faultStore{Store: lockgendb.NewStore(tdb.Open(t))}
 	c, err := runtime.NewClient(faulty)
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "lossy", TTL: 300 * time.Millisecond})
@@ -417,7 +418,7 @@ func TestWithReportsLoss(t *testing.T) {
 // deadline instead of a full renewal period later.
 func TestSlowAcquireRenewsBeforeDeadline(t *testing.T) {
 	tdb := testdb.New(t)
-	slow := &slowAcquire{Store: sqlstore.New(tdb.Open(t)), delay: 700 * time.Millisecond}
+	slow := &slowAcquire{Store: lockgendb.NewStore(tdb.Open(t)), delay: 700 * time.Millisecond}
 	c, err := runtime.NewClient(slow)
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "slow", TTL: time.Second, RenewEvery: 300 * time.Millisecond})
@@ -434,7 +435,7 @@ func TestSlowAcquireRenewsBeforeDeadline(t *testing.T) {
 // counts as busy.
 func TestTooSlowAcquireIsGivenBack(t *testing.T) {
 	tdb := testdb.New(t)
-	slow := &slowAcquire{Store: sqlstore.New(tdb.Open(t)), delay: 950 * time.Millisecond}
+	slow := &slowAcquire{Store: lockgendb.NewStore(tdb.Open(t)), delay: 950 * time.Millisecond}
 	c, err := runtime.NewClient(slow)
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "tooslow", TTL: time.Second})
@@ -449,7 +450,7 @@ func TestTooSlowAcquireIsGivenBack(t *testing.T) {
 
 // slowAcquire answers acquires late (after running them).
 type slowAcquire struct {
-	runtime.Store
+	driver.Store
 	delay time.Duration
 }
 
@@ -480,7 +481,7 @@ func TestReleaseAfterRequestEnded(t *testing.T) {
 // wait goes on instead of failing at once.
 func TestTransientErrorsKeepWaiting(t *testing.T) {
 	tdb := testdb.New(t)
-	flaky := &deadlocking{Store: sqlstore.New(tdb.Open(t))}
+	flaky := &deadlocking{Store: lockgendb.NewStore(tdb.Open(t))}
 	flaky.failures.Store(8)
 	c, err := runtime.NewClient(flaky)
 	require.NoError(t, err)
@@ -495,7 +496,7 @@ func TestTransientErrorsKeepWaiting(t *testing.T) {
 // deadlocking fails the next N acquires with the server's deadlock error,
 // as InnoDB reports it, without running them.
 type deadlocking struct {
-	runtime.Store
+	driver.Store
 	failures atomic.Int32
 }
 
@@ -590,7 +591,7 @@ func TestInvalidUse(t *testing.T) {
 	db := tdb.Open(t)
 	_, err := runtime.NewClient(nil)
 	require.ErrorIs(t, err, runtime.ErrInvalid)
-	_, err = runtime.NewClient(sqlstore.New(db), runtime.WithOwner(""))
+	_, err = runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner(""))
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	n := newNode(t, db)
 	for name, cfg := range map[string]runtime.LockConfig{
@@ -639,7 +640,7 @@ func TestKeysAndOwnersMustBeUTF8(t *testing.T) {
 		require.ErrorIs(t, err, runtime.ErrInvalid, "%q", key)
 	}
 	assert.Equal(t, before, counter.Count(), "refused before any statement")
-	_, err := runtime.NewClient(sqlstore.New(db), runtime.WithOwner("node\xff"))
+	_, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("node\xff"))
 	require.ErrorIs(t, err, runtime.ErrInvalid, "owner")
 	_, err = n.client.Lock(runtime.LockConfig{Name: "bad\xff", TTL: time.Second})
 	require.ErrorIs(t, err, runtime.ErrInvalid, "lock name")
@@ -648,7 +649,7 @@ func TestKeysAndOwnersMustBeUTF8(t *testing.T) {
 	for _, key := range []string{"😀", "a\x00b", "a\x00c", `'; DROP TABLE lockgen_locks; --`, `back\slash"quote`} {
 		lease, err := keyed.Try(ctx, key)
 		require.NoError(t, err, "%q is its own key", key)
-		row, found, err := sqlstore.New(db).LeaseGet(ctx, "utf8", key)
+		row, found, err := lockgendb.NewStore(db).LeaseGet(ctx, "utf8", key)
 		require.NoError(t, err)
 		require.True(t, found, "%q stored as itself", key)
 		assert.Equal(t, lease.Token(), row.Token)

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -29,9 +30,8 @@ const (
 type LockConfig struct {
 	// Name identifies the lock's rows. Required, at most MaxNameLen bytes.
 	Name string
-	// Strategy is StrategyLease (the default, also ""), StrategySession
-	// (which needs a SessionStore) or StrategyRow (which needs a RowStore);
-	// both of the latter refuse Galera clusters.
+	// Strategy is StrategyLease (the default, also ""), StrategySession or
+	// StrategyRow; both of the latter refuse Galera clusters.
 	Strategy string
 	// Keyed locks hold one lease per key; With/Try/Acquire then need a
 	// non-empty key. Unkeyed locks take the empty key only.
@@ -65,8 +65,7 @@ type LockConfig struct {
 	// renewals; a keyed lock's holdings with a wake lock are therefore
 	// renewed one statement each, not in batches. The row stays the source of truth and of fencing
 	// tokens; where the server cannot help (a proxy, a refused GET_LOCK)
-	// waiters poll. It needs a SessionStore and applies to StrategyLease
-	// only (session and row locks always wait on the server).
+	// waiters poll. It applies to StrategyLease only (session and row locks always wait on the server).
 	WaitOnServer bool
 }
 
@@ -74,8 +73,8 @@ type LockConfig struct {
 type Lock struct {
 	client *Client
 	cfg    LockConfig
-	// batcher renews this keyed lock's leases in batches when the store
-	// is a BatchStore; nil otherwise.
+	// batcher renews this keyed lease lock's leases in batches; nil for
+	// other locks.
 	batcher *batcher
 	// leader is the lease of the current term of a RunAsLeader call on
 	// this Lock, nil between terms.
@@ -102,9 +101,6 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	case StrategyLease, StrategySession:
 		if cfg.WaitOnServer && cfg.Strategy != StrategyLease {
 			return nil, fmt.Errorf("%w: lock %q: WaitOnServer is for strategy lease; %s locks always wait on the server", ErrInvalid, cfg.Name, cfg.Strategy)
-		}
-		if _, ok := c.store.(SessionStore); cfg.WaitOnServer && !ok {
-			return nil, fmt.Errorf("%w: lock %q: WaitOnServer needs a store that implements SessionStore", ErrInvalid, cfg.Name)
 		}
 	case StrategyRow:
 		if cfg.WaitOnServer {
@@ -145,8 +141,8 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 		return nil, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
 	}
 	l := &Lock{client: c, cfg: cfg}
-	if bs, ok := c.store.(BatchStore); ok && cfg.Keyed && cfg.Strategy == StrategyLease {
-		l.batcher = newBatcher(l, bs)
+	if cfg.Keyed && cfg.Strategy == StrategyLease {
+		l.batcher = newBatcher(l, c.store)
 	}
 	return l, nil
 }
@@ -265,7 +261,7 @@ func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Le
 		if took := clock.Now().Sub(sent); took >= l.cfg.TTL-l.cfg.SafetyMargin {
 			// The lease may already have expired when the answer arrived
 			// (a stalled commit): give the row back and count it as busy.
-			id := LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token}
+			id := driver.LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token}
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
 			_, _ = l.client.store.LeaseRelease(rctx, id)
 			cancel()
@@ -504,17 +500,14 @@ func (l *Lock) Holder(ctx context.Context, key string) (Holder, error) {
 
 // sessionRowHolder reads the holder of a row that shows a session holding
 // (its far-future expiry would overflow Remaining): held while the session
-// lock is; without a SessionStore to ask, held.
-func (l *Lock) sessionRowHolder(ctx context.Context, key string, row LeaseRow) (Holder, error) {
-	held := true
-	if ss, ok := l.client.store.(SessionStore); ok {
-		used, err := ss.SessionIsUsed(ctx, sessionLockName(ss.SessionNamespace(), l.cfg.Name, key))
-		if err != nil {
-			return Holder{}, fmt.Errorf("lockgen: read holder of %s: %w", l.describe(key), err)
-		}
-		held = used
+// lock is.
+func (l *Lock) sessionRowHolder(ctx context.Context, key string, row driver.LeaseRow) (Holder, error) {
+	ss := l.client.store
+	used, err := ss.SessionIsUsed(ctx, sessionLockName(ss.SessionNamespace(), l.cfg.Name, key))
+	if err != nil {
+		return Holder{}, fmt.Errorf("lockgen: read holder of %s: %w", l.describe(key), err)
 	}
-	return Holder{Held: held, Owner: row.Owner, Token: row.Token}, nil
+	return Holder{Held: used, Owner: row.Owner, Token: row.Token}, nil
 }
 
 func (l *Lock) describe(key string) string {

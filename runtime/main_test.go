@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestMain fails the package if any goroutine (a renewal loop, a watchdog)
@@ -60,7 +60,7 @@ func startChild(t *testing.T, env, dsn string) (*exec.Cmd, *bufio.Reader) {
 
 // childLock is the lock cfg of a child process's Client (see childClient).
 func childLock(env string, cfg runtime.LockConfig) (*runtime.Lock, error) {
-	client, err := childClient(env)
+	client, _, err := childClient(env)
 	if err != nil {
 		return nil, err
 	}
@@ -69,14 +69,16 @@ func childLock(env string, cfg runtime.LockConfig) (*runtime.Lock, error) {
 
 // childClient is the Client of a child process (owner "child") on the DSN in
 // the environment variable env.
-func childClient(env string) (*runtime.Client, error) {
+func childClient(env string) (*runtime.Client, lockgendb.Store, error) {
 	cfg, err := mysql.ParseDSN(os.Getenv(env))
 	if err != nil {
-		return nil, err
+		return nil, lockgendb.Store{}, err
 	}
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
-		return nil, err
+		return nil, lockgendb.Store{}, err
 	}
-	return runtime.NewClient(sqlstore.NewSession(sql.OpenDB(c)), runtime.WithOwner("child"))
+	store := lockgendb.NewStore(sql.OpenDB(c))
+	client, err := runtime.NewClient(store, runtime.WithOwner("child"))
+	return client, store, err
 }

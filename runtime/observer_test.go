@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // recorder is an Observer that counts events by kind and lock.
@@ -52,7 +52,7 @@ func (r *recorder) LeaderChanged(lock string, leader bool) {
 func TestObserverSeesAcquisitionsReleasesAndLosses(t *testing.T) {
 	tdb := testdb.New(t)
 	rec := &recorder{}
-	faulty := &faultStore{Store: sqlstore.New(tdb.Open(t))}
+	faulty := &faultStore{Store: lockgendb.NewStore(tdb.Open(t))}
 	c, err := runtime.NewClient(faulty, runtime.WithObserver(rec))
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "seen", TTL: 300 * time.Millisecond})

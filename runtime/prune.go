@@ -6,16 +6,6 @@ import (
 	"time"
 )
 
-// PruneStore is a Store that deletes long-free rows of keyed locks.
-type PruneStore interface {
-	Store
-	// LeasePrune deletes up to limit rows of lock name (keyed rows only)
-	// that have been free for longer than olderThan by the database clock
-	// and whose token is more than olderThan (in microseconds) below the
-	// database clock, and returns how many it deleted.
-	LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error)
-}
-
 // PruneBatch is the most rows one prune statement deletes.
 const PruneBatch = 1000
 
@@ -43,10 +33,9 @@ const PruneBatch = 1000
 // during a rollout that lengthens it, prune with the longer one.
 //
 // Run it from a leader or a timer. It returns how many rows it deleted, and
-// ErrInvalid for an unkeyed lock, an olderThan below the lock's TTL, or a
-// store without PruneStore.
+// ErrInvalid for an unkeyed lock or an olderThan below the lock's TTL.
 func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
-	ps, ok := l.client.store.(PruneStore)
+	ps := l.client.store
 	switch {
 	case !l.cfg.Keyed:
 		return 0, fmt.Errorf("%w: lock %q is not keyed; there is nothing to prune", ErrInvalid, l.cfg.Name)
@@ -54,8 +43,6 @@ func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error
 		return 0, fmt.Errorf("%w: negative prune age %v", ErrInvalid, olderThan)
 	case olderThan < l.cfg.TTL:
 		return 0, fmt.Errorf("%w: prune age %v is below the ttl %v of lock %q: an acquisition still waiting for its answer could re-create a pruned row with a lower fencing token", ErrInvalid, olderThan, l.cfg.TTL, l.cfg.Name)
-	case !ok:
-		return 0, fmt.Errorf("%w: the store of lock %q does not implement PruneStore", ErrInvalid, l.cfg.Name)
 	}
 	var total int64
 	for {

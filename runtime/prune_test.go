@@ -11,8 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestPruneKeepsHeldRowsAndTokensRising: pruning deletes only rows free for
@@ -106,7 +107,7 @@ func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
 	require.NoError(t, lease.Release(ctx))
 
 	// The row holding: the row strategy's own statements, one at a time.
-	rs := sqlstore.NewSession(tdb.Open(t))
+	rs := lockgendb.NewStore(tdb.Open(t))
 	rtx, err := rs.RowBegin(ctx, 10*time.Second)
 	require.NoError(t, err)
 	defer func() { _ = rtx.Rollback() }()
@@ -132,7 +133,7 @@ func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
 	token, err := rtx.Take(ctx, "orders", "k", "row-holder")
 	require.NoError(t, err)
 	require.NotZero(t, token)
-	ok, err := rtx.Free(ctx, runtime.LeaseID{Name: "orders", Key: "k", Owner: "row-holder", Token: token})
+	ok, err := rtx.Free(ctx, driver.LeaseID{Name: "orders", Key: "k", Owner: "row-holder", Token: token})
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.NoError(t, rtx.Commit())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -161,24 +162,12 @@ func (j *Jobs) NewScheduler(list []ScheduledJob) (*Scheduler, error) {
 	return &Scheduler{jobs: j, list: list, now: newDBClock(j.client)}, nil
 }
 
-// TickStore is the part of JobStore the scheduler uses besides RunInsert.
-type TickStore interface {
-	// RunLastTick is the latest tick of job that has a run; ok false when
-	// there is none.
-	RunLastTick(ctx context.Context, job string) (tick time.Time, ok bool, err error)
-	// RunInsertSkipped records a tick that is not run, unless it has a run.
-	RunInsertSkipped(ctx context.Context, job, queue string, tick time.Time, reason string) error
-}
-
 // Run inserts ticks until ctx ends, then returns nil. It fails at once
 // when the server cannot run jobs (see Client.CheckServer). Database errors are
 // logged and retried: a tick whose insert keeps failing on this node is
 // inserted by another node, or run later by catch-up.
 func (s *Scheduler) Run(ctx context.Context) error {
-	ts, ok := s.jobs.store.(TickStore)
-	if !ok {
-		return fmt.Errorf("%w: the store does not implement TickStore", ErrInvalid)
-	}
+	ts := s.jobs.store
 	if err := s.jobs.client.checkServerAtStart(ctx, probe.Jobs); err != nil {
 		return err
 	}
@@ -203,7 +192,7 @@ const catchUpGrace = 5 * time.Second
 // lastTickTimeout bounds the read of a job's newest tick.
 const lastTickTimeout = 5 * time.Second
 
-func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
+func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj ScheduledJob) {
 	client := s.jobs.client
 	clock := client.clock
 	now := func() time.Time { return s.now.Now(ctx) }
@@ -283,7 +272,7 @@ func (s *Scheduler) runJob(ctx context.Context, ts TickStore, sj ScheduledJob) {
 // time: the live ticks go on after the cutoff, and the missed ticks are
 // left to the other nodes (a tick that every node missed meanwhile is then
 // neither run nor recorded as skipped).
-func (s *Scheduler) fellBehind(ctx context.Context, ts TickStore, sj ScheduledJob, next time.Time) (time.Time, time.Time) {
+func (s *Scheduler) fellBehind(ctx context.Context, ts driver.JobStore, sj ScheduledJob, next time.Time) (time.Time, time.Time) {
 	from := next.Add(-time.Nanosecond) // the ticks after from are missed
 	t, ok, err := lastTick(ctx, ts, sj.Name)
 	now := s.now.Now(ctx)
@@ -304,7 +293,7 @@ func (s *Scheduler) fellBehind(ctx context.Context, ts TickStore, sj ScheduledJo
 // now per the job's policy, except those older than its retention, which
 // are neither run nor recorded. It returns the first tick to insert live
 // and the latest tick it inserted a run for (zero when none).
-func (s *Scheduler) resume(ctx context.Context, ts TickStore, sj ScheduledJob, from, now time.Time) (next, inserted time.Time) {
+func (s *Scheduler) resume(ctx context.Context, ts driver.JobStore, sj ScheduledJob, from, now time.Time) (next, inserted time.Time) {
 	cutoff := now.Add(-catchUpGrace)
 	if sj.Retention > 0 {
 		oldest := now.Add(-max(sj.Retention, catchUpGrace))
@@ -322,7 +311,7 @@ func (s *Scheduler) resume(ctx context.Context, ts TickStore, sj ScheduledJob, f
 }
 
 // lastTick reads job's newest tick with a run, within lastTickTimeout.
-func lastTick(ctx context.Context, ts TickStore, job string) (time.Time, bool, error) {
+func lastTick(ctx context.Context, ts driver.JobStore, job string) (time.Time, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, lastTickTimeout)
 	defer cancel()
 	t, ok, err := ts.RunLastTick(ctx, job)
@@ -342,7 +331,7 @@ func latest(a, b time.Time) time.Time {
 
 // catchUp handles the ticks after after up to until, per the job's policy,
 // and returns the latest tick it inserted a run for (zero when none).
-func (s *Scheduler) catchUp(ctx context.Context, ts TickStore, sj ScheduledJob, after, until time.Time) (inserted time.Time) {
+func (s *Scheduler) catchUp(ctx context.Context, ts driver.JobStore, sj ScheduledJob, after, until time.Time) (inserted time.Time) {
 	var missed []time.Time
 	dropped := 0
 	for t := sj.Schedule.Next(after); !t.IsZero() && !t.After(until); t = sj.Schedule.Next(t) {
@@ -378,7 +367,7 @@ func (s *Scheduler) insert(ctx context.Context, sj ScheduledJob, tick time.Time)
 	return err == nil
 }
 
-func (s *Scheduler) skip(ctx context.Context, ts TickStore, sj ScheduledJob, tick time.Time, reason string) {
+func (s *Scheduler) skip(ctx context.Context, ts driver.JobStore, sj ScheduledJob, tick time.Time, reason string) {
 	if err := ts.RunInsertSkipped(ctx, sj.Name, sj.Queue, tick, reason); err != nil && ctx.Err() == nil {
 		warnUnlessTransient(s.jobs.client.logger, "lockgen: recording a skipped tick failed", err, 1, "job", sj.Name, "tick", tick)
 	}

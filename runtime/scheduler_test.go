@@ -13,9 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/chaos"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 func mustSchedule(t *testing.T, spec, tz string) runtime.Schedule {
@@ -200,13 +201,13 @@ func (o onceSchedule) Next(t time.Time) time.Time {
 
 // countingInserts counts the runs a node's scheduler inserts.
 type countingInserts struct {
-	sqlstore.SessionStore
+	lockgendb.Store
 	inserts atomic.Int32
 }
 
 func (s *countingInserts) RunInsert(ctx context.Context, tx *sql.Tx, r runtime.NewRun) (int64, error) {
 	s.inserts.Add(1)
-	return s.SessionStore.RunInsert(ctx, tx, r)
+	return s.Store.RunInsert(ctx, tx, r)
 }
 
 // TestSchedulerStopsAfterTheLastTick: a schedule whose ticks run out (Next
@@ -214,7 +215,7 @@ func (s *countingInserts) RunInsert(ctx context.Context, tx *sql.Tx, r runtime.N
 // scheduler loop ends instead of spinning on the last tick.
 func TestSchedulerStopsAfterTheLastTick(t *testing.T) {
 	tdb := testdb.New(t)
-	store := &countingInserts{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	store := &countingInserts{Store: lockgendb.NewStore(tdb.Open(t))}
 	j := jobsOn(t, store, "node")
 	at := time.Now().Add(200 * time.Millisecond).Truncate(time.Millisecond).UTC()
 	startScheduler(t, j, runtime.ScheduledJob{Name: "once", Schedule: onceSchedule{at}, MaxAttempts: 1, Timeout: time.Second})
@@ -254,11 +255,11 @@ func startNode(t *testing.T, j *runtime.Jobs, cfg runtime.NodeConfig) {
 }
 
 // jobsWithClock is one node's job API on store, with clock as its clock.
-func jobsWithClock(t *testing.T, store runtime.Store, owner string, clock runtime.Clock) *runtime.Jobs {
+func jobsWithClock(t *testing.T, store jobsStore, owner string, clock runtime.Clock) *runtime.Jobs {
 	t.Helper()
 	c, err := runtime.NewClient(store, runtime.WithOwner(owner), runtime.WithClock(clock))
 	require.NoError(t, err)
-	j, err := c.Jobs()
+	j, err := runtime.NewJobs(c, store)
 	require.NoError(t, err)
 	return j
 }
@@ -315,7 +316,7 @@ const (
 
 // newLateNode starts both nodes; the paused node runs its first tick live
 // and then sleeps until the next, until the test advances its clock.
-func newLateNode(t *testing.T, store runtime.Store, db *sql.DB, others *runtime.Jobs) *lateNode {
+func newLateNode(t *testing.T, store jobsStore, db *sql.DB, others *runtime.Jobs) *lateNode {
 	t.Helper()
 	n := &lateNode{db: db, others: others, ran: map[time.Time]int{}}
 	startWorker(t, others, runtime.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
@@ -395,7 +396,7 @@ func (n *lateNode) checkRanOnce(t *testing.T) {
 func TestSchedulerLateNodeDoesNotRerunPrunedTicks(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
-	n := newLateNode(t, localClockSession{SessionStore: sqlstore.NewSession(tdb.Open(t))}, db, jobsNode(t, tdb.Open(t), "others"))
+	n := newLateNode(t, localClockSession{Store: lockgendb.NewStore(tdb.Open(t))}, db, jobsNode(t, tdb.Open(t), "others"))
 	// The test prunes every finished run but the newest: ticks 41 s to 49 s
 	// stand for ticks that are within the retention by the late node's
 	// clock but were pruned by the database's, which is ahead.
@@ -420,28 +421,21 @@ func TestSchedulerLateNodeDoesNotRerunPrunedTicks(t *testing.T) {
 }
 
 // localClockSession and localClockFailing are stores whose pool the runtime
-// cannot see: hiddenServer's Server method, at the depth of the store's own
-// or shallower, leaves them without ServerStore's. Their scheduler tells
-// the time by the test's manual clock, as if it were the database's,
+// cannot see: their Server leaves driver.Target.DB nil. Their scheduler
+// tells the time by the test's manual clock, as if it were the database's,
 // instead of reading the database's clock: the late-node tests move the
 // node's time by minutes without waiting for the database's to move.
 type (
-	localClockSession struct {
-		sqlstore.SessionStore
-		hiddenServer
-	}
-	localClockFailing struct {
-		*failingLastTick
-		hiddenServer
-	}
-	hiddenServer struct{}
+	localClockSession struct{ lockgendb.Store }
+	localClockFailing struct{ *failingLastTick }
 )
 
-func (hiddenServer) Server() {}
+func (localClockSession) Server() driver.Target { return driver.Target{} }
+func (localClockFailing) Server() driver.Target { return driver.Target{} }
 
 // failingLastTick fails RunLastTick once fail is set.
 type failingLastTick struct {
-	sqlstore.SessionStore
+	lockgendb.Store
 	fail atomic.Bool
 }
 
@@ -449,7 +443,7 @@ func (s *failingLastTick) RunLastTick(ctx context.Context, job string) (time.Tim
 	if s.fail.Load() {
 		return time.Time{}, false, errPartitioned
 	}
-	return s.SessionStore.RunLastTick(ctx, job)
+	return s.Store.RunLastTick(ctx, job)
 }
 
 // TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp: a late node that
@@ -458,7 +452,7 @@ func (s *failingLastTick) RunLastTick(ctx context.Context, job string) (time.Tim
 func TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
-	store := &failingLastTick{SessionStore: sqlstore.NewSession(tdb.Open(t))}
+	store := &failingLastTick{Store: lockgendb.NewStore(tdb.Open(t))}
 	n := newLateNode(t, localClockFailing{failingLastTick: store}, db, jobsNode(t, tdb.Open(t), "others"))
 	n.othersRun(t, 30)
 
@@ -487,7 +481,7 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 		_, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: job, ScheduledAt: anchor, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
 		require.NoError(t, err)
 		clock := newManualClock(anchor.Add(300*time.Second + 250*time.Millisecond))
-		startNode(t, jobsWithClock(t, localClockSession{SessionStore: sqlstore.NewSession(tdb.Open(t))}, "late-"+policy, clock), runtime.NodeConfig{
+		startNode(t, jobsWithClock(t, localClockSession{Store: lockgendb.NewStore(tdb.Open(t))}, "late-"+policy, clock), runtime.NodeConfig{
 			Scheduled:  []runtime.ScheduledJob{{Name: job, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second}},
 			Retention:  []runtime.Retention{{Job: job, Keep: lateKeep}},
 			PruneEvery: time.Hour,
@@ -567,7 +561,7 @@ func TestSchedulerTicksByTheDatabaseClock(t *testing.T) {
 			tdb := testdb.New(t)
 			db := tdb.Open(t)
 			clock := &chaos.SteppedClock{}
-			j := jobsWithClock(t, sqlstore.NewSession(db), "stepped", clock)
+			j := jobsWithClock(t, lockgendb.NewStore(db), "stepped", clock)
 			stop := startScheduler(t, j, runtime.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: runtime.CatchUpAll, MaxAttempts: 1, Timeout: time.Second})
 			time.Sleep(1500 * time.Millisecond)
 			clock.Step(step)

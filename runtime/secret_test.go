@@ -20,9 +20,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers (loggers).
@@ -110,12 +110,15 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 			errs = append(errs, err.Error())
 		}
 	}
+	stores := map[*runtime.Client]lockgendb.Store{}
 	client := func(cfg *mysql.Config) *runtime.Client {
 		cfg.Logger = driverLogger
 		db := sql.OpenDB(mysqlConnector(t, cfg))
 		t.Cleanup(func() { _ = db.Close() })
-		c, err := runtime.NewClient(sqlstore.NewSession(db), runtime.WithLogger(logger), runtime.WithObserver(obs), runtime.WithOwner("pw-node"))
+		store := lockgendb.NewStore(db)
+		c, err := runtime.NewClient(store, runtime.WithLogger(logger), runtime.WithObserver(obs), runtime.WithOwner("pw-node"))
 		require.NoError(t, err)
+		stores[c] = store
 		return c
 	}
 	locks := func(c *runtime.Client) []*runtime.Lock {
@@ -146,7 +149,7 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 		require.NoError(t, err, "the user with the password holds %s", l.Config().Name)
 		held = append(held, lease)
 	}
-	j, err := c.Jobs()
+	j, err := runtime.NewJobs(c, stores[c])
 	require.NoError(t, err)
 	started := make(chan struct{}, 1)
 	w, err := j.NewWorker(runtime.WorkerConfig{Lease: time.Second, PollMin: 5 * time.Millisecond, ShutdownGrace: time.Second, Handlers: map[string]runtime.JobHandler{
@@ -198,7 +201,7 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 		_, err := l.Try(ctx, "")
 		note(err)
 	}
-	j, err = c.Jobs()
+	j, err = runtime.NewJobs(c, stores[c])
 	require.NoError(t, err)
 	_, err = j.Enqueue(ctx, nil, runtime.NewRun{Job: "pw-job", MaxAttempts: 1, Timeout: time.Minute})
 	note(err)

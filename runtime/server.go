@@ -9,31 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
-
-// ServerStore is implemented by stores that can name the pool they run on
-// and the tables they need. A Client whose store implements it probes the
-// server once, at the first lock or job call (or CheckServer), and refuses
-// what lockgen cannot run safely there; with any other store it trusts the
-// server.
-type ServerStore interface {
-	// Server returns the pool, the tables and where their migrations are.
-	Server() ServerTarget
-}
-
-// ServerTarget is what a ServerStore runs on.
-type ServerTarget struct {
-	// DB is the pool the store's statements run on.
-	DB *sql.DB
-	// LocksTable is the lock table; RunsTable the runs table, empty when
-	// the store has no jobs.
-	LocksTable, RunsTable string
-	// Migrations names where the migrations that create the tables are
-	// ("db/migrations/ (relative to lockgen.yaml)"), for the error that
-	// says they are missing.
-	Migrations string
-}
 
 // serverCheck keeps, per Client, the probe of the server once it found
 // every table in place, and the answer for each feature, so that later
@@ -48,20 +26,16 @@ type serverCheck struct {
 // it fails with an error wrapping ErrUnsupported when the server (TiDB or
 // another engine lockgen does not know, MySQL before 8.0, MariaDB before
 // 10.6) cannot run lockgen's locks safely, and with ErrInvalid when the
-// connection lacks parseTime=true or the lock table is missing. Stores
-// that do not implement ServerStore are not probed. The probe costs a few
-// statements once per Client; a probe that failed is tried again at the
-// next call.
+// connection lacks parseTime=true or the lock table is missing. The probe
+// costs a few statements once per Client; a probe that failed is tried
+// again at the next call.
 func (c *Client) CheckServer(ctx context.Context) error {
 	return c.checkServer(ctx, probe.Lease)
 }
 
 // checkServer refuses f when the probed server or connection cannot run it.
 func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
-	ss, ok := c.store.(ServerStore)
-	if !ok {
-		return nil
-	}
+	ss := c.store
 	c.server.mu.Lock()
 	err, known := c.server.refusals[f]
 	c.server.mu.Unlock()
@@ -71,6 +45,9 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 	// Not under the mutex: each first caller waits only for its own probe,
 	// bounded by its own ctx.
 	target := ss.Server()
+	if target.DB == nil {
+		return nil // a test's store that hides its pool (driver.Target.DB)
+	}
 	tables := []string{target.LocksTable}
 	if target.RunsTable != "" {
 		tables = append(tables, target.RunsTable)
@@ -111,7 +88,7 @@ func (c *Client) knownRefusal(f probe.Feature) error {
 }
 
 // neededTables are the tables f needs.
-func neededTables(f probe.Feature, target ServerTarget) []string {
+func neededTables(f probe.Feature, target driver.Target) []string {
 	if f == probe.Jobs {
 		return []string{target.LocksTable, target.RunsTable}
 	}
@@ -119,7 +96,7 @@ func neededTables(f probe.Feature, target ServerTarget) []string {
 }
 
 // galeraNode tells whether the server is a Galera node: from the probe when
-// it ran, else (a store that is not a ServerStore) by asking once.
+// it ran, else by asking once.
 func (c *Client) galeraNode(ctx context.Context) (bool, error) {
 	c.server.mu.Lock()
 	r := c.server.report
@@ -127,15 +104,12 @@ func (c *Client) galeraNode(ctx context.Context) (bool, error) {
 	if r != nil {
 		return r.Cluster == probe.Galera, nil
 	}
-	if gs, ok := c.store.(galeraStore); ok {
-		return c.isGalera(ctx, gs)
-	}
-	return false, nil
+	return c.isGalera(ctx)
 }
 
 // refusal is the error for running f on the server of r, nil when it can
 // run.
-func refusal(r *probe.Report, f probe.Feature, target ServerTarget) error {
+func refusal(r *probe.Report, f probe.Feature, target driver.Target) error {
 	if why := r.Refusal(f); why != "" {
 		return fmt.Errorf("%w: %s on %s: %s", ErrUnsupported, f, r.Server(), why)
 	}
@@ -179,7 +153,7 @@ const getLockPoll = 50 * time.Millisecond
 // server waits the whole seconds of wait and the rest is polled with
 // GET_LOCK(name, 0) every 50 ms, so a wait neither ends early nor runs
 // over by more than one poll. Results are GetLock's.
-func (c *Client) getLock(ctx context.Context, conn SessionConn, name string, wait time.Duration) (int64, error) {
+func (c *Client) getLock(ctx context.Context, conn driver.SessionConn, name string, wait time.Duration) (int64, error) {
 	c.server.mu.Lock()
 	fractional := c.server.report != nil && c.server.report.FractionalLockWait()
 	c.server.mu.Unlock()

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestServerRefusesConnectionWithoutParseTime: without parseTime=true the
@@ -40,7 +40,7 @@ func TestServerRefusesConnectionWithoutParseTime(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrInvalid, "Run must fail at once, not claim for ever")
 	assert.NoError(t, runCtx.Err(), "Run returned before its context ended")
 
-	c, err := runtime.NewClient(sqlstore.NewSession(db))
+	c, err := runtime.NewClient(lockgendb.NewStore(db))
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "noparse", TTL: time.Second})
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestServerNamesMissingTables(t *testing.T) {
 	assert.ErrorContains(t, err, "table lockgen_runs does not exist")
 	assert.ErrorContains(t, err, "queries/schema.sql")
 
-	c, err := runtime.NewClient(sqlstore.NewSession(db))
+	c, err := runtime.NewClient(lockgendb.NewStore(db))
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "present", TTL: time.Second})
 	require.NoError(t, err)
@@ -103,7 +103,7 @@ func TestServerProbeRunsOnce(t *testing.T) {
 	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
-	c, err := runtime.NewClient(sqlstore.NewSession(db))
+	c, err := runtime.NewClient(lockgendb.NewStore(db))
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "probed", TTL: time.Minute})
 	require.NoError(t, err)
@@ -152,7 +152,7 @@ func TestServerRefusesLocOtherThanUTC(t *testing.T) {
 	require.ErrorIs(t, w.Run(runCtx), runtime.ErrInvalid)
 	assert.NoError(t, runCtx.Err(), "Run returned at once")
 
-	c, err := runtime.NewClient(sqlstore.NewSession(db))
+	c, err := runtime.NewClient(lockgendb.NewStore(db))
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "loc", TTL: time.Second})
 	require.NoError(t, err)

@@ -17,8 +17,6 @@ const (
 	errUnknownVariable = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE: wsrep_on on MySQL
 	errLockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT; also MariaDB's answer to NOWAIT
 	errDeadlock        = 1213 // ER_LOCK_DEADLOCK: the transaction was rolled back
-	errNeedReprepare   = 1295 // ER_UNSUPPORTED_PS: not preparable
-	errTooManyPrepared = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
 	errMySQLNowaitBusy = 3572 // ER_LOCK_NOWAIT: MySQL's answer to NOWAIT
 )
 
@@ -66,12 +64,6 @@ func isUnknownVariable(err error) bool { return isServerError(err, errUnknownVar
 
 // isDuplicateKey reports a unique key violation.
 func isDuplicateKey(err error) bool { return isServerError(err, errDuplicateKey) }
-
-// isNotPreparable reports a prepared statement the server will not keep:
-// too many prepared statements, or a statement it cannot prepare.
-func isNotPreparable(err error) bool {
-	return isServerError(err, errTooManyPrepared, errNeedReprepare)
-}
 
 // transientTries is how many deadlocks or lock wait timeouts in a row a
 // loop's retried statement may hit before they are logged as a warning.

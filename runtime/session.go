@@ -3,7 +3,7 @@ package runtime
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // Strategy names, as declared in lockgen.yaml and reported to Observers.
@@ -23,51 +25,6 @@ const (
 	// server frees the lock when the connection dies.
 	StrategySession = "session"
 )
-
-// SessionStore is a Store that also runs the session strategy's
-// statements. The generated code implements it.
-type SessionStore interface {
-	Store
-	// SessionNamespace prefixes the GET_LOCK names of this store's locks.
-	// GET_LOCK names are server-wide (all databases share them), so
-	// applications sharing a server need distinct namespaces.
-	SessionNamespace() string
-	// SessionConn pins one connection of the pool for one holding.
-	SessionConn(ctx context.Context) (SessionConn, error)
-	// SessionIsUsed reports whether any connection holds the named lock.
-	SessionIsUsed(ctx context.Context, lockName string) (bool, error)
-	// ServerGalera reports whether the server is a Galera node (wsrep_on).
-	ServerGalera(ctx context.Context) (bool, error)
-}
-
-// SessionConn is a connection pinned for one session-lock holding.
-type SessionConn interface {
-	// GetLock waits up to timeout on the server for the named lock:
-	// 1 acquired, 0 timed out, -1 error (killed or refused).
-	GetLock(ctx context.Context, lockName string, timeout time.Duration) (int64, error)
-	// HoldsLock reports whether this connection holds the named lock.
-	HoldsLock(ctx context.Context, lockName string) (bool, error)
-	// ReleaseLock releases the named lock: 1 released, 0 held by another
-	// connection, -1 not held at all.
-	ReleaseLock(ctx context.Context, lockName string) (int64, error)
-	// Token records the holding in the lock row (name, key) and returns its
-	// fencing token.
-	Token(ctx context.Context, name, key, owner string) (int64, error)
-	// Free marks the row free if id still holds it (as Store.LeaseRelease),
-	// on this connection, so releasing needs no second connection.
-	Free(ctx context.Context, id LeaseID) (bool, error)
-	// Renew extends the row held by id to ttl from now by the database
-	// clock (as Store.LeaseRenew), on this connection: a lease holding
-	// that pinned a connection for its wake lock renews on it, so it needs
-	// nothing from a pool that may have no connection to spare.
-	Renew(ctx context.Context, id LeaseID, ttl time.Duration) (bool, error)
-	// Close returns the connection to the pool.
-	Close() error
-	// Discard closes the connection itself instead of returning it to the
-	// pool, so the server drops any session lock it may still hold. The
-	// runtime discards a connection whenever a holding's outcome is unsure.
-	Discard() error
-}
 
 // maxSessionLockName is GET_LOCK's limit on lock names.
 const maxSessionLockName = 64
@@ -101,13 +58,8 @@ type galeraCheck struct {
 	galera  bool
 }
 
-// galeraStore is a store that can tell whether the server is a Galera node.
-type galeraStore interface {
-	ServerGalera(ctx context.Context) (bool, error)
-}
-
-func (c *Client) refuseGalera(ctx context.Context, ss galeraStore, strategy string) error {
-	galera, err := c.isGalera(ctx, ss)
+func (c *Client) refuseGalera(ctx context.Context, strategy string) error {
+	galera, err := c.isGalera(ctx)
 	if err != nil {
 		return err
 	}
@@ -119,7 +71,7 @@ func (c *Client) refuseGalera(ctx context.Context, ss galeraStore, strategy stri
 
 // isGalera tells, asking the server once per Client, whether it is a
 // Galera node.
-func (c *Client) isGalera(ctx context.Context, ss galeraStore) (bool, error) {
+func (c *Client) isGalera(ctx context.Context) (bool, error) {
 	g := &c.galera
 	g.mu.Lock()
 	checked, galera := g.checked, g.galera
@@ -129,7 +81,7 @@ func (c *Client) isGalera(ctx context.Context, ss galeraStore) (bool, error) {
 	}
 	// Not under g.mu: each first caller waits only for its own query,
 	// bounded by its own ctx (concurrent first callers may each ask).
-	galera, err := ss.ServerGalera(ctx)
+	galera, err := c.store.ServerGalera(ctx)
 	if isUnknownVariable(err) { // MySQL has no wsrep_on: not Galera
 		galera, err = false, nil
 	}
@@ -145,17 +97,14 @@ func (c *Client) isGalera(ctx context.Context, ss galeraStore) (bool, error) {
 // sessionHolding is what a Lease of the session strategy holds besides
 // its row: the pinned connection and the server-side lock's name.
 type sessionHolding struct {
-	conn SessionConn
+	conn driver.SessionConn
 	name string
 }
 
 // trySession acquires a session lock, waiting up to wait on the server.
 func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (*Lease, error) {
-	ss, ok := l.client.store.(SessionStore)
-	if !ok {
-		return nil, fmt.Errorf("%w: lock %q uses strategy session but the store does not implement SessionStore", ErrInvalid, l.cfg.Name)
-	}
-	if err := l.client.refuseGalera(ctx, ss, StrategySession); err != nil {
+	ss := l.client.store
+	if err := l.client.refuseGalera(ctx, StrategySession); err != nil {
 		return nil, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
@@ -186,7 +135,7 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		// token, from the clock at its start, may be below one a pruned
 		// row had (see Prune): give the holding back unused, as tryLease
 		// does with a slow acquire.
-		id := LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token}
+		id := driver.LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
 		freed, ferr := conn.Free(rctx, id)
 		released, rerr := conn.ReleaseLock(rctx, name)
@@ -238,7 +187,7 @@ func plainLockName(s string) bool {
 // brokenConn reports whether err means the pinned connection is gone, in
 // which case the server has already released its locks.
 func brokenConn(err error) bool {
-	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
+	return errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }
 
 // renewSession checks that the pinned connection still holds the lock (the
@@ -293,10 +242,7 @@ func (ls *Lease) releaseSession(ctx context.Context) error {
 // sessionHolder reads a session lock's holder: the row says who and which
 // token, the server says whether it is held.
 func (l *Lock) sessionHolder(ctx context.Context, key string) (Holder, error) {
-	ss, ok := l.client.store.(SessionStore)
-	if !ok {
-		return Holder{}, fmt.Errorf("%w: lock %q uses strategy session but the store does not implement SessionStore", ErrInvalid, l.cfg.Name)
-	}
+	ss := l.client.store
 	used, err := ss.SessionIsUsed(ctx, sessionLockName(ss.SessionNamespace(), l.cfg.Name, key))
 	if err != nil {
 		return Holder{}, fmt.Errorf("lockgen: read holder of %s: %w", l.describe(key), err)

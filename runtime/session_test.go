@@ -12,15 +12,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // sessionNode is a node whose locks use the session strategy.
 func sessionNode(t *testing.T, db *sql.DB, opts ...runtime.Option) *node {
 	t.Helper()
-	c, err := runtime.NewClient(sqlstore.NewSession(db), opts...)
+	c, err := runtime.NewClient(lockgendb.NewStore(db), opts...)
 	require.NoError(t, err)
 	return &node{db: db, client: c}
 }
@@ -126,7 +126,7 @@ func TestSessionBrokenConnectionEndsTheHolding(t *testing.T) {
 	lease, err := l.Try(ctx, "")
 	require.NoError(t, err)
 	var connID int64
-	require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", runtime.SessionLockNameForTest(sqlstore.Namespace, name, "")).Scan(&connID))
+	require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", runtime.SessionLockNameForTest("lockgen_", name, "")).Scan(&connID))
 	_, err = admin.Exec("KILL ?", connID)
 	require.NoError(t, err)
 	select {
@@ -171,13 +171,13 @@ func TestSessionGuardAndLeader(t *testing.T) {
 }
 
 // galeraStore reports wsrep_on, as a Galera node does.
-type galeraStore struct{ sqlstore.SessionStore }
+type galeraStore struct{ lockgendb.Store }
 
 func (galeraStore) ServerGalera(context.Context) (bool, error) { return true, nil }
 
 func TestSessionRefusedOnGalera(t *testing.T) {
 	tdb := testdb.New(t)
-	c, err := runtime.NewClient(galeraStore{sqlstore.NewSession(tdb.Open(t))})
+	c, err := runtime.NewClient(galeraStore{lockgendb.NewStore(tdb.Open(t))})
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "galera", Strategy: runtime.StrategySession, TTL: time.Second})
 	require.NoError(t, err)
@@ -185,7 +185,7 @@ func TestSessionRefusedOnGalera(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrUnsupported)
 	assert.Contains(t, err.Error(), "Galera")
 
-	plain, err := runtime.NewClient(sqlstore.New(tdb.Open(t)))
+	plain, err := runtime.NewClient(lockgendb.NewStore(tdb.Open(t)))
 	require.NoError(t, err)
 	l, err = plain.Lock(runtime.LockConfig{Name: "nosession", Strategy: runtime.StrategySession, TTL: time.Second})
 	require.NoError(t, err)
@@ -276,7 +276,7 @@ func TestSessionAndLeaseNeverShareALock(t *testing.T) {
 	_, err = session.Try(ctx, "")
 	require.ErrorIs(t, err, runtime.ErrNotAcquired, "a live lease keeps session holders out")
 	var used sql.NullInt64
-	require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", runtime.SessionLockNameForTest(sqlstore.Namespace, name, "")).Scan(&used))
+	require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", runtime.SessionLockNameForTest("lockgen_", name, "")).Scan(&used))
 	assert.False(t, used.Valid, "the refused session attempt gave its GET_LOCK back")
 	require.NoError(t, held.Release(ctx))
 

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlstore"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestDeadSessionHoldingDoesNotWedgeTheLock: during a rolling change of
@@ -75,8 +75,8 @@ func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
 				}
 
 				admin := tdb.Admin(t)
-				lockName := runtime.SessionLockNameForTest(sqlstore.Namespace, name, key)
-				require.Equal(t, tc.plain, strings.HasPrefix(lockName, sqlstore.Namespace), "the key picks the name's form")
+				lockName := runtime.SessionLockNameForTest(lockgendb.Store{}.SessionNamespace(), name, key)
+				require.Equal(t, tc.plain, strings.HasPrefix(lockName, lockgendb.Store{}.SessionNamespace()), "the key picks the name's form")
 				var conn sql.NullInt64
 				require.NoError(t, admin.QueryRow("SELECT IS_USED_LOCK(?)", lockName).Scan(&conn))
 				require.True(t, conn.Valid, "the session lock is held on the server")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // Waiting on the server for a lease (LockConfig.WaitOnServer).
@@ -30,7 +32,7 @@ import (
 // wakeHolding is the wake lock held on a pinned connection, by a holding or
 // by a waiter about to become one.
 type wakeHolding struct {
-	conn SessionConn
+	conn driver.SessionConn
 	name string
 }
 
@@ -41,21 +43,20 @@ func wakeLockName(namespace, name, key string) string {
 	return sessionLockName(namespace+"wake:", name, key)
 }
 
-// wakeStore returns the client's store as a SessionStore for a lock that
-// waits on the server, or nil.
-func (l *Lock) wakeStore() SessionStore {
+// wakeStore returns the client's store for a lock that waits on the
+// server, or nil.
+func (l *Lock) wakeStore() driver.Store {
 	if !l.cfg.WaitOnServer {
 		return nil
 	}
-	ss, _ := l.client.store.(SessionStore)
-	return ss
+	return l.client.store
 }
 
 // getWake pins a connection and waits up to wait on the server for key's
 // wake lock. It returns the held wake lock, or nil when the wait ended
 // without it (err nil) or failed (err set); the connection is then given
 // back (or discarded when the server may have granted the lock).
-func (l *Lock) getWake(ctx context.Context, ss SessionStore, key string, wait time.Duration) (*wakeHolding, error) {
+func (l *Lock) getWake(ctx context.Context, ss driver.Store, key string, wait time.Duration) (*wakeHolding, error) {
 	name := wakeLockName(ss.SessionNamespace(), l.cfg.Name, key)
 	conn, err := ss.SessionConn(ctx)
 	if err != nil {
@@ -120,7 +121,7 @@ func (l *Lock) holdWake(ctx context.Context, key string, held *wakeHolding, sent
 // lock it got until a holding takes it.
 type leaseWaiter struct {
 	l     *Lock
-	ss    SessionStore // nil: poll
+	ss    driver.Store // nil: poll
 	key   string
 	local <-chan struct{} // a local release happened
 	wake  *wakeHolding    // held until a holding takes it (or close)

@@ -14,8 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/sqlcdb"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestNoStatementWarns runs every query lockgen generates (each method of
@@ -31,7 +32,7 @@ func TestNoStatementWarns(t *testing.T) {
 	conn, err := db.Conn(ctx)
 	require.NoError(t, err)
 	defer conn.Close()
-	q := sqlcdb.New(conn)
+	q := lockgendb.New(conn)
 
 	warnings := func(what string) {
 		t.Helper()
@@ -95,7 +96,7 @@ func TestNoStatementWarns(t *testing.T) {
 			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, UniqueKey: "dup"},
 			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, ScheduledAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
 		}
-		_, err := conn.ExecContext(ctx, runtime.InsertRunsSQL("lockgen_runs", len(runs)), runtime.InsertRunsArgs(runs)...)
+		_, err := conn.ExecContext(ctx, driver.InsertRunsSQL("lockgen_runs", len(runs)), driver.InsertRunsArgs(runs)...)
 		require.NoError(t, err, "round %d: InsertRunsSQL", round)
 		warnings("InsertRunsSQL")
 	}

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -438,7 +438,7 @@ func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 // the runs' local deadlines. It returns when to heartbeat next: Lease/3,
 // or sooner after a failure. failures counts the heartbeats in a row that
 // failed, for the log.
-func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrecorded []Claim, failures *int) (next time.Duration) {
+func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrecorded []driver.Claim, failures *int) (next time.Duration) {
 	clock := w.jobs.client.clock
 	lease := w.cfg.Lease
 	now := clock.Now()
@@ -446,7 +446,7 @@ func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrec
 	owners := make([]*active, len(unrecorded), len(unrecorded)+len(running))
 	for _, a := range running {
 		if !a.gone && now.Sub(a.started) < a.run.Timeout+lease {
-			claims = append(claims, Claim{ID: a.run.ID, Claim: a.run.Claim})
+			claims = append(claims, driver.Claim{ID: a.run.ID, Claim: a.run.Claim})
 			owners = append(owners, a)
 		}
 	}
@@ -454,7 +454,7 @@ func (w *Worker) heartbeat(ctx context.Context, running map[int64]*active, unrec
 	failed := false // a batch failed
 	// beat heartbeats claims (owned by owners) in one statement and
 	// reports how many it extended.
-	beat := func(claims []Claim, owners []*active) (int64, error) {
+	beat := func(claims []driver.Claim, owners []*active) (int64, error) {
 		sent := clock.Now()
 		sctx, cancel := context.WithTimeout(ctx, w.statementTimeout())
 		defer cancel()
@@ -614,12 +614,12 @@ func (r *recorder) unrecorded() int {
 
 // claims returns the claims of the runs whose outcomes wait to be
 // recorded, for the worker's heartbeat.
-func (r *recorder) claims() []Claim {
+func (r *recorder) claims() []driver.Claim {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	claims := make([]Claim, len(r.queue))
+	claims := make([]driver.Claim, len(r.queue))
 	for i, o := range r.queue {
-		claims[i] = Claim{ID: o.run.ID, Claim: o.run.Claim}
+		claims[i] = driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
 	}
 	return claims
 }
@@ -762,9 +762,9 @@ func (r *recorder) statement(fn func(ctx context.Context) error) error {
 }
 
 func (r *recorder) complete(items []outcome) error {
-	claims := make([]Claim, len(items))
+	claims := make([]driver.Claim, len(items))
 	for i, o := range items {
-		claims[i] = Claim{ID: o.run.ID, Claim: o.run.Claim}
+		claims[i] = driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
 	}
 	var n int64
 	err := r.statement(func(ctx context.Context) (err error) {
@@ -781,7 +781,7 @@ func (r *recorder) complete(items []outcome) error {
 func (r *recorder) snooze(o outcome) error {
 	delay := SingletonRetry/2 + rand.N(SingletonRetry/2+1)
 	return r.statement(func(ctx context.Context) error {
-		_, err := r.w.jobs.store.RunSnooze(ctx, Claim{ID: o.run.ID, Claim: o.run.Claim}, delay)
+		_, err := r.w.jobs.store.RunSnooze(ctx, driver.Claim{ID: o.run.ID, Claim: o.run.Claim}, delay)
 		return err
 	})
 }
@@ -790,7 +790,7 @@ func (r *recorder) fail(o outcome) error {
 	text := errorText(o.err)
 	backoff := r.w.backoff(o.run.Job, o.run.Attempt)
 	err := r.statement(func(ctx context.Context) error {
-		_, err := r.w.jobs.store.RunFail(ctx, Claim{ID: o.run.ID, Claim: o.run.Claim}, text, backoff)
+		_, err := r.w.jobs.store.RunFail(ctx, driver.Claim{ID: o.run.ID, Claim: o.run.Claim}, text, backoff)
 		return err
 	})
 	if err == nil {
@@ -815,10 +815,4 @@ func errorText(err error) string {
 		text = text[:n]
 	}
 	return text
-}
-
-// ClaimRef is the "<id>:<claim>" form of c that the runs table's claim_ref
-// column holds.
-func (c Claim) ClaimRef() string {
-	return strconv.FormatInt(c.ID, 10) + ":" + strconv.FormatInt(c.Claim, 10)
 }

@@ -82,7 +82,8 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
 	}
-	client, err := runtime.NewClient(store{q: lockgendb.New(db), db: db}, opts...)
+	store := lockgendb.NewStore(db)
+	client, err := runtime.NewClient(store, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -67,12 +67,13 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
 	}
-	client, err := runtime.NewClient(store{q: lockgendb.New(db), db: db, inserts: runtime.NewInsertStmts(db, "lockgen_runs")}, opts...)
+	store := lockgendb.NewStore(db)
+	client, err := runtime.NewClient(store, opts...)
 	if err != nil {
 		return nil, err
 	}
 	l := &Locks{client: client}
-	if l.jobs, err = client.Jobs(); err != nil {
+	if l.jobs, err = runtime.NewJobs(client, store); err != nil {
 		return nil, err
 	}
 	if l.masterLock, err = client.Lock(runtime.LockConfig{

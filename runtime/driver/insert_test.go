@@ -1,4 +1,4 @@
-package runtime
+package driver
 
 import (
 	"context"
@@ -22,7 +22,7 @@ func TestInsertStmts(t *testing.T) {
 	batch := func(n int) []NewRun {
 		runs := make([]NewRun, n)
 		for i := range runs {
-			runs[i] = NewRun{Job: "noop", Queue: DefaultQueue, Args: []byte("{}"), MaxAttempts: 1, Timeout: time.Second}
+			runs[i] = NewRun{Job: "noop", Queue: "default", Args: []byte("{}"), MaxAttempts: 1, Timeout: time.Second}
 		}
 		return runs
 	}

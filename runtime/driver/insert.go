@@ -1,11 +1,14 @@
-package runtime
+package driver
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 // utcNow is the database clock in UTC with microseconds (see the utc_now
@@ -192,4 +195,12 @@ func (s *InsertStmts) backOff() {
 	s.mu.Lock()
 	s.textLeft = prepareBackoff
 	s.mu.Unlock()
+}
+
+// isNotPreparable reports a prepared statement the server will not keep:
+// too many prepared statements (1461, ER_MAX_PREPARED_STMT_COUNT_REACHED)
+// or a statement it cannot prepare (1295, ER_UNSUPPORTED_PS).
+func isNotPreparable(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1461 || me.Number == 1295)
 }

@@ -1,0 +1,19 @@
+package drivertest_test
+
+import (
+	"testing"
+
+	"github.com/lockgen/lockgen/runtime/driver/drivertest"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+)
+
+// TestGeneratedStore runs the suite against the store lockgen generates for
+// the default table prefix (runtime/internal/testgen), on a fresh database
+// per subtest, as the least-privilege user applications use.
+func TestGeneratedStore(t *testing.T) {
+	drivertest.Run(t, func(t *testing.T) drivertest.Stores {
+		s := lockgendb.NewStore(testdb.New(t).Open(t))
+		return drivertest.Stores{Store: s, Jobs: s}
+	})
+}

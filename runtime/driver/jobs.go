@@ -1,0 +1,148 @@
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"strconv"
+	"time"
+)
+
+// RunState is the state of a run, as stored in the runs table.
+type RunState string
+
+// Run states.
+const (
+	// RunAvailable: due at its run_at, waiting to be claimed.
+	RunAvailable RunState = "available"
+	// RunRunning: claimed by a worker until its deadline.
+	RunRunning RunState = "running"
+	// RunCompleted: an attempt succeeded.
+	RunCompleted RunState = "completed"
+	// RunDiscarded: out of attempts, or failed for good.
+	RunDiscarded RunState = "discarded"
+	// RunCancelled: cancelled before it started.
+	RunCancelled RunState = "cancelled"
+	// RunSkipped: a scheduled tick recorded but not run (catch-up policy).
+	RunSkipped RunState = "skipped"
+)
+
+// NewRun is a run to enqueue.
+type NewRun struct {
+	// Job is the job's name. Required.
+	Job string
+	// Queue is the queue its workers claim from; default "default".
+	Queue string
+	// Priority orders due runs of a queue: higher first. -100 to 100.
+	Priority int
+	// Delay makes the run due this long after the database clock's now.
+	Delay time.Duration
+	// ScheduledAt, when set, is the scheduled tick the run is for: at most
+	// one run per job and tick is ever inserted. A run has a tick or a
+	// unique key, not both.
+	ScheduledAt time.Time
+	// Args is the handler's arguments, JSON. Default "{}".
+	Args []byte
+	// MaxAttempts is how many attempts a failing run gets before it is
+	// discarded. Required, at least 1.
+	MaxAttempts int
+	// Timeout cancels an attempt's context. Required, positive.
+	Timeout time.Duration
+	// UniqueKey, when set, makes the enqueue return the existing run while
+	// an unfinished run of the job has the same key. At most 191 bytes of
+	// UTF-8, not ending in a space.
+	UniqueKey string
+}
+
+// Run is one claimed attempt of a run, as its handler sees it.
+type Run struct {
+	// ID identifies the run across attempts.
+	ID  int64
+	Job string
+	// Queue and Priority are the run's.
+	Queue    string
+	Priority int
+	// Args is the JSON arguments.
+	Args []byte
+	// Attempt is 1 for the first attempt.
+	Attempt, MaxAttempts int
+	// Timeout is the attempt's time limit.
+	Timeout time.Duration
+	// ScheduledAt is the tick of a scheduled run; zero otherwise.
+	ScheduledAt time.Time
+	// RunAt is when the run became due; CreatedAt when it was enqueued
+	// (both by the database clock, UTC).
+	RunAt, CreatedAt time.Time
+	// Claim is the claim this attempt holds: a counter bumped by every
+	// claim of the run, never reset. Every change of a running run
+	// matches it, so a worker whose run was rescued and claimed again
+	// cannot overwrite the new attempt's outcome.
+	Claim int64
+}
+
+// RunInfo is a run as stored.
+type RunInfo struct {
+	Run
+	// State is the run's state.
+	State RunState
+	// Worker is the owner of the worker that claimed it last.
+	Worker string
+	// LastError is the error text of the last failed attempt.
+	LastError string
+	// Deadline is when a running run is rescued unless heartbeats extend
+	// it; FinishedAt when it completed, was discarded or cancelled.
+	Deadline, FinishedAt time.Time
+	// UniqueKey is the run's unique key, if any.
+	UniqueKey string
+}
+
+// Claim names one claim of a run.
+type Claim struct{ ID, Claim int64 }
+
+// ClaimRef is the "<id>:<claim>" form of c that the runs table's claim_ref
+// column holds.
+func (c Claim) ClaimRef() string {
+	return strconv.FormatInt(c.ID, 10) + ":" + strconv.FormatInt(c.Claim, 10)
+}
+
+// JobStore runs the job statements on the runs table. The code lockgen
+// generates implements it when the spec declares jobs.
+type JobStore interface {
+	// RunInsert inserts r (in tx when not nil) and returns its ID, or the
+	// existing run's ID when r repeats a tick or an active unique key.
+	RunInsert(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error)
+	// RunInsertMany inserts runs in one statement (in tx when not nil);
+	// runs that repeat a tick or an active unique key are left out.
+	RunInsertMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
+	// RunsClaim claims up to limit due runs of queue for worker, running
+	// until lease after the database clock, in one transaction.
+	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Run, error)
+	// RunsHeartbeat extends the deadline of the runs still holding claims.
+	RunsHeartbeat(ctx context.Context, claims []Claim, lease time.Duration) (int64, error)
+	// RunsComplete marks completed the runs still holding claims.
+	RunsComplete(ctx context.Context, claims []Claim) (int64, error)
+	// RunFail records a failed attempt of a run still holding c: due again
+	// after backoff, or discarded without attempts left.
+	RunFail(ctx context.Context, c Claim, errText string, backoff time.Duration) (bool, error)
+	// RunSnooze gives a claimed run back, due again after delay, without
+	// counting the attempt.
+	RunSnooze(ctx context.Context, c Claim, delay time.Duration) (bool, error)
+	// RunsRescue makes up to limit runs past their deadline due again (or
+	// discards them). It must lock the runs by primary key, as the other
+	// statements that change running runs do, not through an index of the
+	// deadline: the generated store reads the runs without locking first.
+	RunsRescue(ctx context.Context, limit int) (int64, error)
+	// RunsPrune deletes up to limit runs of job finished more than
+	// olderThan ago, except the run of tick keep (when not zero).
+	RunsPrune(ctx context.Context, job string, keep time.Time, olderThan time.Duration, limit int) (int64, error)
+	// RunCancel cancels a run that has not started.
+	RunCancel(ctx context.Context, id int64) (bool, error)
+	// RunRetry restores a discarded or cancelled run.
+	RunRetry(ctx context.Context, id int64) (bool, error)
+	// RunGet reads a run; found is false when there is none.
+	RunGet(ctx context.Context, id int64) (info RunInfo, found bool, err error)
+	// RunLastTick is the latest tick of job that has a run; ok false when
+	// there is none.
+	RunLastTick(ctx context.Context, job string) (tick time.Time, ok bool, err error)
+	// RunInsertSkipped records a tick that is not run, unless it has a run.
+	RunInsertSkipped(ctx context.Context, job, queue string, tick time.Time, reason string) error
+}

@@ -1,0 +1,110 @@
+package driver
+
+import (
+	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
+	"time"
+)
+
+// restoreTimeout bounds the statement that gives a row holding's connection
+// its autocommit back.
+const restoreTimeout = 30 * time.Second
+
+// RowConn is the connection and transaction of one row-strategy holding.
+// Stores embed it in their RowTx; it runs the statements that are the same
+// for every table prefix.
+type RowConn struct {
+	conn     *sql.Conn
+	tx       *sql.Tx
+	restored bool
+}
+
+// rowSessionSet is run before the holding's transaction begins: it saves
+// and sets the lock wait, and turns autocommit off for the holding, so that
+// statements fn runs after the server rolled the transaction back (a
+// deadlock) open a new transaction that the release rolls back, instead of
+// committing one by one without the lock.
+const rowSessionSet = "SET @lockgen_lock_wait = @@SESSION.innodb_lock_wait_timeout, @lockgen_autocommit = @@SESSION.autocommit, " +
+	"SESSION innodb_lock_wait_timeout = ?, SESSION autocommit = 0"
+
+// BeginRow pins a connection of db, sets its innodb_lock_wait_timeout to
+// lockWait (whole seconds, rounded up, at least 1; the previous value is
+// kept in the session variable @lockgen_lock_wait), turns autocommit off
+// for the holding and begins a READ COMMITTED transaction on it. The
+// transaction does not end with ctx: only Commit or Rollback end it. On
+// failure the connection is discarded.
+func BeginRow(ctx context.Context, db *sql.DB, lockWait time.Duration) (*RowConn, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	secs := max(int64((lockWait+time.Second-1)/time.Second), 1)
+	if _, err := conn.ExecContext(ctx, rowSessionSet, secs); err != nil {
+		discardConn(conn)
+		return nil, err
+	}
+	// Not ctx: database/sql rolls a transaction back when the context it
+	// began with ends, which would free the lock under a running fn.
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		discardConn(conn)
+		return nil, err
+	}
+	return &RowConn{conn: conn, tx: tx}, nil
+}
+
+// Tx returns the holding's transaction.
+func (c *RowConn) Tx() *sql.Tx { return c.tx }
+
+// RestoreLockWait sets the connection's innodb_lock_wait_timeout back to
+// what it was before BeginRow.
+func (c *RowConn) RestoreLockWait(ctx context.Context) error {
+	if _, err := c.tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = @lockgen_lock_wait"); err != nil {
+		return err
+	}
+	c.restored = true
+	return nil
+}
+
+// Commit commits the transaction, restores autocommit and returns the
+// connection to the pool (or discards it when any of that failed or its
+// lock wait was not restored).
+func (c *RowConn) Commit() error { return c.end(c.tx.Commit()) }
+
+// Rollback rolls the transaction back and returns the connection to the
+// pool (or discards it, as Commit does).
+func (c *RowConn) Rollback() error { return c.end(c.tx.Rollback()) }
+
+func (c *RowConn) end(err error) error {
+	if err != nil || !c.restored {
+		discardConn(c.conn)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	defer cancel()
+	if _, rerr := c.conn.ExecContext(ctx, "SET SESSION autocommit = @lockgen_autocommit"); rerr != nil {
+		discardConn(c.conn)
+		return nil // the transaction itself ended as asked
+	}
+	_ = c.conn.Close()
+	return nil
+}
+
+// discardConn closes conn itself instead of returning it to the pool.
+func discardConn(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return sqldriver.ErrBadConn }) // marks it bad: not pooled
+	_ = conn.Close()
+}
+
+// PeekRow runs read inside a READ UNCOMMITTED read-only transaction on db,
+// so a live row-strategy holding, not committed until its release, is seen.
+// Stores call it from RowPeek.
+func PeekRow(ctx context.Context, db *sql.DB, read func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadUncommitted, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	return read(tx)
+}

@@ -1,0 +1,164 @@
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// LeaseID names one holding of a lock: the row (Name, Key) and the holder
+// (Owner, Token). Renew and release match all four.
+type LeaseID struct {
+	Name  string
+	Key   string
+	Owner string
+	Token int64
+}
+
+// LeaseRow is a lock row as the database sees it.
+type LeaseRow struct {
+	Owner      string
+	Token      int64
+	AcquiredAt time.Time
+	ExpiresAt  time.Time
+	// Remaining is the time left by the database clock when the row was
+	// read; zero or negative when the lease expired or was released.
+	Remaining time.Duration
+}
+
+// Target is what a Store runs on: the pool and tables the runtime probes at
+// first use (server version, flavour, parseTime, missing tables).
+type Target struct {
+	// DB is the pool the store's statements run on. Only a test's store
+	// leaves it nil, to hide its pool: the runtime then neither probes the
+	// server nor reads the database clock, and the scheduler keeps time by
+	// the Client's clock.
+	DB *sql.DB
+	// LocksTable is the lock table; RunsTable the runs table, empty when
+	// the store has no jobs.
+	LocksTable, RunsTable string
+	// Migrations names where the migrations that create the tables are
+	// ("db/migrations/ (relative to lockgen.yaml)"), for the error that
+	// says they are missing.
+	Migrations string
+}
+
+// Store runs the lock statements of every strategy. The code lockgen
+// generates implements it with sqlc's typed queries for the application's
+// lock table.
+type Store interface {
+	// Server returns the pool, the tables and where their migrations are.
+	Server() Target
+	// ServerGalera reports whether the server is a Galera node (wsrep_on).
+	ServerGalera(ctx context.Context) (bool, error)
+
+	// LeaseAcquire takes the row (name, key) for owner for ttl if it is
+	// missing, released or expired by the database clock, or marked by a
+	// session holding whose connection is gone. It returns the new
+	// fencing token, or 0 when the row is held by someone else.
+	LeaseAcquire(ctx context.Context, name, key, owner string, ttl time.Duration) (token int64, err error)
+	// LeaseRenew extends the lease to ttl from now by the database clock if
+	// id still holds it and it has not expired. ok is false otherwise.
+	LeaseRenew(ctx context.Context, id LeaseID, ttl time.Duration) (ok bool, err error)
+	// LeaseRelease frees the row if id still holds it. ok is false when it
+	// did not (already released, or taken by another holder).
+	LeaseRelease(ctx context.Context, id LeaseID) (ok bool, err error)
+	// LeaseGet reads the row; found is false when it does not exist.
+	LeaseGet(ctx context.Context, name, key string) (row LeaseRow, found bool, err error)
+	// LeaseGuard runs inside tx, the caller's transaction: ok is true when
+	// id still holds the row unexpired, and the row is then share-locked
+	// until tx ends, so nobody can acquire it before tx commits.
+	LeaseGuard(ctx context.Context, tx *sql.Tx, id LeaseID) (ok bool, err error)
+	// LeaseRenewMany renews the holdings (keys[i], tokens[i]) of lock name
+	// by owner that are still held and unexpired, to ttl from now by the
+	// database clock, and returns how many it renewed. Each row is matched
+	// with its own key's token.
+	LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (renewed int64, err error)
+	// LeaseGetMany reads the rows of lock name for keys; missing rows are
+	// absent from the map.
+	LeaseGetMany(ctx context.Context, name string, keys []string) (map[string]LeaseRow, error)
+	// LeasePrune deletes up to limit rows of lock name (keyed rows only)
+	// that have been free for longer than olderThan by the database clock
+	// and whose token is more than olderThan (in microseconds) below the
+	// database clock, and returns how many it deleted.
+	LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error)
+
+	// SessionNamespace prefixes the GET_LOCK names of this store's locks.
+	// GET_LOCK names are server-wide (all databases share them), so
+	// applications sharing a server need distinct namespaces.
+	SessionNamespace() string
+	// SessionConn pins one connection of the pool for one holding.
+	SessionConn(ctx context.Context) (SessionConn, error)
+	// SessionIsUsed reports whether any connection holds the named lock.
+	SessionIsUsed(ctx context.Context, lockName string) (bool, error)
+
+	// RowBegin pins a connection, sets its innodb_lock_wait_timeout to
+	// lockWait (whole seconds, rounded up, at least 1) and begins a READ
+	// COMMITTED transaction on it for one holding (see BeginRow).
+	RowBegin(ctx context.Context, lockWait time.Duration) (RowTx, error)
+	// RowPeek reads the lock row as a READ UNCOMMITTED reader sees it, so a
+	// live row-strategy holding (not committed until its release) shows.
+	RowPeek(ctx context.Context, name, key string) (row LeaseRow, found bool, err error)
+}
+
+// SessionConn is a connection pinned for one session-lock holding (or one
+// lease holding's wake lock).
+type SessionConn interface {
+	// GetLock waits up to timeout on the server for the named lock:
+	// 1 acquired, 0 timed out, -1 error (killed or refused).
+	GetLock(ctx context.Context, lockName string, timeout time.Duration) (int64, error)
+	// HoldsLock reports whether this connection holds the named lock.
+	HoldsLock(ctx context.Context, lockName string) (bool, error)
+	// ReleaseLock releases the named lock: 1 released, 0 held by another
+	// connection, -1 not held at all.
+	ReleaseLock(ctx context.Context, lockName string) (int64, error)
+	// Token records the holding in the lock row (name, key) and returns its
+	// fencing token.
+	Token(ctx context.Context, name, key, owner string) (int64, error)
+	// Free marks the row free if id still holds it (as Store.LeaseRelease),
+	// on this connection, so releasing needs no second connection.
+	Free(ctx context.Context, id LeaseID) (bool, error)
+	// Renew extends the row held by id to ttl from now by the database
+	// clock (as Store.LeaseRenew), on this connection: a lease holding
+	// that pinned a connection for its wake lock renews on it, so it needs
+	// nothing from a pool that may have no connection to spare.
+	Renew(ctx context.Context, id LeaseID, ttl time.Duration) (bool, error)
+	// Close returns the connection to the pool.
+	Close() error
+	// Discard closes the connection itself instead of returning it to the
+	// pool, so the server drops any session lock it may still hold. The
+	// runtime discards a connection whenever a holding's outcome is unsure.
+	Discard() error
+}
+
+// RowTx is the transaction of one row-strategy holding.
+type RowTx interface {
+	// Tx is the transaction itself, handed to the holder's fn.
+	Tx() *sql.Tx
+	// LockNowait locks the row (name, key) FOR UPDATE NOWAIT; found is
+	// false when the row does not exist (then nothing is locked). A held
+	// row fails with the server's lock-wait error (1205 or 3572).
+	LockNowait(ctx context.Context, name, key string) (found bool, err error)
+	// LockWait creates the row (name, key) or waits for its row lock, up
+	// to the transaction's lock wait timeout.
+	LockWait(ctx context.Context, name, key string) error
+	// Take records the holding in the row locked by LockNowait or LockWait
+	// and returns its fencing token, or 0 when the committed row shows a
+	// live lease of another strategy (as during a rolling change).
+	Take(ctx context.Context, name, key, owner string) (int64, error)
+	// RestoreLockWait gives the connection back its previous
+	// innodb_lock_wait_timeout, so fn's statements and later users of the
+	// pooled connection are not affected by the lock's wait.
+	RestoreLockWait(ctx context.Context) error
+	// Holds reports whether the holding id is still in force in the
+	// transaction: false when the server rolled it back (a deadlock, a
+	// killed connection).
+	Holds(ctx context.Context, id LeaseID) (bool, error)
+	// Free marks the row free if id still holds it, inside the transaction.
+	Free(ctx context.Context, id LeaseID) (bool, error)
+	// Commit commits the transaction and returns the connection to the
+	// pool; Rollback rolls it back and does the same. After a failed
+	// Commit or Rollback the connection is discarded, never pooled.
+	Commit() error
+	Rollback() error
+}

@@ -1,0 +1,373 @@
+-- name: LeaseAcquire :execresult
+-- LeaseAcquire takes the lock row when it is missing, released or expired by
+-- the database clock, in one autocommit statement. The new fencing token
+-- comes back as the result's LastInsertId (0 when the row is held by
+-- someone else): GREATEST(previous token + 1, the database clock in
+-- microseconds since 1970), and the clock for a new row. The clock term
+-- keeps tokens rising past a pruned row (a row gets at most one acquisition
+-- per microsecond) and past a row-strategy holding whose token bump was
+-- rolled back (see RowTake).
+-- A row showing a session holding whose server-side lock is free (its
+-- holder died, or its release failed half-way) is taken too, so a crashed
+-- session holder cannot wedge the lock for lease nodes (as during a
+-- rolling change of strategy).
+-- MySQL applies ON DUPLICATE KEY UPDATE assignments left to right, each
+-- seeing the ones before: the first decides once (IS_FREE_LOCK could
+-- change between evaluations) and marks a taken row with the expiry
+-- 1000-01-01, which the others test and the last overwrites; the mark
+-- never outlives the statement. They repeat the
+-- inserted values instead of reading VALUES(col), which MySQL 8.0.20+
+-- deprecates with a warning on every execution (its replacement, the row
+-- alias, is a syntax error on MariaDB).
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (
+    sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+)
+ON DUPLICATE KEY UPDATE
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64 AND HEX(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) NOT REGEXP '^(..)*(00|4[1-9A-F]|5[0-9A]|[89A-F].)', CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at = '1000-01-01 00:00:00', sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND, expires_at);
+
+-- name: LeaseRenew :execrows
+-- LeaseRenew extends a lease that is still held by this owner and token and
+-- has not expired by the database clock. 0 rows: the lease is not held.
+UPDATE lockgen_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseRelease :execrows
+-- LeaseRelease frees a lease held by this owner and token; it never touches a
+-- row that another holder has taken since. 0 rows: not held by this holder.
+UPDATE lockgen_locks
+SET owner = '', expires_at = LEAST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND))
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token);
+
+-- name: LeaseGet :one
+-- LeaseGet reads the lock row with the time left on it by the database clock
+-- (negative or zero when expired or released).
+SELECT name, lock_key, owner, token, acquired_at, expires_at,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key);
+
+-- name: LeaseGuard :one
+-- LeaseGuard runs inside the caller's own transaction. It returns the token
+-- when the holding (owner, token) is still current and unexpired by the
+-- database clock, and then keeps a shared lock on the row until that
+-- transaction ends: nobody can acquire the lock before the caller's writes
+-- commit (and the holder's own renewals wait for it too). No row: the
+-- holding is over.
+SELECT token
+FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+LOCK IN SHARE MODE;
+
+-- name: LeaseRenewMany :execrows
+-- LeaseRenewMany renews, in one statement, every listed holding of lock
+-- name by owner: key_tokens pairs each key with its holding's token as
+-- "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
+-- row is renewed only by its own holding, and only while unexpired.
+-- lock_keys lets the primary key narrow the scan. The count is how many
+-- were renewed; LeaseGetMany tells which.
+UPDATE lockgen_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND owner = sqlc.arg(owner)
+  AND lock_key IN (sqlc.slice(lock_keys))
+  AND holding IN (sqlc.slice(holdings))
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseGetMany :many
+-- LeaseGetMany reads the listed rows of lock name, with the time left on
+-- each by the database clock.
+SELECT lock_key, owner, token,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
+
+-- name: LeasePrune :execrows
+-- LeasePrune deletes up to row_limit rows of keyed lock name that have been
+-- free (released or expired) for longer than older_than_us microseconds by
+-- the database clock and whose token, the newest the row issued, is more
+-- than older_than_us below the clock in microseconds. The token test
+-- matters because a fresh row's token is the clock at its statement's
+-- start: an acquisition that waited in the row lock queue carries a clock
+-- from before its wait, and must find the row (and GREATEST(token + 1, ...))
+-- if any holding it did not see was issued less than older_than_us ago; it
+-- also keeps a committed row-strategy holding, whose expires_at is a 1970
+-- sentinel, and a row whose token is ahead of a clock that stepped back.
+-- A held row never matches; a row acquired meanwhile is re-checked under
+-- its row lock and kept. The caller keeps older_than_us at least the TTL,
+-- longer than any acquisition whose token is used may take (see Prune).
+DELETE FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key <> ''
+  AND expires_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+  AND token < CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - CAST(sqlc.arg(older_than_us) AS SIGNED)
+LIMIT ?;
+
+-- name: SessionGetLock :one
+-- SessionGetLock waits up to timeout_us microseconds, on the server, for the
+-- named session lock (GET_LOCK). 1: acquired by this connection; 0: timed
+-- out; -1: error (killed, or refused).
+SELECT CAST(IFNULL(GET_LOCK(sqlc.arg(lock_name), sqlc.arg(timeout_us) / 1000000), -1) AS SIGNED) AS acquired;
+
+-- name: SessionHoldsLock :one
+-- SessionHoldsLock is 1 when this connection holds the named session lock.
+SELECT CAST(IFNULL(IS_USED_LOCK(sqlc.arg(lock_name)) = CONNECTION_ID(), 0) AS SIGNED) AS held;
+
+-- name: SessionIsUsed :one
+-- SessionIsUsed is 1 when any connection holds the named session lock.
+SELECT CAST(IS_USED_LOCK(sqlc.arg(lock_name)) IS NOT NULL AS SIGNED) AS used;
+
+-- name: SessionReleaseLock :one
+-- SessionReleaseLock releases the named session lock held by this
+-- connection. 1: released; 0: held by another connection; -1: not held.
+SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released;
+
+-- name: SessionToken :execresult
+-- SessionToken records a session-lock holding in the lock row and issues its
+-- fencing token (the result's LastInsertId), run right after GET_LOCK
+-- succeeded. GET_LOCK excludes other session holders; the row itself is
+-- taken only when it is free or held by a session holding (expires_at is
+-- the far-future marker while a session holds it), never from a live lease
+-- of the same lock (as during a rolling change of strategy): then
+-- LastInsertId is 0. The row stays "unexpired" until the holding is
+-- released, so LeaseGuard works for session locks too.
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', '9999-12-31 23:59:59', expires_at);
+
+-- name: RowLockNowait :one
+-- RowLockNowait locks the lock row FOR UPDATE inside a row-strategy
+-- holding's transaction without waiting: a row locked by another holding
+-- fails at once with the server's lock-wait error. No row: nothing locked
+-- (the transaction is READ COMMITTED, so no gap lock either).
+SELECT token
+FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+FOR UPDATE NOWAIT;
+
+-- name: RowLock :exec
+-- RowLock runs inside a row-strategy holding's transaction: it creates the
+-- lock row (free, uncommitted) or waits, up to innodb_lock_wait_timeout,
+-- for its exclusive row lock. It changes nothing in an existing row.
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), '', CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE token = token;
+
+-- name: RowTake :execresult
+-- RowTake runs inside a row-strategy holding's transaction after its row
+-- lock was granted, and records the holding (uncommitted until the
+-- release). The fencing token (the result's LastInsertId) is
+-- GREATEST(token + 1, the database clock in µs at this statement): a holder
+-- whose transaction is rolled back (it crashed) loses its token bump, but
+-- this statement starts after that holder's bump, so the next holding still
+-- gets a greater token. A committed live lease of the same lock (a node
+-- still running the lease strategy) is never taken: LastInsertId is then 0;
+-- a session holding whose server-side lock is free is (see LeaseAcquire,
+-- which also explains the 1000-01-01 mark).
+-- The holding's expiry is the row sentinel 1970-01-01 00:00:02, in the
+-- past: the row lock alone excludes others, and a holding committed by
+-- mistake (fn committing the transaction itself) looks free, never held
+-- forever, and is not taken for a session holding.
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
+ON DUPLICATE KEY UPDATE
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64 AND HEX(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) NOT REGEXP '^(..)*(00|4[1-9A-F]|5[0-9A]|[89A-F].)', CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at = '1000-01-01 00:00:00', sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at = '1000-01-01 00:00:00', '1970-01-01 00:00:02', expires_at);
+
+-- name: RowHolds :one
+-- RowHolds runs inside a row-strategy holding's own transaction: a row
+-- when that holding (owner, token) is still in force there; none when the
+-- server rolled the transaction back (a deadlock, a killed connection).
+SELECT token
+FROM lockgen_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at = '1970-01-01 00:00:02';
+
+-- name: ServerGalera :one
+-- ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and
+-- SELECT ... FOR UPDATE are not cluster-wide. MySQL has no such variable and
+-- fails with error 1193, which means "not Galera".
+SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera;
+
+-- name: RunInsert :execresult
+-- RunInsert enqueues a run, due delay_us after the database clock. A run
+-- that would repeat a scheduled tick or the unique key of an unfinished
+-- run of the job is not inserted: the statement then
+-- leaves the existing run as it is, and LastInsertId is its id either way.
+INSERT INTO lockgen_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at)
+VALUES (
+    sqlc.arg(job), sqlc.arg(queue), 'available', sqlc.arg(priority),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
+    sqlc.narg(scheduled_at), sqlc.arg(args), sqlc.arg(max_attempts), sqlc.arg(timeout_us), sqlc.narg(unique_key),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: RunInsertSkipped :execresult
+-- RunInsertSkipped records a scheduled tick that will not run (catch-up
+-- policy, min_interval) as a finished run in state skipped, unless the tick
+-- already has a run. LastInsertId is the tick's run either way.
+INSERT INTO lockgen_runs (job, queue, state, run_at, scheduled_at, args, max_attempts, timeout_us, last_error, created_at, finished_at)
+VALUES (
+    sqlc.arg(job), sqlc.arg(queue), 'skipped', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), sqlc.arg(scheduled_at), '{}', 1, 0,
+    sqlc.arg(reason), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: RunLastTick :one
+-- RunLastTick is the latest scheduled tick of a job that has a run (of any
+-- state, skipped included).
+SELECT scheduled_at
+FROM lockgen_runs
+WHERE job = sqlc.arg(job) AND dedupe >= 't' AND dedupe < 'u'
+ORDER BY dedupe DESC
+LIMIT 1;
+
+-- name: RunsClaimable :many
+-- RunsClaimable locks and reads up to limit due runs of a queue, highest
+-- priority first, then oldest run_at, skipping runs other workers are
+-- claiming. RunsMarkRunning then claims them in the same transaction: a
+-- claimed run has the attempt and claim read here plus one.
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
+FROM lockgen_runs
+WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: RunsMarkRunning :execrows
+-- RunsMarkRunning claims the runs locked by RunsClaimable: a new attempt
+-- and a new claim, running until lease_us after the database clock unless
+-- heartbeats extend it. Like every statement that changes runs by id, it
+-- locks them in primary key order, then their index entries (FORCE INDEX:
+-- MySQL sometimes read the state index instead, through every available
+-- run, keeping their entries locked, which deadlocked with other claims).
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
+SET state     = 'running',
+    attempt   = attempt + 1,
+    claim_ref = CONCAT(id, ':', claim + 1),
+    claim     = claim + 1,
+    worker    = sqlc.arg(worker),
+    deadline  = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
+WHERE id IN (sqlc.slice(ids)) AND state = 'available';
+
+-- name: RunsHeartbeat :execrows
+-- RunsHeartbeat extends the deadline of running runs that still have the
+-- given claims ("<id>:<claim>"), locking them in primary key order.
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
+SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
+
+-- name: RunsComplete :execrows
+-- RunsComplete marks completed the running runs that still have the given
+-- claims; a run rescued or claimed again since is left alone. It locks the
+-- runs in primary key order.
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
+SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
+
+-- name: RunFail :execrows
+-- RunFail records a failed attempt of a running run that still has the
+-- claim: due again backoff_us after the database clock, or discarded when
+-- it has no attempts left. The error text is kept either way.
+UPDATE lockgen_runs
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(backoff_us) AS SIGNED) MICROSECOND),
+    last_error  = sqlc.arg(last_error),
+    deadline    = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
+
+-- name: RunSnooze :execrows
+-- RunSnooze gives a claimed run back without counting the attempt (a
+-- singleton job whose lock is held elsewhere): due again delay_us after the
+-- database clock, if it still has the claim.
+UPDATE lockgen_runs
+SET state    = 'available',
+    attempt  = attempt - 1,
+    run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
+    deadline = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
+
+-- name: RunsRescuable :many
+-- RunsRescuable reads, without locking, up to limit running runs whose
+-- deadline passed by the database clock (their worker died or stalled) and
+-- that RunsRescue may rescue: a run on its last attempt only once that
+-- attempt's timeout has passed too. It reads a range of the state index;
+-- RunsRescue then locks the runs by primary key, as every other statement
+-- that changes runs does: a rescue that locked the state index first and the
+-- runs after it deadlocked with completions and failures, which lock the
+-- runs first and their state index entries after them.
+SELECT id
+FROM lockgen_runs
+WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
+LIMIT ?;
+
+-- name: RunsRescue :execrows
+-- RunsRescue makes the runs RunsRescuable found due again, or discards
+-- them, if they are still running past their deadline (a heartbeat or an
+-- outcome may have come since). A run on its last attempt is discarded, but
+-- only once that attempt's timeout has passed too (the deadline is at least
+-- one lease after the attempt started): until then its worker, merely cut
+-- off, may still finish it and record the outcome. It locks the runs in
+-- primary key order (FORCE INDEX: the state index also matches).
+UPDATE lockgen_runs FORCE INDEX (PRIMARY)
+SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
+    deadline    = NULL
+WHERE id IN (sqlc.slice(ids)) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND);
+
+-- name: RunsPrune :execrows
+-- RunsPrune deletes up to limit runs of a job that finished more than
+-- older_than_us ago by the database clock, except the run of the tick
+-- keep_tick (the job's newest tick, which anchors catch-up after a restart).
+DELETE FROM lockgen_runs
+WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'cancelled', 'skipped') AND deadline IS NULL
+  AND (scheduled_at IS NULL OR sqlc.narg(keep_tick) IS NULL OR scheduled_at <> sqlc.narg(keep_tick))
+  AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+LIMIT ?;
+
+-- name: RunCancel :execrows
+-- RunCancel cancels a run that has not started: 0 rows when it is running
+-- or finished.
+UPDATE lockgen_runs
+SET state = 'cancelled', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+WHERE id = sqlc.arg(id) AND state = 'available';
+
+-- name: RunRetry :execrows
+-- RunRetry restores a discarded or cancelled run: due now, with its
+-- attempts counted from zero again (its claims go on counting).
+UPDATE lockgen_runs
+SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
+WHERE id = sqlc.arg(id) AND state IN ('discarded', 'cancelled');
+
+-- name: RunGet :one
+-- RunGet reads one run.
+SELECT id, job, queue, state, priority, run_at, scheduled_at, args, attempt, max_attempts, timeout_us,
+       claim, worker, deadline, unique_key, last_error, created_at, finished_at
+FROM lockgen_runs
+WHERE id = sqlc.arg(id);
+
+-- Code generated by lockgen. DO NOT EDIT.
+-- (This line ends the file: sqlc would take a first line as the first query's doc comment.)
