@@ -227,30 +227,30 @@ func (o *Observer) Collect(ch chan<- prometheus.Metric) {
 // Acquired implements runtime.Observer: it counts the acquisition by
 // result, observes took in acquire_duration_seconds and, when the result is
 // acquired, adds one to held_leases.
-func (o *Observer) Acquired(lock, strategy string, result runtime.AcquireResult, took time.Duration) {
-	o.acquisitions.WithLabelValues(lock, strategy, string(result)).Inc()
-	o.acquireDuration.WithLabelValues(lock, strategy).Observe(took.Seconds())
+func (o *Observer) Acquired(lock string, strategy runtime.Strategy, result runtime.AcquireResult, took time.Duration) {
+	o.acquisitions.WithLabelValues(lock, string(strategy), string(result)).Inc()
+	o.acquireDuration.WithLabelValues(lock, string(strategy)).Observe(took.Seconds())
 	if result == runtime.AcquireAcquired {
-		o.heldLeases.WithLabelValues(lock, strategy).Inc()
+		o.heldLeases.WithLabelValues(lock, string(strategy)).Inc()
 	}
 }
 
 // Released implements runtime.Observer: it observes held in
 // hold_duration_seconds and takes one from held_leases.
-func (o *Observer) Released(lock, strategy string, held time.Duration) {
-	o.holdDuration.WithLabelValues(lock, strategy).Observe(held.Seconds())
-	o.heldLeases.WithLabelValues(lock, strategy).Dec()
+func (o *Observer) Released(lock string, strategy runtime.Strategy, held time.Duration) {
+	o.holdDuration.WithLabelValues(lock, string(strategy)).Observe(held.Seconds())
+	o.heldLeases.WithLabelValues(lock, string(strategy)).Dec()
 }
 
 // RenewFailed implements runtime.Observer: it counts a renew failure.
-func (o *Observer) RenewFailed(lock, strategy string) {
-	o.renewFailures.WithLabelValues(lock, strategy).Inc()
+func (o *Observer) RenewFailed(lock string, strategy runtime.Strategy) {
+	o.renewFailures.WithLabelValues(lock, string(strategy)).Inc()
 }
 
 // LeaseLost implements runtime.Observer: it counts a lost lease. The lease
 // still counts in held_leases until it is released.
-func (o *Observer) LeaseLost(lock, strategy string) {
-	o.leasesLost.WithLabelValues(lock, strategy).Inc()
+func (o *Observer) LeaseLost(lock string, strategy runtime.Strategy) {
+	o.leasesLost.WithLabelValues(lock, string(strategy)).Inc()
 }
 
 // LeaderChanged implements runtime.Observer: it sets the leader gauge of

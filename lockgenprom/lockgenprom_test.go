@@ -139,7 +139,7 @@ func TestHeldLeasesGoUpAndDown(t *testing.T) {
 	reg := registry(t, obs)
 	held := func(lock string) float64 {
 		t.Helper()
-		return value(t, reg, "lockgen_held_leases", map[string]string{"lock": lock, "strategy": lease})
+		return value(t, reg, "lockgen_held_leases", map[string]string{"lock": lock, "strategy": string(lease)})
 	}
 
 	obs.Acquired("order", lease, runtime.AcquireAcquired, time.Millisecond)
@@ -222,7 +222,7 @@ func TestDefaults(t *testing.T) {
 	assert.IsIncreasing(t, buckets)
 
 	for _, name := range []string{"lockgen_acquire_duration_seconds", "lockgen_hold_duration_seconds"} {
-		m := find(t, reg, name, map[string]string{"lock": "order", "strategy": lease})
+		m := find(t, reg, name, map[string]string{"lock": "order", "strategy": string(lease)})
 		require.NotNil(t, m, name)
 		var bounds []float64
 		for _, b := range m.GetHistogram().GetBucket() {
@@ -411,7 +411,7 @@ func TestConcurrentUse(t *testing.T) {
 		perLock[locks[g%len(locks)]] += rounds
 	}
 	for _, lock := range locks {
-		ls := map[string]string{"lock": lock, "strategy": lease}
+		ls := map[string]string{"lock": lock, "strategy": string(lease)}
 		n := perLock[lock]
 		assert.Equal(t, n, value(t, reg, "lockgen_acquisitions_total", map[string]string{"lock": lock, "result": "acquired"}), lock)
 		assert.Equal(t, n, value(t, reg, "lockgen_acquisitions_total", map[string]string{"lock": lock, "result": "busy"}), lock)

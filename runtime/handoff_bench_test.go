@@ -22,7 +22,7 @@ import (
 func BenchmarkHandoff(b *testing.B) {
 	for _, tc := range []struct {
 		name         string
-		strategy     string
+		strategy     runtime.Strategy
 		waitOnServer bool
 	}{
 		{"lease-poll", runtime.StrategyLease, false},
@@ -34,7 +34,7 @@ func BenchmarkHandoff(b *testing.B) {
 	}
 }
 
-func benchHandoff(b *testing.B, strategy string, waitOnServer bool) {
+func benchHandoff(b *testing.B, strategy runtime.Strategy, waitOnServer bool) {
 	tdb := testdb.New(b)
 	const contenders = 8
 	cfg := runtime.LockConfig{Name: "handoff-" + tdb.Name, Strategy: strategy, TTL: 10 * time.Second, Wait: time.Minute, WaitOnServer: waitOnServer}

@@ -22,15 +22,15 @@ import (
 // separate holdings.
 func TestHostileKeysAreHeldAsThemselves(t *testing.T) {
 	for _, conf := range injectionConfigs {
-		for _, strategy := range []string{runtime.StrategyLease, runtime.StrategySession, runtime.StrategyRow} {
-			t.Run(conf.label+"/"+strategy, func(t *testing.T) {
+		for _, strategy := range []runtime.Strategy{runtime.StrategyLease, runtime.StrategySession, runtime.StrategyRow} {
+			t.Run(conf.label+"/"+string(strategy), func(t *testing.T) {
 				testHostileKeys(t, strategy, conf.apply)
 			})
 		}
 	}
 }
 
-func testHostileKeys(t *testing.T, strategy string, apply func(*mysql.Config)) {
+func testHostileKeys(t *testing.T, strategy runtime.Strategy, apply func(*mysql.Config)) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
 	dbA, counter := openInjection(t, tdb, apply)

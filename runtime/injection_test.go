@@ -170,8 +170,8 @@ func TestHostileOwners(t *testing.T) {
 		}
 		require.NoError(t, err, tc.label)
 		require.Equal(t, tc.v, c.Owner())
-		for _, strategy := range []string{runtime.StrategyLease, runtime.StrategySession, runtime.StrategyRow} {
-			cfg := runtime.LockConfig{Name: name + "-" + strategy, Keyed: true, Strategy: strategy}
+		for _, strategy := range []runtime.Strategy{runtime.StrategyLease, runtime.StrategySession, runtime.StrategyRow} {
+			cfg := runtime.LockConfig{Name: name + "-" + string(strategy), Keyed: true, Strategy: strategy}
 			if strategy != runtime.StrategyRow {
 				cfg.TTL = time.Second
 			}

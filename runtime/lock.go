@@ -32,7 +32,7 @@ type LockConfig struct {
 	Name string
 	// Strategy is StrategyLease (the default, also ""), StrategySession or
 	// StrategyRow; both of the latter refuse Galera clusters.
-	Strategy string
+	Strategy Strategy
 	// Keyed locks hold one lease per key; With/Try/Acquire then need a
 	// non-empty key. Unkeyed locks take the empty key only.
 	Keyed bool

@@ -20,14 +20,14 @@ const (
 type Observer interface {
 	// Acquired reports the end of an acquisition (Try, Acquire or With):
 	// its result and how long it took, waiting included.
-	Acquired(lock, strategy string, result AcquireResult, took time.Duration)
+	Acquired(lock string, strategy Strategy, result AcquireResult, took time.Duration)
 	// Released reports a lease's end by Release, with how long it was held.
-	Released(lock, strategy string, held time.Duration)
+	Released(lock string, strategy Strategy, held time.Duration)
 	// RenewFailed reports a renewal that failed without proving the lease
 	// lost (a network or server error); the lease may still be held.
-	RenewFailed(lock, strategy string)
+	RenewFailed(lock string, strategy Strategy)
 	// LeaseLost reports a lease that ended before its holder released it.
-	LeaseLost(lock, strategy string)
+	LeaseLost(lock string, strategy Strategy)
 	// LeaderChanged reports this client becoming (true) or ceasing to be
 	// (false) the leader of lock.
 	LeaderChanged(lock string, leader bool)
@@ -37,16 +37,16 @@ type Observer interface {
 type NopObserver struct{}
 
 // Acquired implements Observer.
-func (NopObserver) Acquired(string, string, AcquireResult, time.Duration) {}
+func (NopObserver) Acquired(string, Strategy, AcquireResult, time.Duration) {}
 
 // Released implements Observer.
-func (NopObserver) Released(string, string, time.Duration) {}
+func (NopObserver) Released(string, Strategy, time.Duration) {}
 
 // RenewFailed implements Observer.
-func (NopObserver) RenewFailed(string, string) {}
+func (NopObserver) RenewFailed(string, Strategy) {}
 
 // LeaseLost implements Observer.
-func (NopObserver) LeaseLost(string, string) {}
+func (NopObserver) LeaseLost(string, Strategy) {}
 
 // LeaderChanged implements Observer.
 func (NopObserver) LeaderChanged(string, bool) {}

@@ -35,12 +35,14 @@ func (r *recorder) count(e string) int {
 	return r.events[e]
 }
 
-func (r *recorder) Acquired(lock, strategy string, res runtime.AcquireResult, _ time.Duration) {
-	r.add("acquired " + lock + " " + strategy + " " + string(res))
+func (r *recorder) Acquired(lock string, strategy runtime.Strategy, res runtime.AcquireResult, _ time.Duration) {
+	r.add("acquired " + lock + " " + string(strategy) + " " + string(res))
 }
-func (r *recorder) Released(lock, strategy string, _ time.Duration) { r.add("released " + lock) }
-func (r *recorder) RenewFailed(lock, _ string)                      { r.add("renew-failed " + lock) }
-func (r *recorder) LeaseLost(lock, _ string)                        { r.add("lost " + lock) }
+func (r *recorder) Released(lock string, strategy runtime.Strategy, _ time.Duration) {
+	r.add("released " + lock)
+}
+func (r *recorder) RenewFailed(lock string, _ runtime.Strategy) { r.add("renew-failed " + lock) }
+func (r *recorder) LeaseLost(lock string, _ runtime.Strategy)   { r.add("lost " + lock) }
 func (r *recorder) LeaderChanged(lock string, leader bool) {
 	if leader {
 		r.add("leader " + lock)

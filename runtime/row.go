@@ -10,12 +10,6 @@ import (
 	"github.com/lockgen/lockgen/runtime/driver"
 )
 
-// StrategyRow holds the lock row's exclusive row lock (SELECT ... FOR UPDATE)
-// in a transaction that lasts the critical section: the server itself
-// excludes other holders and serves waiters in arrival order, and a
-// holder's writes in that transaction commit atomically with its release.
-const StrategyRow = "row"
-
 // abortOnRelease makes the release of a row holding roll its transaction
 // back instead of committing it.
 func (ls *Lease) abortOnRelease() {

@@ -94,12 +94,15 @@ func (z zoned) Next(t time.Time) time.Time {
 	return n.UTC()
 }
 
-// Catch-up policies: what happens to the ticks missed while no node ran the
-// scheduler.
+// CatchUp is a scheduled job's policy for the ticks missed while no node
+// ran the scheduler, as declared in lockgen.yaml (catch_up).
+type CatchUp string
+
+// Catch-up policies.
 const (
-	CatchUpNone = "none" // skip them all
-	CatchUpOne  = "one"  // run the latest one, skip the rest
-	CatchUpAll  = "all"  // run each, up to MaxCatchUp (older ones are skipped)
+	CatchUpNone CatchUp = "none" // skip them all
+	CatchUpOne  CatchUp = "one"  // run the latest one, skip the rest
+	CatchUpAll  CatchUp = "all"  // run each, up to MaxCatchUp (older ones are skipped)
 )
 
 // MaxCatchUp bounds the missed ticks a scheduler runs (CatchUpAll) or
@@ -114,7 +117,7 @@ type ScheduledJob struct {
 	// Schedule computes the ticks (see ParseSchedule).
 	Schedule Schedule
 	// CatchUp is CatchUpNone, CatchUpOne (default) or CatchUpAll.
-	CatchUp string
+	CatchUp CatchUp
 	// MinInterval skips (and records) a tick that comes sooner than this
 	// after the previous tick with a run.
 	MinInterval time.Duration
@@ -350,7 +353,7 @@ func (s *Scheduler) catchUp(ctx context.Context, ts driver.JobStore, sj Schedule
 			inserted = t
 			continue
 		}
-		s.skip(ctx, ts, sj, t, "missed while no scheduler ran (catch_up "+sj.CatchUp+")")
+		s.skip(ctx, ts, sj, t, "missed while no scheduler ran (catch_up "+string(sj.CatchUp)+")")
 	}
 	return inserted
 }

@@ -128,8 +128,8 @@ func TestSchedulerCatchUp(t *testing.T) {
 	for tick := every.Next(last); !tick.After(time.Now()); tick = every.Next(tick) {
 		missed++
 	}
-	for _, policy := range []string{runtime.CatchUpNone, runtime.CatchUpOne, runtime.CatchUpAll} {
-		name := "catch_up_" + policy
+	for _, policy := range []runtime.CatchUp{runtime.CatchUpNone, runtime.CatchUpOne, runtime.CatchUpAll} {
+		name := "catch_up_" + string(policy)
 		_, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: name, ScheduledAt: last, MaxAttempts: 1, Timeout: time.Second})
 		require.NoError(t, err)
 		stop := startScheduler(t, j, runtime.ScheduledJob{Name: name, Schedule: every, CatchUp: policy, MaxAttempts: 1, Timeout: time.Second})
@@ -138,9 +138,9 @@ func TestSchedulerCatchUp(t *testing.T) {
 			require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ? AND state = ? AND scheduled_at > ?", name, state, last).Scan(&n))
 			return n
 		}
-		require.Eventually(t, func() bool { return count("available")+count("skipped") == missed }, 10*time.Second, 10*time.Millisecond, policy)
+		require.Eventually(t, func() bool { return count("available")+count("skipped") == missed }, 10*time.Second, 10*time.Millisecond, string(policy))
 		stop()
-		want := map[string]int{runtime.CatchUpNone: 0, runtime.CatchUpOne: 1, runtime.CatchUpAll: missed}[policy]
+		want := map[runtime.CatchUp]int{runtime.CatchUpNone: 0, runtime.CatchUpOne: 1, runtime.CatchUpAll: missed}[policy]
 		assert.Equal(t, want, count("available"), "%s: runs", policy)
 		assert.Equal(t, missed-want, count("skipped"), "%s: skipped ticks are recorded", policy)
 	}
@@ -476,12 +476,12 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 	ctx := context.Background()
 	anchor := time.Now().UTC().Truncate(time.Second).Add(-300 * time.Second)
 	j := jobsNode(t, db, "seed")
-	for _, policy := range []string{runtime.CatchUpAll, runtime.CatchUpNone} {
-		job := lateJob + "_" + policy
+	for _, policy := range []runtime.CatchUp{runtime.CatchUpAll, runtime.CatchUpNone} {
+		job := lateJob + "_" + string(policy)
 		_, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: job, ScheduledAt: anchor, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
 		require.NoError(t, err)
 		clock := newManualClock(anchor.Add(300*time.Second + 250*time.Millisecond))
-		startNode(t, jobsWithClock(t, localClockSession{Store: lockgendb.NewStore(tdb.Open(t))}, "late-"+policy, clock), runtime.NodeConfig{
+		startNode(t, jobsWithClock(t, localClockSession{Store: lockgendb.NewStore(tdb.Open(t))}, "late-"+string(policy), clock), runtime.NodeConfig{
 			Scheduled:  []runtime.ScheduledJob{{Name: job, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second}},
 			Retention:  []runtime.Retention{{Job: job, Keep: lateKeep}},
 			PruneEvery: time.Hour,
@@ -493,7 +493,7 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 		assert.Equal(t, want, jobTicks(t, db, job, anchor), "%s: the anchor, then the ticks of the last 20 s", policy)
 		var skipped int
 		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ? AND state = 'skipped'", job).Scan(&skipped))
-		assert.Equal(t, map[string]int{runtime.CatchUpAll: 0, runtime.CatchUpNone: 15}[policy], skipped, "%s: missed ticks within the retention not run are recorded", policy)
+		assert.Equal(t, map[runtime.CatchUp]int{runtime.CatchUpAll: 0, runtime.CatchUpNone: 15}[policy], skipped, "%s: missed ticks within the retention not run are recorded", policy)
 	}
 }
 
@@ -503,8 +503,8 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 // follow the job's catch-up policy. Found by the chaos harness: a server
 // restart lost every tick of its downtime under catch_up: all.
 func TestSchedulerCatchesUpTicksWhoseInsertFailed(t *testing.T) {
-	for _, policy := range []string{runtime.CatchUpAll, runtime.CatchUpNone} {
-		t.Run(policy, func(t *testing.T) {
+	for _, policy := range []runtime.CatchUp{runtime.CatchUpAll, runtime.CatchUpNone} {
+		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
 			tdb := testdb.New(t)
 			db := tdb.Open(t)

@@ -57,13 +57,17 @@ func (r *labelRecorder) add(s ...string) {
 	r.labels = append(r.labels, s...)
 }
 
-func (r *labelRecorder) Acquired(lock, strategy string, result runtime.AcquireResult, _ time.Duration) {
-	r.add(lock, strategy, string(result))
+func (r *labelRecorder) Acquired(lock string, strategy runtime.Strategy, result runtime.AcquireResult, _ time.Duration) {
+	r.add(lock, string(strategy), string(result))
 }
-func (r *labelRecorder) Released(lock, strategy string, _ time.Duration) { r.add(lock, strategy) }
-func (r *labelRecorder) RenewFailed(lock, strategy string)               { r.add(lock, strategy) }
-func (r *labelRecorder) LeaseLost(lock, strategy string) {
-	r.add(lock, strategy)
+func (r *labelRecorder) Released(lock string, strategy runtime.Strategy, _ time.Duration) {
+	r.add(lock, string(strategy))
+}
+func (r *labelRecorder) RenewFailed(lock string, strategy runtime.Strategy) {
+	r.add(lock, string(strategy))
+}
+func (r *labelRecorder) LeaseLost(lock string, strategy runtime.Strategy) {
+	r.add(lock, string(strategy))
 	r.mu.Lock()
 	r.lost++
 	r.mu.Unlock()
@@ -123,8 +127,8 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 	}
 	locks := func(c *runtime.Client) []*runtime.Lock {
 		var out []*runtime.Lock
-		for _, s := range []string{runtime.StrategyLease, runtime.StrategySession, runtime.StrategyRow} {
-			cfg := runtime.LockConfig{Name: "pw-" + s + "-" + tdb.Name[len(tdb.Name)-6:], Strategy: s}
+		for _, s := range []runtime.Strategy{runtime.StrategyLease, runtime.StrategySession, runtime.StrategyRow} {
+			cfg := runtime.LockConfig{Name: "pw-" + string(s) + "-" + tdb.Name[len(tdb.Name)-6:], Strategy: s}
 			if s != runtime.StrategyRow {
 				cfg.TTL = time.Second
 			}

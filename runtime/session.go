@@ -16,16 +16,6 @@ import (
 	"github.com/lockgen/lockgen/runtime/driver"
 )
 
-// Strategy names, as declared in lockgen.yaml and reported to Observers.
-const (
-	// StrategyLease is a lease row renewed while held (the default).
-	StrategyLease = "lease"
-	// StrategySession holds a server-side named lock (GET_LOCK) on a pinned
-	// connection: waiting happens on the server, without polling, and the
-	// server frees the lock when the connection dies.
-	StrategySession = "session"
-)
-
 // maxSessionLockName is GET_LOCK's limit on lock names.
 const maxSessionLockName = 64
 
@@ -58,7 +48,7 @@ type galeraCheck struct {
 	galera  bool
 }
 
-func (c *Client) refuseGalera(ctx context.Context, strategy string) error {
+func (c *Client) refuseGalera(ctx context.Context, strategy Strategy) error {
 	galera, err := c.isGalera(ctx)
 	if err != nil {
 		return err

@@ -27,7 +27,7 @@ import (
 // that they compute the runtime's name (a wrong one would let a live
 // session holding be taken).
 func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
-	for _, taker := range []string{runtime.StrategyLease, runtime.StrategyRow} {
+	for _, taker := range []runtime.Strategy{runtime.StrategyLease, runtime.StrategyRow} {
 		// "lockgen_dead-xxxxxx/" is 20 bytes: a key of 44 bytes makes the
 		// longest plain GET_LOCK name (64 bytes), 45 the shortest hashed
 		// one. A NUL byte, a capital letter or a character that is not
@@ -52,7 +52,7 @@ func TestDeadSessionHoldingDoesNotWedgeTheLock(t *testing.T) {
 			{"hashed", strings.Repeat("long-key-", 8), false},
 		} {
 			key := tc.key
-			t.Run(taker+"/"+tc.label, func(t *testing.T) {
+			t.Run(string(taker)+"/"+tc.label, func(t *testing.T) {
 				tdb := testdb.New(t)
 				ctx := context.Background()
 				name := "dead-" + tdb.Name[len(tdb.Name)-6:]
