@@ -428,6 +428,7 @@ func TestSchedulerLateNodeDoesNotRerunPrunedTicks(t *testing.T) {
 type (
 	localClockSession struct {
 		sqlstore.SessionStore
+		//lint:ignore U1000 used by its method: SessionStore.Server and hiddenServer.Server at one depth leave localClockSession without Server
 		hiddenServer
 	}
 	localClockFailing struct {
