@@ -10,6 +10,10 @@ export TESTFLAGS
 # as well as MariaDB (every package runs against MariaDB).
 SQL_PKGS := ./runtime/... ./examples/... ./templates/... ./internal/doctor/... ./cmd/lockgen/...
 MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
+# staticcheck 2026.2.2 (needs Go 1.26, like the root module), pinned: `go run`
+# fetches it through the module proxy and caches the binary, so no module's
+# go.mod requires it (the runtime keeps its few dependencies).
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos
 
@@ -38,12 +42,12 @@ check-generated: generate ## fail when any generated file differs from what is c
 		echo "check-generated: generated files are stale: run 'make generate' and commit" >&2; exit 1; \
 	fi
 
-test: tools db lint ## gofmt, vet and run every test (race detector on) against MariaDB, and every SQL test against MySQL too
+test: tools db lint ## gofmt, vet, staticcheck and run every test (race detector on) against MariaDB, and every SQL test against MySQL too
 	@GO=$(GO) ./.ci/test $(SQL_PKGS)
 
-lint: tools ## gofmt and go vet
+lint: tools ## gofmt, go vet and staticcheck (STATICCHECK, pinned) over every module
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done
 
 chaos: db ## the chaos harness against MariaDB, then MySQL: CHAOS_DURATION (default 3m) of faults each, CHAOS_SEED to replay a plan
 	@GO=$(GO) ./.ci/chaos $${CHAOS_DURATION:-3m}
