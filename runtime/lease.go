@@ -18,17 +18,10 @@ type Lease struct {
 	id       driver.LeaseID
 	clock    Clock
 	acquired time.Time // when the acquire request was sent, by clock
-	// session is the pinned connection of a session-strategy holding; nil
-	// for the lease strategy.
-	session *sessionHolding
-	// row is the transaction of a row-strategy holding; nil otherwise.
-	row *rowHolding
-	// wake is the wake lock of a lease holding with WaitOnServer; nil
-	// otherwise, when the server did not grant it, or once its connection
-	// failed. The holding renews and frees its row on wake's pinned
-	// connection. Only the renewal loop changes it, and Release reads it
-	// after that loop ended.
-	wake *wakeHolding
+	// held is what the holding holds besides its token, by strategy: a
+	// *leaseHolding, *sessionHolding or *rowHolding. Lease never asks
+	// which.
+	held holding
 	// batched: the Lock's batcher renews this lease.
 	batched bool
 
@@ -51,50 +44,55 @@ type Lease struct {
 	watchdog Timer // nil for a row holding, which has no deadline
 }
 
-// holding is what a Lease holds besides its lock row: a pinned connection
-// (session), a transaction (row), or, for the lease strategy, nothing or
-// the wake lock (WaitOnServer).
-type holding struct {
-	session *sessionHolding
-	row     *rowHolding
-	wake    *wakeHolding
+// holding is what a Lease holds besides its lock row's token, by
+// strategy: for the lease strategy nothing or a wake lock (leaseHolding),
+// a pinned connection (sessionHolding), a transaction (rowHolding). Each
+// strategy's file implements it; Lease calls it and never switches on the
+// strategy.
+type holding interface {
+	// start begins keeping the holding alive: the local-deadline watchdog
+	// and renewals, or, for a row holding, nothing (the server keeps a
+	// row lock as long as its transaction; it has no deadline).
+	start(ls *Lease)
+	// renew runs one renewal with left before the local deadline and
+	// reports whether it extended the lease by a full TTL (Lease.renew).
+	renew(ls *Lease, left time.Duration) bool
+	// release ends the holding once renewals stopped (Lease.Release);
+	// abort rolls a row holding's transaction back.
+	release(ctx context.Context, ls *Lease, abort bool) error
+	// guard checks inside tx that the holding is still current and returns
+	// Guard's error (Lease.Guard).
+	guard(ctx context.Context, ls *Lease, tx *sql.Tx) error
+	// tx is the holding's transaction: a row holding's, nil otherwise.
+	tx() *sql.Tx
 }
 
-// newLease starts renewal and the local-deadline watchdog for a lease whose
-// acquire request was sent at sent. A row holding has neither: the server
-// keeps its row lock as long as its transaction.
+// newLease starts keeping a holding whose acquire request was sent at sent
+// (see holding.start).
 func newLease(ctx context.Context, l *Lock, key string, token int64, sent time.Time, h holding) *Lease {
-	session := h.session
 	parent := context.WithoutCancel(ctx)
 	ls := &Lease{
 		lock:      l,
 		id:        driver.LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token},
 		clock:     l.client.clock,
 		acquired:  sent,
-		session:   session,
-		row:       h.row,
-		wake:      h.wake,
+		held:      h,
 		renewDone: make(chan struct{}),
 		deadline:  sent.Add(l.cfg.TTL - l.cfg.SafetyMargin),
 	}
 	ls.ctx, ls.cancel = context.WithCancelCause(parent)
 	ls.view = leaseContext{Context: ls.ctx, ls: ls}
 	ls.renewCtx, ls.renewCancel = context.WithCancel(parent)
-	if h.row != nil {
-		ls.deadline = time.Time{}
-		close(ls.renewDone)
-		return ls
-	}
+	h.start(ls)
+	return ls
+}
+
+// startWatchdog arms the local deadline: when it passes without a renewal,
+// the lease is lost.
+func (ls *Lease) startWatchdog() {
 	ls.mu.Lock()
 	ls.watchdog = ls.clock.AfterFunc(ls.deadline.Sub(ls.clock.Now()), ls.checkDeadline)
 	ls.mu.Unlock()
-	if b := l.batcher; b != nil && session == nil && h.wake == nil {
-		ls.batched = true
-		b.add(ls)
-	} else {
-		go ls.renewLoop()
-	}
-	return ls
 }
 
 // Token returns the fencing token of this holding: greater than the token of
@@ -275,27 +273,67 @@ func (ls *Lease) nextRenewal(renewed bool) time.Duration {
 }
 
 // renew runs one renewal; it reports whether the lease was extended by a
-// full TTL. On an unknown outcome it re-reads the row and decides by owner
-// and token, which stay the same for the whole holding.
+// full TTL.
 func (ls *Lease) renew() bool {
-	cfg := ls.lock.cfg
 	left := ls.timeLeft()
 	if left <= 0 {
 		return false // the watchdog declares the loss
 	}
-	if ls.session != nil {
-		// Not tied to renewCtx: cancelling a statement makes the driver
-		// close the pinned connection, which would drop the lock under a
-		// Release that only wants the checks to stop.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ls.renewCtx), left)
-		defer cancel()
-		return ls.renewSession(ctx)
+	return ls.held.renew(ls, left)
+}
+
+// leaseHolding is what a Lease of the lease strategy holds besides its
+// row: nothing, or the wake lock of a lock with WaitOnServer.
+type leaseHolding struct {
+	// wake is the wake lock; nil without WaitOnServer, when the server did
+	// not grant it, or once its connection failed. The holding renews and
+	// frees its row on wake's pinned connection. Only the renewal loop
+	// changes it, and Release reads it after that loop ended.
+	wake *wakeHolding
+}
+
+// start arms the watchdog and renews in the Lock's batches (a keyed lock's
+// holding without a wake lock) or in a loop of its own.
+func (h *leaseHolding) start(ls *Lease) {
+	ls.startWatchdog()
+	if b := ls.lock.batcher; b != nil && h.wake == nil {
+		ls.batched = true
+		b.add(ls)
+	} else {
+		go ls.renewLoop()
 	}
-	if ls.wake != nil {
-		if renewed, ok := ls.renewOnWake(left); ok {
+}
+
+// renew renews on the wake lock's connection when there is one, else
+// through the pool.
+func (h *leaseHolding) renew(ls *Lease, left time.Duration) bool {
+	if h.wake != nil {
+		if renewed, ok := h.renewOnWake(ls, left); ok {
 			return renewed
 		}
 	}
+	return ls.renewRow(left)
+}
+
+// release frees the row, on the wake lock's connection when there is one.
+func (h *leaseHolding) release(ctx context.Context, ls *Lease, _ bool) error {
+	if h.wake != nil {
+		return h.releaseOnWake(ctx, ls)
+	}
+	return ls.releaseRow(ctx, false)
+}
+
+func (h *leaseHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
+	return ls.guardRow(ctx, tx)
+}
+
+func (h *leaseHolding) tx() *sql.Tx { return nil }
+
+// renewRow renews the lease row through the pool. On an unknown outcome it
+// re-reads the row and decides by owner and token, which stay the same for
+// the whole holding.
+func (ls *Lease) renewRow(left time.Duration) bool {
+	cfg := ls.lock.cfg
 	ctx, cancel := context.WithTimeout(ls.renewCtx, left)
 	defer cancel()
 	store := ls.lock.client.store
@@ -332,7 +370,7 @@ func (ls *Lease) renew() bool {
 // lock may have exhausted. done is false when the connection failed: the
 // wake lock is then dropped (the server frees it with the connection) and
 // the caller renews through the pool.
-func (ls *Lease) renewOnWake(left time.Duration) (renewed, done bool) {
+func (h *leaseHolding) renewOnWake(ls *Lease, left time.Duration) (renewed, done bool) {
 	cfg := ls.lock.cfg
 	// Not tied to renewCtx: cancelling a statement makes the driver close
 	// the pinned connection, which would drop the wake lock under a
@@ -340,7 +378,7 @@ func (ls *Lease) renewOnWake(left time.Duration) (renewed, done bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ls.renewCtx), left)
 	defer cancel()
 	sent := ls.clock.Now()
-	ok, err := ls.wake.conn.Renew(ctx, ls.id, cfg.TTL)
+	ok, err := h.wake.conn.Renew(ctx, ls.id, cfg.TTL)
 	switch {
 	case err == nil && ok:
 		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
@@ -350,8 +388,8 @@ func (ls *Lease) renewOnWake(left time.Duration) (renewed, done bool) {
 		return false, true
 	}
 	ls.lock.client.logger.Debug("lockgen: renewal on the wake lock's connection failed; dropping the wake lock", "lock", ls.id.Name, "key", ls.id.Key, "error", err)
-	_ = ls.wake.conn.Discard()
-	ls.wake = nil
+	_ = h.wake.conn.Discard()
+	h.wake = nil
 	ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
 	return false, false
 }
@@ -389,32 +427,32 @@ func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	if err := ls.Err(); err != nil {
 		return err
 	}
-	var ok bool
-	var err error
-	switch {
-	case ls.row != nil && tx != ls.row.tx.Tx():
-		// Another transaction would wait for the holding's own row lock.
-		return fmt.Errorf("%w: %s uses strategy row: write in the holding's own transaction (Lease.Tx)", ErrInvalid, ls.describe())
-	case ls.row != nil:
-		ok, err = ls.row.tx.Holds(ctx, ls.id)
-	default:
-		{
-			// The probe ran at the acquire (generated stores), so this
-			// needs no second connection while tx holds one.
-			galera, gerr := ls.lock.client.galeraNode(ctx)
-			if gerr != nil {
-				return gerr
-			}
-			if galera {
-				// Galera certifies writes, not shared locks: the guard's
-				// LOCK IN SHARE MODE is not replicated, so a guarded
-				// transaction on one node could commit after a new holder
-				// acquired on another.
-				return fmt.Errorf("%w: Guard on a Galera cluster (wsrep_on): shared row locks are not replicated, so another node's holder could acquire before the guarded writes commit; check the fencing token in the write itself", ErrUnsupported)
-			}
-		}
-		ok, err = ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
+	return ls.held.guard(ctx, ls, tx)
+}
+
+// guardRow is Guard for the holdings that keep their row by its token
+// (lease and session): a shared lock on the row, in tx, if it still
+// shows this holding.
+func (ls *Lease) guardRow(ctx context.Context, tx *sql.Tx) error {
+	// The probe ran at the acquire (generated stores), so this needs no
+	// second connection while tx holds one.
+	galera, err := ls.lock.client.galeraNode(ctx)
+	if err != nil {
+		return err
 	}
+	if galera {
+		// Galera certifies writes, not shared locks: the guard's LOCK IN
+		// SHARE MODE is not replicated, so a guarded transaction on one
+		// node could commit after a new holder acquired on another.
+		return fmt.Errorf("%w: Guard on a Galera cluster (wsrep_on): shared row locks are not replicated, so another node's holder could acquire before the guarded writes commit; check the fencing token in the write itself", ErrUnsupported)
+	}
+	ok, err := ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
+	return ls.guardResult(ok, err)
+}
+
+// guardResult is Guard's error for a check that found the holding current
+// (ok) or not, or failed with err.
+func (ls *Lease) guardResult(ok bool, err error) error {
 	if err != nil {
 		return fmt.Errorf("lockgen: guard %s token %d: %w", ls.describe(), ls.id.Token, err)
 	}
@@ -454,17 +492,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 		lost = context.Cause(ls.ctx)
 	}
 	ls.cancel(ErrReleased)
-	var err error
-	switch {
-	case ls.session != nil:
-		err = ls.releaseSession(ctx)
-	case ls.row != nil:
-		err = ls.releaseRowTx(ctx, abort)
-	case ls.wake != nil:
-		err = ls.releaseOnWake(ctx)
-	default:
-		err = ls.releaseRow(ctx, false)
-	}
+	err := ls.held.release(ctx, ls, abort)
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})
 	ls.lock.client.observer.Released(ls.id.Name, ls.lock.cfg.Strategy, ls.clock.Now().Sub(ls.acquired))
 	if lost != nil {
@@ -476,16 +504,16 @@ func (ls *Lease) Release(ctx context.Context) error {
 // releaseOnWake frees the row on the wake lock's pinned connection (through
 // the pool if that fails), then gives the wake lock back: the waiter it
 // wakes finds the row free.
-func (ls *Lease) releaseOnWake(ctx context.Context) error {
+func (h *leaseHolding) releaseOnWake(ctx context.Context, ls *Lease) error {
 	defer ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
-	ok, err := ls.wake.conn.Free(fctx, ls.id)
+	ok, err := h.wake.conn.Free(fctx, ls.id)
 	cancel()
 	if err != nil {
-		_ = ls.wake.conn.Discard() // frees the wake lock too
+		_ = h.wake.conn.Discard() // frees the wake lock too
 		return ls.releaseRow(ctx, true)
 	}
-	ls.wake.release(ctx)
+	h.wake.release(ctx)
 	if !ok {
 		return fmt.Errorf("%w: %s: it had expired before release", ErrLeaseLost, ls.describe())
 	}

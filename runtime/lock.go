@@ -76,6 +76,8 @@ type Lock struct {
 	// batcher renews this keyed lease lock's leases in batches; nil for
 	// other locks.
 	batcher *batcher
+	// strategy is how this lock is held (lease.go, session.go, row.go).
+	strategy lockStrategy
 	// leader is the lease of the current term of a RunAsLeader call on
 	// this Lock, nil between terms.
 	leader atomic.Pointer[Lease]
@@ -97,30 +99,24 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 	if cfg.Strategy == "" {
 		cfg.Strategy = StrategyLease
 	}
-	switch cfg.Strategy {
-	case StrategyLease, StrategySession:
-		if cfg.WaitOnServer && cfg.Strategy != StrategyLease {
-			return nil, fmt.Errorf("%w: lock %q: WaitOnServer is for strategy lease; %s locks always wait on the server", ErrInvalid, cfg.Name, cfg.Strategy)
-		}
-	case StrategyRow:
-		if cfg.WaitOnServer {
-			return nil, fmt.Errorf("%w: lock %q: WaitOnServer is for strategy lease; row locks always wait on the server", ErrInvalid, cfg.Name)
-		}
-		if cfg.RenewEvery != 0 || cfg.SafetyMargin != 0 {
-			return nil, fmt.Errorf("%w: lock %q: strategy row is not renewed; leave RenewEvery and SafetyMargin zero", ErrInvalid, cfg.Name)
-		}
-		if cfg.Wait < 0 {
-			return nil, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
-		}
-		if strings.HasSuffix(cfg.Name, " ") {
-			return nil, fmt.Errorf("%w: lock name %q ends in a space", ErrInvalid, cfg.Name)
-		}
-		return &Lock{client: c, cfg: cfg}, nil
-	default:
+	s, ok := strategies[cfg.Strategy]
+	if !ok {
 		return nil, fmt.Errorf("%w: lock %q: unknown strategy %q (lease, session or row)", ErrInvalid, cfg.Name, cfg.Strategy)
 	}
+	cfg, err := s.configure(cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := &Lock{client: c, cfg: cfg, strategy: s}
+	s.attach(l)
+	return l, nil
+}
+
+// leaseConfig checks the timing of a lock whose holdings have a lease (a
+// TTL renewed before a local deadline) and applies its defaults.
+func leaseConfig(cfg LockConfig) (LockConfig, error) {
 	if cfg.TTL < MinTTL {
-		return nil, fmt.Errorf("%w: lock %q: ttl %v is below the minimum %v", ErrInvalid, cfg.Name, cfg.TTL, MinTTL)
+		return cfg, fmt.Errorf("%w: lock %q: ttl %v is below the minimum %v", ErrInvalid, cfg.Name, cfg.TTL, MinTTL)
 	}
 	if cfg.SafetyMargin == 0 {
 		cfg.SafetyMargin = cfg.TTL / 10
@@ -129,22 +125,18 @@ func (c *Client) Lock(cfg LockConfig) (*Lock, error) {
 		cfg.RenewEvery = cfg.TTL / 3
 	}
 	if cfg.SafetyMargin < MinSafetyMargin || cfg.SafetyMargin >= cfg.TTL/2 {
-		return nil, fmt.Errorf("%w: lock %q: safety margin %v must be in [%v, ttl/2)", ErrInvalid, cfg.Name, cfg.SafetyMargin, MinSafetyMargin)
+		return cfg, fmt.Errorf("%w: lock %q: safety margin %v must be in [%v, ttl/2)", ErrInvalid, cfg.Name, cfg.SafetyMargin, MinSafetyMargin)
 	}
 	if strings.HasSuffix(cfg.Name, " ") {
-		return nil, fmt.Errorf("%w: lock name %q ends in a space", ErrInvalid, cfg.Name)
+		return cfg, fmt.Errorf("%w: lock name %q ends in a space", ErrInvalid, cfg.Name)
 	}
 	if cfg.RenewEvery < 0 || cfg.RenewEvery >= cfg.TTL-cfg.SafetyMargin {
-		return nil, fmt.Errorf("%w: lock %q: renew_every %v must be below ttl - safety margin (%v)", ErrInvalid, cfg.Name, cfg.RenewEvery, cfg.TTL-cfg.SafetyMargin)
+		return cfg, fmt.Errorf("%w: lock %q: renew_every %v must be below ttl - safety margin (%v)", ErrInvalid, cfg.Name, cfg.RenewEvery, cfg.TTL-cfg.SafetyMargin)
 	}
 	if cfg.Wait < 0 {
-		return nil, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
+		return cfg, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
 	}
-	l := &Lock{client: c, cfg: cfg}
-	if cfg.Keyed && cfg.Strategy == StrategyLease {
-		l.batcher = newBatcher(l, c.store)
-	}
-	return l, nil
+	return cfg, nil
 }
 
 // Config returns the lock's configuration with defaults applied.
@@ -225,13 +217,7 @@ const (
 var errBusyTransient = errors.New("lockgen: transient server errors")
 
 func (l *Lock) tryOnce(ctx context.Context, key string) (*Lease, error) {
-	switch l.cfg.Strategy {
-	case StrategySession:
-		return l.trySession(ctx, key, 0)
-	case StrategyRow:
-		return l.tryRow(ctx, key, 0)
-	}
-	return l.tryLease(ctx, key, nil)
+	return l.strategy.try(ctx, l, key)
 }
 
 // tryLease makes one attempt at a lease lock's row. The new holding takes
@@ -267,7 +253,7 @@ func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Le
 			cancel()
 			return nil, fmt.Errorf("%w: acquiring %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
 		}
-		return newLease(ctx, l, key, token, sent, holding{wake: l.holdWake(ctx, key, wake, sent)}), nil
+		return newLease(ctx, l, key, token, sent, &leaseHolding{wake: l.holdWake(ctx, key, wake, sent)}), nil
 	}
 }
 
@@ -293,24 +279,27 @@ func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
 }
 
 func (l *Lock) acquire(ctx context.Context, key string, start time.Time) (*Lease, error) {
-	if l.cfg.Strategy == StrategySession {
-		return l.trySession(ctx, key, l.cfg.Wait) // waits on the server
-	}
-	if l.cfg.Wait == 0 {
-		return l.tryOnce(ctx, key) // try once: no queue, no waiting
-	}
-	clock := l.client.clock
+	return l.strategy.acquire(ctx, l, key, start)
+}
+
+// queued runs take for the first local waiter for key: waiters of one
+// process queue first come, first served, and only the first one waits on
+// the database.
+func (l *Lock) queued(ctx context.Context, key string, start time.Time, take func(w *waiter) (*Lease, error)) (*Lease, error) {
 	k := rowKey{l.cfg.Name, key}
 	w := l.client.wake.join(k)
 	defer l.client.wake.leave(k, w)
-	// Local waiters queue; only the first one polls the database.
 	if err := l.waitTurn(ctx, w, start, key); err != nil {
 		return nil, err
 	}
-	if l.cfg.Strategy == StrategyRow {
-		// The first local waiter waits in the server's row lock queue.
-		return l.tryRow(ctx, key, max(l.cfg.Wait-clock.Now().Sub(start), 0))
-	}
+	return take(w)
+}
+
+// acquireLease is a lease lock's wait for key, as the first local waiter:
+// polling the row with backoff (or waiting on the server for its wake lock,
+// WaitOnServer) until the lock's Wait from start has passed.
+func (l *Lock) acquireLease(ctx context.Context, key string, start time.Time, w *waiter) (*Lease, error) {
+	clock := l.client.clock
 	lw := l.newLeaseWaiter(key, w.wake, min(500*time.Millisecond, l.cfg.TTL/2))
 	defer lw.close(ctx)
 	for {
@@ -475,12 +464,12 @@ func (l *Lock) Holder(ctx context.Context, key string) (Holder, error) {
 	if err != nil {
 		return Holder{}, err
 	}
-	switch l.cfg.Strategy {
-	case StrategySession:
-		return l.sessionHolder(ctx, key)
-	case StrategyRow:
-		return l.rowHolder(ctx, key)
-	}
+	return l.strategy.holder(ctx, l, key)
+}
+
+// leaseHolder reads a lease lock's holder from its row, by the database
+// clock.
+func (l *Lock) leaseHolder(ctx context.Context, key string) (Holder, error) {
 	row, found, err := l.client.store.LeaseGet(ctx, l.cfg.Name, key)
 	if err != nil {
 		return Holder{}, fmt.Errorf("lockgen: read holder of %s: %w", l.describe(key), err)

@@ -21,7 +21,7 @@ func (ls *Lease) abortOnRelease() {
 // rowHolding is what a Lease of the row strategy holds besides its row: the
 // transaction that keeps the row lock.
 type rowHolding struct {
-	tx driver.RowTx
+	rtx driver.RowTx
 }
 
 // rowSentinel is the expires_at of a row-strategy holding (see RowTake):
@@ -102,7 +102,7 @@ func (l *Lock) tryRowOnce(ctx context.Context, rs driver.Store, key string, wait
 	if err := rtx.RestoreLockWait(ctx); err != nil {
 		return fail(err)
 	}
-	return newLease(ctx, l, key, token, l.client.clock.Now(), holding{row: &rowHolding{tx: rtx}}), nil
+	return newLease(ctx, l, key, token, l.client.clock.Now(), &rowHolding{rtx: rtx}), nil
 }
 
 // Tx returns the transaction of a row-strategy holding, which keeps the lock
@@ -110,18 +110,35 @@ func (l *Lock) tryRowOnce(ctx context.Context, rs driver.Store, key string, wait
 // with the release, and roll back with the lock when the holder dies. It is
 // nil for the other strategies. Do not Commit or Rollback it: the release
 // does (a holding whose transaction ended early reports ErrLeaseLost).
-func (ls *Lease) Tx() *sql.Tx {
-	if ls.row == nil {
-		return nil
-	}
-	return ls.row.tx.Tx()
+func (ls *Lease) Tx() *sql.Tx { return ls.held.tx() }
+
+// start leaves the holding without a local deadline or renewals: the server
+// keeps its row lock as long as its transaction.
+func (h *rowHolding) start(ls *Lease) {
+	ls.deadline = time.Time{}
+	close(ls.renewDone)
 }
 
-// releaseRowTx ends a row holding: it marks the row free and commits
-// (writes made in the transaction commit with it), or, when abort is set,
-// rolls everything back.
-func (ls *Lease) releaseRowTx(ctx context.Context, abort bool) error {
-	rtx := ls.row.tx
+// renew is never called: a row holding has no renewal loop.
+func (h *rowHolding) renew(*Lease, time.Duration) bool { return true }
+
+func (h *rowHolding) tx() *sql.Tx { return h.rtx.Tx() }
+
+// guard checks that the holding's own transaction, tx, still holds the row
+// lock; another transaction would wait for that lock.
+func (h *rowHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
+	if tx != h.rtx.Tx() {
+		return fmt.Errorf("%w: %s uses strategy row: write in the holding's own transaction (Lease.Tx)", ErrInvalid, ls.describe())
+	}
+	ok, err := h.rtx.Holds(ctx, ls.id)
+	return ls.guardResult(ok, err)
+}
+
+// release ends a row holding: it marks the row free and commits (writes
+// made in the transaction commit with it), or, when abort is set, rolls
+// everything back.
+func (h *rowHolding) release(ctx context.Context, ls *Lease, abort bool) error {
+	rtx := h.rtx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rowReleaseTimeout)
 	defer cancel()
 	if abort {

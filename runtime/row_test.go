@@ -254,10 +254,6 @@ func TestRowConfigAndLeader(t *testing.T) {
 	lease := n.lock(t, runtime.LockConfig{Name: "notrow", TTL: time.Second})
 	err = lease.WithTx(context.Background(), "", func(context.Context, *sql.Tx, *runtime.Lease) error { return nil })
 	require.ErrorIs(t, err, runtime.ErrInvalid)
-	// A store without RowStore is refused with ErrInvalid, not a panic.
-	plain := newNode(t, tdb.Open(t)).lock(t, rowCfg("plain", 0))
-	_, err = plain.Try(context.Background(), "")
-	require.ErrorIs(t, err, runtime.ErrInvalid)
 }
 
 // TestRowStatements counts what a row holding costs the server: Try and

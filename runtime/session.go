@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	sqldriver "database/sql/driver"
 	"encoding/hex"
 	"errors"
@@ -155,7 +156,7 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	}
 	// The local deadline starts now: the wait on the server is not part of
 	// the holding, and the server keeps the lock as long as the connection.
-	return newLease(ctx, l, key, token, l.client.clock.Now(), holding{session: &sessionHolding{conn: conn, name: name}}), nil
+	return newLease(ctx, l, key, token, l.client.clock.Now(), &sessionHolding{conn: conn, name: name}), nil
 }
 
 // plainLockName reports whether both servers keep s as a GET_LOCK name
@@ -180,13 +181,24 @@ func brokenConn(err error) bool {
 	return errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
 }
 
-// renewSession checks that the pinned connection still holds the lock (the
+// start arms the watchdog and checks the holding every RenewEvery.
+func (h *sessionHolding) start(ls *Lease) {
+	ls.startWatchdog()
+	go ls.renewLoop()
+}
+
+// renew checks that the pinned connection still holds the lock (the
 // session strategy's renewal, which also keeps the connection from idling
 // out).
-func (ls *Lease) renewSession(ctx context.Context) bool {
+func (h *sessionHolding) renew(ls *Lease, left time.Duration) bool {
+	// Not tied to renewCtx: cancelling a statement makes the driver close
+	// the pinned connection, which would drop the lock under a Release
+	// that only wants the checks to stop.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ls.renewCtx), left)
+	defer cancel()
 	cfg := ls.lock.cfg
 	sent := ls.clock.Now()
-	held, err := ls.session.conn.HoldsLock(ctx, ls.session.name)
+	held, err := h.conn.HoldsLock(ctx, h.name)
 	switch {
 	case err == nil && held:
 		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
@@ -202,19 +214,19 @@ func (ls *Lease) renewSession(ctx context.Context) bool {
 	return false
 }
 
-// releaseSession releases the server-side lock, marks the row free if it
-// still shows this holding, and returns the pinned connection.
-func (ls *Lease) releaseSession(ctx context.Context) error {
+// release releases the server-side lock, marks the row free if it still
+// shows this holding, and returns the pinned connection.
+func (h *sessionHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
 	defer cancel()
 	// The row first, while the server lock still keeps the next holder's
 	// token statement out; both on the pinned connection.
-	_, rowErr := ls.session.conn.Free(ctx, ls.id)
-	released, err := ls.session.conn.ReleaseLock(ctx, ls.session.name)
+	_, rowErr := h.conn.Free(ctx, ls.id)
+	released, err := h.conn.ReleaseLock(ctx, h.name)
 	if err == nil && released == 1 {
-		_ = ls.session.conn.Close()
+		_ = h.conn.Close()
 	} else {
-		_ = ls.session.conn.Discard() // never pool a connection that may hold the lock
+		_ = h.conn.Discard() // never pool a connection that may hold the lock
 	}
 	switch {
 	case brokenConn(err):
@@ -228,6 +240,12 @@ func (ls *Lease) releaseSession(ctx context.Context) error {
 	}
 	return nil
 }
+
+func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
+	return ls.guardRow(ctx, tx)
+}
+
+func (h *sessionHolding) tx() *sql.Tx { return nil }
 
 // sessionHolder reads a session lock's holder: the row says who and which
 // token, the server says whether it is held.
