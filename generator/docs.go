@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lockgen/lockgen/generator/spec"
 )
 
 // This file writes the doc comments of the generated code. Each states the
@@ -52,19 +54,6 @@ func wrap(text string, width int) []string {
 		lines = append(lines, line)
 	}
 	return lines
-}
-
-// formatDuration writes d as in the spec: "3s", "1m", "1m30s", "1.5s",
-// "500ms" (time.Duration.String without trailing zero units).
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 func (m *model) packageDoc() string {
@@ -196,10 +185,10 @@ func (lk *lockModel) leaseDoc() string {
 	}
 	if lk.Session {
 		return fmt.Sprintf("Strategy session: the server keeps the lock as long as the connection pinned for this holding stays open; "+
-			"the holder checks that it still has it every %s", formatDuration(lk.RenewEvery))
+			"the holder checks that it still has it every %s", spec.FormatDuration(lk.RenewEvery))
 	}
 	return fmt.Sprintf("The lease lasts %s by the database clock and is renewed every %s",
-		formatDuration(lk.TTL), formatDuration(lk.RenewEvery))
+		spec.FormatDuration(lk.TTL), spec.FormatDuration(lk.RenewEvery))
 }
 
 // sessionLossDoc says when the holder of a session lock learns that it
@@ -209,7 +198,7 @@ func (lk *lockModel) sessionLossDoc(ctx string) string {
 		"and the holder learns of it only at its next check (or once no check has succeeded for %s), "+
 		"when %s is cancelled with cause runtime.ErrLeaseLost: after others may already have taken the lock. "+
 		"Protect the critical section's writes with the fencing token (lease.Guard in the same database); "+
-		"see docs/strategies.md in github.com/lockgen/lockgen.", formatDuration(lk.TTL-lk.TTL/10), ctx)
+		"see docs/strategies.md in github.com/lockgen/lockgen.", spec.FormatDuration(lk.TTL-lk.TTL/10), ctx)
 }
 
 // tokenDoc explains the fencing token.
@@ -234,7 +223,7 @@ func (lk *lockModel) waitDoc() string {
 
 func (lk *lockModel) withDoc() string {
 	busy := fmt.Sprintf("If another holder has it, %s waits up to %s for it (less if ctx ends first) and then returns runtime.ErrNotAcquired.",
-		lk.With, formatDuration(lk.Wait))
+		lk.With, spec.FormatDuration(lk.Wait))
 	if lk.Session || lk.Row {
 		busy += " " + lk.waitDoc()
 	}
@@ -298,7 +287,7 @@ func (lk *lockModel) heldDoc() string {
 
 func (lk *lockModel) tryDoc() string {
 	unknown := fmt.Sprintf("Any other error means the outcome is unknown: the lock may then stay held, unused, for up to %s.",
-		formatDuration(lk.TTL))
+		spec.FormatDuration(lk.TTL))
 	if lk.Session {
 		unknown = "Any other error means the lock was not acquired: the runtime releases a server-side lock " +
 			"taken on the way before returning."
@@ -316,7 +305,7 @@ func (lk *lockModel) tryDoc() string {
 func (lk *lockModel) acquireDoc() string {
 	first := fmt.Sprintf("%s acquires %s, waiting up to %s (less if ctx ends first) while another holder has it; "+
 		"it then returns runtime.ErrNotAcquired, or ctx's error when ctx ended. %s %s",
-		lk.Acquire, lk.what(), formatDuration(lk.Wait), lk.waitDoc(), lk.keyDoc())
+		lk.Acquire, lk.what(), spec.FormatDuration(lk.Wait), lk.waitDoc(), lk.keyDoc())
 	if lk.Wait == 0 {
 		first = fmt.Sprintf("%s acquires %s like %s: the lock declares no wait, so it makes one attempt "+
 			"and returns runtime.ErrNotAcquired if another holder has it. %s", lk.Acquire, lk.what(), lk.Try, lk.keyDoc())
@@ -346,7 +335,7 @@ func (lk *lockModel) exclusionDoc() string {
 		return fmt.Sprintf("Strategy session: the server frees the lock the moment the leader's connection breaks, "+
 			"and the leader learns of it only at its next check (every %s): a follower may be elected before the old leader's fn "+
 			"sees its ctx end. Fence the leader's writes with lease.Token() or lease.Guard; see docs/strategies.md in github.com/lockgen/lockgen.",
-			formatDuration(lk.RenewEvery))
+			spec.FormatDuration(lk.RenewEvery))
 	}
 	return "Two leaders never run fn at the same time as long as fn stops when its ctx ends: " +
 		"the lease's local deadline cancels it before the database lets a follower in."
@@ -358,7 +347,7 @@ func (lk *lockModel) takeoverDoc() string {
 		return "A leader that crashes is replaced at once: the server frees its lock as soon as it sees the connection close " +
 			"(a host that vanishes without closing it is noticed only when the server's connection gives up)."
 	}
-	return fmt.Sprintf("A leader that crashes is replaced within about its TTL (%s) plus one poll.", formatDuration(lk.TTL)) + lk.leaderWaitDoc()
+	return fmt.Sprintf("A leader that crashes is replaced within about its TTL (%s) plus one poll.", spec.FormatDuration(lk.TTL)) + lk.leaderWaitDoc()
 }
 
 // leaderWaitDoc says how followers learn that a leader stepped down.
@@ -382,7 +371,7 @@ func (lk *lockModel) runAsDoc() string {
 		fmt.Sprintf("%s returns nil when ctx ends, and an error wrapping runtime.ErrInvalid for a nil fn "+
 			"or runtime.ErrUnsupported when the strategy cannot run safely on the server; "+
 			"other server errors are logged and retried. Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader "+
-			"and runtime.PollEvery (default %s: the smaller of ttl/4 and 500ms).", ld.RunAs, formatDuration(min(lk.TTL/4, 500*time.Millisecond))))
+			"and runtime.PollEvery (default %s: the smaller of ttl/4 and 500ms).", ld.RunAs, spec.FormatDuration(min(lk.TTL/4, 500*time.Millisecond))))
 }
 
 func (lk *lockModel) isLeaderDoc() string {

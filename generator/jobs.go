@@ -258,7 +258,7 @@ func (j jobModel) handlerDoc() string {
 		attempts = "1 attempt"
 	}
 	doc := fmt.Sprintf("%s handles a run of %s (%s; timeout %s, %s).", j.GoName, j.Name, strings.Join(what, ", "),
-		formatDuration(j.Timeout), attempts)
+		spec.FormatDuration(j.Timeout), attempts)
 	if j.Scheduled() && j.ArgsType != "" {
 		doc += " Scheduled runs get zero args."
 	}

@@ -332,7 +332,7 @@ func (l *loader) schedule(v value) (string, time.Duration) {
 			l.errorf(v.node, "use @every 1s or longer", "schedule %q is shorter than the minimum interval of 1s", raw)
 			return "", 0
 		case d%time.Second != 0:
-			l.errorf(v.node, "the scheduler ticks on whole seconds; e.g. @every "+shortDuration(d.Round(time.Second)),
+			l.errorf(v.node, "the scheduler ticks on whole seconds; e.g. @every "+FormatDuration(d.Round(time.Second)),
 				"schedule %q is not a whole number of seconds", raw)
 			return "", 0
 		}
@@ -394,7 +394,7 @@ func (l *loader) catchUp(v value) string {
 func (l *loader) minInterval(v value, schedule string, every time.Duration) time.Duration {
 	d := l.durationRange(v, 0, maxMinInterval)
 	if every > 0 && d > every {
-		l.errorf(v.node, "use at most "+shortDuration(every)+", or a longer schedule",
+		l.errorf(v.node, "use at most "+FormatDuration(every)+", or a longer schedule",
 			"min_interval %s is longer than the interval of schedule %q, so runs would miss ticks", v.node.Value, schedule)
 		return 0
 	}
@@ -606,14 +606,14 @@ func (l *loader) durationRange(v value, lo, hi time.Duration) time.Duration {
 	if !ok {
 		return 0
 	}
-	hint := fmt.Sprintf("use %s to %s, e.g. %s", shortDuration(lo), shortDuration(hi), v.field.example)
+	hint := fmt.Sprintf("use %s to %s, e.g. %s", FormatDuration(lo), FormatDuration(hi), v.field.example)
 	switch {
 	case d < lo && lo == 0:
 		l.errorf(v.node, hint, "%s must not be negative, not %s", v.label, v.node.Value)
 	case d < lo:
-		l.errorf(v.node, hint, "%s %s is shorter than the minimum of %s", v.label, v.node.Value, shortDuration(lo))
+		l.errorf(v.node, hint, "%s %s is shorter than the minimum of %s", v.label, v.node.Value, FormatDuration(lo))
 	case d > hi:
-		l.errorf(v.node, hint, "%s %s is longer than the maximum of %s", v.label, v.node.Value, shortDuration(hi))
+		l.errorf(v.node, hint, "%s %s is longer than the maximum of %s", v.label, v.node.Value, FormatDuration(hi))
 	default:
 		return d
 	}
@@ -634,17 +634,4 @@ func (l *loader) intRange(v value, lo, hi int, about string) int {
 		return 0
 	}
 	return int(n)
-}
-
-// shortDuration formats d like time.Duration.String without the zero
-// units it ends with: "1m", "168h", "1h30m", "10ms", "0s".
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
