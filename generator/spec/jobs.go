@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"go/token"
 	"regexp"
@@ -9,8 +10,9 @@ import (
 	"time"
 	_ "time/tzdata" // timezone is checked against the same zone database on every machine
 
-	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // Defaults of jobs and queues applied by Load.
@@ -106,9 +108,6 @@ const (
 	minQueueConcurrent = 1
 	maxQueueConcurrent = 10000
 )
-
-// cronParser parses schedules; the runtime must parse them the same way.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // scheduleHint says how to write a schedule.
 const scheduleHint = "use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h"
@@ -318,15 +317,20 @@ func (l *loader) schedule(v value) (string, time.Duration) {
 			return "", 0
 		}
 	}
-	sched, err := parseSchedule(s)
-	if err != nil {
+	err := parseSchedule(s)
+	var never errNeverFires
+	switch {
+	case errors.As(err, &never):
+		l.errorf(v.node, "check that its days exist in its months", "schedule %q never fires", raw)
+		return "", 0
+	case err != nil:
 		l.errorf(v.node, scheduleHint, "invalid schedule %q: %s", raw, err)
 		return "", 0
 	}
-	if _, ok := sched.(cron.ConstantDelaySchedule); ok {
+	if every, ok := strings.CutPrefix(s, cronEvery); ok {
 		// cron rounds the interval down to whole seconds, and up to 1s:
 		// accept only intervals it keeps as written.
-		d, _ := time.ParseDuration(strings.TrimPrefix(s, "@every "))
+		d, _ := time.ParseDuration(every)
 		switch {
 		case d < minEvery:
 			l.errorf(v.node, "use @every 1s or longer", "schedule %q is shorter than the minimum interval of 1s", raw)
@@ -338,22 +342,42 @@ func (l *loader) schedule(v value) (string, time.Duration) {
 		}
 		return s, d
 	}
-	if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
-		l.errorf(v.node, "check that its days exist in its months", "schedule %q never fires", raw)
-		return "", 0
-	}
 	return s, 0
 }
 
-// parseSchedule parses a schedule with cronParser. It turns a panic of the
-// parser into an error, so that Load never panics.
-func parseSchedule(s string) (sched cron.Schedule, err error) {
+// cronEvery starts an interval schedule, as the cron parser recognizes it.
+const cronEvery = "@every "
+
+// errNeverFires is a schedule that parses but that the runtime refuses
+// because it has no tick.
+type errNeverFires struct{ error }
+
+// parseSchedule checks s, a schedule without a time zone, with
+// runtime.ParseSchedule: the call the generated RunJobs makes at start, so
+// the spec accepts exactly the schedules the runtime parses, with the same
+// cron parser configuration. A schedule the parser rejects comes back as
+// the parser's own error, which the runtime wraps; a schedule the runtime
+// refuses otherwise (it never fires: ParseSchedule refuses nothing else
+// for an empty time zone and no TZ= prefix) as an errNeverFires. A panic of
+// the parser becomes an error, so that Load never panics.
+func parseSchedule(s string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			sched, err = nil, fmt.Errorf("the cron parser failed: %v", r)
+			err = fmt.Errorf("the cron parser failed: %v", r)
 		}
 	}()
-	return cronParser.Parse(s)
+	if _, err = runtime.ParseSchedule(s, ""); err == nil {
+		return nil
+	}
+	var wrapped interface{ Unwrap() []error }
+	if errors.As(err, &wrapped) {
+		for _, e := range wrapped.Unwrap() {
+			if !errors.Is(e, runtime.ErrInvalid) {
+				return e
+			}
+		}
+	}
+	return errNeverFires{err}
 }
 
 // timezone checks a scheduled job's time zone.

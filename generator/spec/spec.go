@@ -184,9 +184,9 @@ type Job struct {
 	// (minute hour day-of-month month day-of-week), 6 with seconds first,
 	// a descriptor (@yearly, @annually, @monthly, @weekly, @daily,
 	// @midnight, @hourly) or "@every <duration>" with a whole number of
-	// seconds, at least 1s. It parses with github.com/robfig/cron/v3's
-	// parser with options SecondOptional|Minute|Hour|Dom|Month|Dow|Descriptor,
-	// has no TZ= or CRON_TZ= prefix and fires at least once in five years.
+	// seconds, at least 1s. runtime.ParseSchedule, which the generated
+	// RunJobs calls, accepts it: it has no TZ= or CRON_TZ= prefix and fires
+	// at least once in five years.
 	// Empty for a job that is not scheduled.
 	Schedule string
 	// Timezone is the IANA time zone the Schedule is read in, e.g.
