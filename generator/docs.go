@@ -2,10 +2,11 @@ package generator
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
-	"time"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // This file writes the doc comments of the generated code. Each states the
@@ -89,7 +90,7 @@ func (m *model) optionDoc() string {
 
 func (m *model) withOwnerDoc() string {
 	return comment("WithOwner sets the identity recorded in the rows of the locks held through the Locks, " +
-		"as the Holder methods report it in runtime.Holder.Owner. It must be 1 to 191 bytes; " +
+		"as the Holder methods report it in runtime.Holder.Owner. It must be 1 to " + strconv.Itoa(runtime.MaxOwnerLen) + " bytes; " +
 		"New fails with runtime.ErrInvalid otherwise. Default: \"<hostname>-<pid>-<random>\", different for every Locks. " +
 		"The holdings of one Locks share its owner and are told apart by their fencing tokens.")
 }
@@ -172,8 +173,8 @@ func (lk *lockModel) keyDoc() string {
 		return s + fmt.Sprintf(" %s must be a UUID (8-4-4-4-12 hex digits, any case); it is stored in lower case, "+
 			"so one UUID is one lock however it is spelled. Anything else fails with runtime.ErrInvalid.", k.Param)
 	}
-	return s + fmt.Sprintf(" %s is the key stored in the lock row: it must be 1 to 191 bytes, "+
-		"otherwise the call fails with runtime.ErrInvalid.", k.Param)
+	return s + fmt.Sprintf(" %s is the key stored in the lock row: it must be 1 to %d bytes, "+
+		"otherwise the call fails with runtime.ErrInvalid.", k.Param, runtime.MaxKeyLen)
 }
 
 // leaseDoc states the lease's timing: for the lease strategy the TTL and
@@ -371,7 +372,8 @@ func (lk *lockModel) runAsDoc() string {
 		fmt.Sprintf("%s returns nil when ctx ends, and an error wrapping runtime.ErrInvalid for a nil fn "+
 			"or runtime.ErrUnsupported when the strategy cannot run safely on the server; "+
 			"other server errors are logged and retried. Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader "+
-			"and runtime.PollEvery (default %s: the smaller of ttl/4 and 500ms).", ld.RunAs, spec.FormatDuration(min(lk.TTL/4, 500*time.Millisecond))))
+			"and runtime.PollEvery (default %s: the smaller of ttl/4 and %s).", ld.RunAs,
+			spec.FormatDuration(min(lk.TTL/4, runtime.DefaultPollEvery)), spec.FormatDuration(runtime.DefaultPollEvery)))
 }
 
 func (lk *lockModel) isLeaderDoc() string {
@@ -502,5 +504,5 @@ func (lk *lockModel) pruneDoc() string {
 		"and tokens keep rising. What remains: the database clock must not step back past the pruned tokens, and while a rollout "+
 		"lengthens the ttl, prune with the longest one any node uses. "+
 		"Call it from a leader or a timer so the lock table does not grow with every key ever used.",
-		lk.Prune, lk.Name, lk.Key.Param, 1000, lk.Key.Param))
+		lk.Prune, lk.Name, lk.Key.Param, runtime.PruneBatch, lk.Key.Param))
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // Names of the job files lockgen writes.
@@ -154,7 +155,7 @@ func jobsGo(m *model) *jen.File {
 		}
 		f.Line()
 		f.Comment(comment(fmt.Sprintf("%s enqueues one run of %s per element of args, %d per statement, with opts applied to each. "+
-			"Every run is checked before any is inserted; an error means later batches may not exist.", j.EnqueueMany, j.Name, 500)))
+			"Every run is checked before any is inserted; an error means later batches may not exist.", j.EnqueueMany, j.Name, runtime.MaxEnqueueBatch)))
 		f.Func().Params(recv()).Id(j.EnqueueMany).Params(ctx(), jen.Id("args").Index().Id(j.ArgsType), opts()).Error().Block(
 			jen.Return(rt("EnqueueArgsMany").Call(jen.Id("ctx"), jobs.Clone(), jen.Nil(), jen.Id(j.RunVar), jen.Id("args"), jen.Id("opts").Op("..."))),
 		)
@@ -180,7 +181,7 @@ func jobsGo(m *model) *jen.File {
 	f.Comment(comment("RunJobs runs this node's share of the jobs until ctx ends: a worker per queue claiming due runs " +
 		"(FOR UPDATE SKIP LOCKED, in batches), the scheduler (every node inserts each tick; a unique key makes it one run cluster-wide), " +
 		"and pruning of finished runs after each job's retention. When ctx ends it stops claiming, lets running handlers finish for up to " +
-		"30s, cancels the rest and returns nil. Database errors are logged and retried, never fatal; it fails at once with an error " +
+		"the workers' ShutdownGrace (default " + spec.FormatDuration(runtime.DefaultShutdownGrace) + "), cancels the rest and returns nil. Database errors are logged and retried, never fatal; it fails at once with an error " +
 		"wrapping runtime.ErrInvalid for a nil h. Run it on every node; opts tune the workers (Queue, Handlers and Concurrency are set per queue)."))
 	f.Func().Params(recv()).Id("RunJobs").Params(ctx(), jen.Id("h").Id("JobHandlers"), jen.Id("opts").Op("...").Func().Params(jen.Op("*").Add(rt("WorkerConfig")))).Error().BlockFunc(func(g *jen.Group) {
 		g.If(jen.Id("h").Op("==").Nil()).Block(

@@ -19,7 +19,7 @@ import (
 const (
 	// DefaultQueue is the queue of a job that names none. It needs no
 	// declaration under queues:.
-	DefaultQueue = "default"
+	DefaultQueue = runtime.DefaultQueue
 	// DefaultQueueConcurrency is the concurrency of a queue that declares
 	// none, and of the implicit default queue.
 	DefaultQueueConcurrency = 100
@@ -99,8 +99,8 @@ const (
 	maxMaxAttempts     = 1000
 	minBackoff         = 10 * time.Millisecond
 	maxBackoff         = 24 * time.Hour
-	minPriority        = -100
-	maxPriority        = 100
+	minPriority        = -runtime.MaxPriority
+	maxPriority        = runtime.MaxPriority
 	maxMinInterval     = 24 * time.Hour
 	minRetention       = time.Minute
 	maxRetention       = 8760 * time.Hour

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // lockFields are the keys of a lock.
@@ -42,7 +44,7 @@ var keyTypes = []string{"int64", "string", "uuid"}
 
 // Duration limits of a lock.
 const (
-	minTTL  = 100 * time.Millisecond
+	minTTL  = runtime.MinTTL
 	maxTTL  = 24 * time.Hour
 	maxWait = time.Hour
 )

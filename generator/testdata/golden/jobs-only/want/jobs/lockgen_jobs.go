@@ -99,11 +99,11 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
 // (every node inserts each tick; a unique key makes it one run cluster-wide),
 // and pruning of finished runs after each job's retention. When ctx ends it
-// stops claiming, lets running handlers finish for up to 30s, cancels the rest
-// and returns nil. Database errors are logged and retried, never fatal; it
-// fails at once with an error wrapping runtime.ErrInvalid for a nil h. Run it
-// on every node; opts tune the workers (Queue, Handlers and Concurrency are
-// set per queue).
+// stops claiming, lets running handlers finish for up to the workers'
+// ShutdownGrace (default 30s), cancels the rest and returns nil. Database
+// errors are logged and retried, never fatal; it fails at once with an error
+// wrapping runtime.ErrInvalid for a nil h. Run it on every node; opts tune the
+// workers (Queue, Handlers and Concurrency are set per queue).
 func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtime.WorkerConfig)) error {
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
