@@ -58,24 +58,133 @@ func wrap(text string, width int) []string {
 }
 
 func (m *model) packageDoc() string {
-	doc := fmt.Sprintf("Package %s gives typed access to the distributed locks declared in %s. "+
-		"Each lock is a lease: a row of the MySQL/MariaDB table %s that expires by the database clock unless its holder renews it",
-		m.Package, m.SpecName, m.Table)
-	if m.hasSession() {
-		doc += "; a lock of strategy session is instead a server-side named lock (GET_LOCK) held on a pinned connection, " +
-			"with the same row for its fencing token"
+	var doc []string
+	switch {
+	case len(m.Jobs) == 0:
+		doc = append(doc, fmt.Sprintf("Package %s gives typed access to the distributed locks declared in %s.", m.Package, m.SpecName))
+	case len(m.Locks) == 0:
+		doc = append(doc, fmt.Sprintf("Package %s gives typed access to the jobs declared in %s.", m.Package, m.SpecName))
+	default:
+		doc = append(doc, fmt.Sprintf("Package %s gives typed access to the distributed locks and the jobs declared in %s.", m.Package, m.SpecName))
 	}
-	held := "leases"
-	if m.hasSession() {
-		held = "locks"
+	table := "the MySQL/MariaDB table " + m.Table
+	groups := m.strategies()
+	for i, g := range groups {
+		if len(groups) == 1 {
+			doc = append(doc, fmt.Sprintf("Each lock is %s.", strategyDesc(g.strategy, table)))
+		} else {
+			doc = append(doc, fmt.Sprintf("A lock of strategy %s (%s) is %s.", g.strategy, strings.Join(g.names, ", "), strategyDesc(g.strategy, table)))
+		}
+		if i == 0 {
+			table = m.Table
+		}
 	}
-	return comment(doc + fmt.Sprintf(". The runtime (%s) acquires, renews and releases the %s and hands out fencing tokens; "+
-		"this package binds the declared names, keys and timings to it.", runtimePath, held))
+	if len(m.Jobs) > 0 {
+		runs := m.RunsTable
+		if len(m.Locks) == 0 {
+			runs = "the MySQL/MariaDB table " + m.RunsTable
+		}
+		doc = append(doc, fmt.Sprintf("Each run of a job is a row of %s, inserted by %s, then claimed, run and recorded by RunJobs on every node.",
+			runs, orList(m.runSources())))
+	}
+	var does []string
+	switch held := "locks"; {
+	case len(groups) == 1 && groups[0].strategy == spec.StrategyRow:
+		does = append(does, "acquires and releases the locks")
+	case len(groups) == 1 && groups[0].strategy == spec.StrategyLease:
+		held = "leases"
+		fallthrough
+	case len(groups) > 0:
+		does = append(does, "acquires, renews and releases the "+held)
+	}
+	if len(m.Locks) > 0 {
+		does = append(does, "hands out fencing tokens")
+	}
+	binds := "names, keys and timings"
+	if len(m.Jobs) > 0 {
+		does = append(does, "claims, runs, retries and records the runs")
+		binds = "names, keys, arguments and timings"
+		if len(m.Locks) == 0 {
+			binds = "names, arguments and timings"
+		}
+	}
+	doc = append(doc, fmt.Sprintf("The runtime (%s) %s; this package binds the declared %s to it.", runtimePath, andList(does), binds))
+	return comment(strings.Join(doc, " "))
 }
 
-// hasSession reports whether any lock pins a connection per holding (the
-// session and row strategies).
-func (m *model) hasSession() bool {
+// andList joins items as in a sentence: "a", "a and b", "a, b and c".
+func andList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// orList joins items as in a sentence: "a", "a or b", "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// strategyDesc says what a lock of strategy is, its row being in table.
+func strategyDesc(strategy, table string) string {
+	switch strategy {
+	case spec.StrategySession:
+		return "a server-side named lock (GET_LOCK) held on a pinned connection, with a row of " + table + " for its fencing token"
+	case spec.StrategyRow:
+		return "the row lock (SELECT ... FOR UPDATE) of a row of " + table + ", held by a transaction that lasts the holding"
+	default:
+		return "a lease: a row of " + table + " that expires by the database clock unless its holder renews it"
+	}
+}
+
+// strategyGroup is the locks of one strategy.
+type strategyGroup struct {
+	strategy string
+	names    []string
+}
+
+// strategies returns the strategies m's locks use, in the order lease,
+// session, row, each with the names of its locks in spec order.
+func (m *model) strategies() []strategyGroup {
+	var groups []strategyGroup
+	for _, st := range []string{spec.StrategyLease, spec.StrategySession, spec.StrategyRow} {
+		g := strategyGroup{strategy: st}
+		for _, lk := range m.Locks {
+			if lk.Strategy == st {
+				g.names = append(g.names, lk.Name)
+			}
+		}
+		if len(g.names) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
+// runSources names what inserts runs: "an Enqueue method", "the
+// scheduler", or both.
+func (m *model) runSources() []string {
+	var enqueued, scheduled bool
+	for _, j := range m.Jobs {
+		enqueued = enqueued || j.Enqueue != ""
+		scheduled = scheduled || j.Scheduled()
+	}
+	var sources []string
+	if enqueued {
+		sources = append(sources, "an Enqueue method")
+	}
+	if scheduled {
+		sources = append(sources, "the scheduler")
+	}
+	return sources
+}
+
+// pinsConnection reports whether any lock pins a connection per holding
+// (the session and row strategies).
+func (m *model) pinsConnection() bool {
 	for _, lk := range m.Locks {
 		if lk.Session || lk.Row {
 			return true
@@ -89,20 +198,46 @@ func (m *model) optionDoc() string {
 }
 
 func (m *model) withOwnerDoc() string {
-	return comment("WithOwner sets the identity recorded in the rows of the locks held through the Locks, " +
-		"as the Holder methods report it in runtime.Holder.Owner. It must be 1 to " + strconv.Itoa(runtime.MaxOwnerLen) + " bytes; " +
-		"New fails with runtime.ErrInvalid otherwise. Default: \"<hostname>-<pid>-<random>\", different for every Locks. " +
-		"The holdings of one Locks share its owner and are told apart by their fencing tokens.")
+	recorded := "WithOwner sets the identity recorded in the rows of the locks held through the Locks, " +
+		"as the Holder methods report it in runtime.Holder.Owner"
+	switch {
+	case len(m.Locks) == 0:
+		recorded = "WithOwner sets the identity recorded as the worker of the runs claimed through the Locks (RunInfo.Worker)"
+	case len(m.Jobs) > 0:
+		recorded += ", and as the worker of the runs it claims (RunInfo.Worker)"
+	}
+	doc := recorded + ". It must be 1 to " + strconv.Itoa(runtime.MaxOwnerLen) + " bytes; " +
+		"New fails with runtime.ErrInvalid otherwise. Default: \"<hostname>-<pid>-<random>\", different for every Locks."
+	if len(m.Locks) > 0 {
+		doc += " The holdings of one Locks share its owner and are told apart by their fencing tokens."
+	}
+	return comment(doc)
 }
 
 func (m *model) withLoggerDoc() string {
 	return comment("WithLogger sets the logger that reports lost leases and renewal trouble. Default: slog.Default().")
 }
 
+// declared names what the spec declares: "locks", "jobs" or "locks and
+// jobs".
+func (m *model) declared() string {
+	switch {
+	case len(m.Jobs) == 0:
+		return "locks"
+	case len(m.Locks) == 0:
+		return "jobs"
+	default:
+		return "locks and jobs"
+	}
+}
+
 func (m *model) locksDoc() string {
-	return comment(fmt.Sprintf("Locks gives typed access to the locks declared in %s. It is safe for concurrent use; "+
-		"create one per process (or per node in tests). Two Locks behave like two nodes: "+
-		"a lock held through one is busy for the other.", m.SpecName))
+	doc := fmt.Sprintf("Locks gives typed access to the %s declared in %s. It is safe for concurrent use; "+
+		"create one per process (or per node in tests).", m.declared(), m.SpecName)
+	if len(m.Locks) > 0 {
+		doc += " Two Locks behave like two nodes: a lock held through one is busy for the other."
+	}
+	return comment(doc)
 }
 
 func (m *model) newDoc() string {
@@ -112,31 +247,56 @@ func (m *model) newDoc() string {
 			files = append(files, f.Path)
 		}
 	}
+	tables := "The table " + m.Table + " must exist"
+	if m.RunsTable != "" {
+		tables = "The tables " + m.Table + " and " + m.RunsTable + " must exist"
+	}
+	yours := "never inside a transaction of yours"
+	var txMethods []string
+	for _, j := range m.Jobs {
+		if j.EnqueueTx != "" {
+			txMethods = append(txMethods, j.EnqueueTx)
+		}
+	}
+	if len(txMethods) > 0 {
+		yours += " unless you pass it to " + orList(txMethods)
+	}
 	return comment(
-		fmt.Sprintf("New returns the locks declared in %s, running their statements on db, each as its own autocommit statement, "+
-			"never inside a transaction of yours. It does not touch the database.", m.SpecName),
-		fmt.Sprintf("The table %s must exist: apply %s (relative to %s) with your migration tool. "+
+		fmt.Sprintf("New returns the %s declared in %s, running their statements on db, each as its own autocommit statement, "+
+			"%s. It does not touch the database.", m.declared(), m.SpecName, yours),
+		fmt.Sprintf("%s: apply %s (relative to %s) with your migration tool. "+
 			"With github.com/go-sql-driver/mysql, open db with parseTime=true.",
-			m.Table, strings.Join(files, " and "), m.SpecName),
+			tables, andList(files), m.SpecName),
 		m.sessionPoolDoc(),
 		"New fails with an error wrapping runtime.ErrInvalid when db is nil or an option is invalid.")
 }
 
-// sessionPoolDoc states what session locks need from the pool, or "" when
-// there are none.
+// sessionPoolDoc states what session and row locks need from the pool, or
+// "" when there are none.
 func (m *model) sessionPoolDoc() string {
-	if !m.hasSession() {
+	if !m.pinsConnection() {
 		return ""
 	}
-	var names []string
-	for _, lk := range m.Locks {
-		if lk.Session || lk.Row {
-			names = append(names, lk.Name)
+	var names, what, kinds []string
+	for _, g := range m.strategies() {
+		switch g.strategy {
+		case spec.StrategySession:
+			kinds, what = append(kinds, "session"), append(what, "GET_LOCK")
+		case spec.StrategyRow:
+			kinds, what = append(kinds, "row"), append(what, "the holding's transaction")
+		default:
+			continue
 		}
+		names = append(names, g.names...)
 	}
-	return fmt.Sprintf("The session and row locks (%s) keep a connection of db for the whole holding (GET_LOCK, or the holding's transaction): "+
+	locks, keep, they, fail := "locks", "keep", "they", "fail"
+	if len(names) == 1 {
+		locks, keep, they, fail = "lock", "keeps", "it", "fails"
+	}
+	return fmt.Sprintf("The %s %s (%s) %s a connection of db for the whole holding (%s): "+
 		"allow for one open connection per holding in db.SetMaxOpenConns, and connect to the server directly, "+
-		"not through a multiplexing proxy. On a Galera cluster they fail with runtime.ErrUnsupported.", strings.Join(names, ", "))
+		"not through a multiplexing proxy. On a Galera cluster %s %s with runtime.ErrUnsupported.",
+		strings.Join(kinds, " and "), locks, strings.Join(names, ", "), keep, strings.Join(what, ", or "), they, fail)
 }
 
 func (m *model) namesDoc() string {

@@ -76,6 +76,8 @@ type lockModel struct {
 	// strategy but row.
 	With, Try, Acquire, Holder, Prune, WithTx string
 	TTL, RenewEvery, Wait                     time.Duration
+	// Strategy is the spec's strategy (spec.StrategyLease, ...).
+	Strategy string
 	// Session is true for the session strategy (GET_LOCK on a pinned
 	// connection), false for the default lease strategy.
 	Session bool
@@ -169,6 +171,7 @@ func resolveLock(lk spec.Lock) lockModel {
 		TTL:        lk.TTL,
 		RenewEvery: lk.RenewEvery,
 		Wait:       lk.Wait,
+		Strategy:   lk.Strategy,
 		Session:    lk.Strategy == spec.StrategySession,
 		Row:        lk.Strategy == spec.StrategyRow,
 		// WaitOnServer: the spec's wait_mode, server for lease locks only.
