@@ -215,9 +215,26 @@ type kv struct {
 // literal is the composite literal typ{key: val, ...}: one field per line,
 // in the order given (jen.Dict would sort them by name).
 func literal(typ *jen.Statement, kvs ...kv) *jen.Statement {
-	return typ.ValuesFunc(func(g *jen.Group) {
+	return typ.Add(values(kvs...))
+}
+
+// values is the composite literal {key: val, ...} with its type elided:
+// one field per line, in the order given.
+func values(kvs ...kv) *jen.Statement {
+	return jen.ValuesFunc(func(g *jen.Group) {
 		for _, f := range kvs {
 			g.Line().Id(f.key).Op(":").Add(f.val)
+		}
+		g.Line()
+	})
+}
+
+// list is the composite literal {elem, ...} of a slice or map, one element
+// per line, in the order given.
+func list(elems []jen.Code) *jen.Statement {
+	return jen.ValuesFunc(func(g *jen.Group) {
+		for _, e := range elems {
+			g.Line().Add(e)
 		}
 		g.Line()
 	})

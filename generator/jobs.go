@@ -28,6 +28,16 @@ type jobModel struct {
 	// Enqueue, EnqueueTx and EnqueueMany are the method names; empty for
 	// a job that is only scheduled (EnqueueMany also for one without args).
 	Enqueue, EnqueueTx, EnqueueMany string
+	// CatchUpConst is the runtime constant of a scheduled job's catch-up
+	// policy ("CatchUpOne"); empty for a job that is not scheduled.
+	CatchUpConst string
+}
+
+// catchUpConsts are the runtime constants of the spec's catch-up policies.
+var catchUpConsts = map[string]string{
+	spec.CatchUpNone: "CatchUpNone",
+	spec.CatchUpOne:  "CatchUpOne",
+	spec.CatchUpAll:  "CatchUpAll",
 }
 
 func resolveJobs(s *spec.Spec) []jobModel {
@@ -36,6 +46,9 @@ func resolveJobs(s *spec.Spec) []jobModel {
 		jm := jobModel{Job: j, NameConst: j.GoName + "Job", RunVar: spec.LowerCamelCase(j.Name) + "Run"}
 		if len(j.Args) > 0 {
 			jm.ArgsType = j.GoName + "Args"
+		}
+		if j.Scheduled() {
+			jm.CatchUpConst = catchUpConsts[j.CatchUp]
 		}
 		if j.Enqueueable() {
 			m := j.Methods()
@@ -178,39 +191,42 @@ func jobsGo(m *model) *jen.File {
 	)
 
 	f.Line()
+	f.Comment(comment("WorkerOption tunes the workers of RunJobs: it changes the runtime.WorkerConfig every queue's worker starts from " +
+		"(RunJobs sets Queue, Handlers and Concurrency per queue)."))
+	f.Type().Id("WorkerOption").Op("=").Add(rt("WorkerOption"))
+
+	f.Line()
 	f.Comment(comment("RunJobs runs this node's share of the jobs until ctx ends: a worker per queue claiming due runs " +
 		"(FOR UPDATE SKIP LOCKED, in batches), the scheduler (every node inserts each tick; a unique key makes it one run cluster-wide), " +
 		"and pruning of finished runs after each job's retention. When ctx ends it stops claiming, lets running handlers finish for up to " +
 		"the workers' ShutdownGrace (default " + spec.FormatDuration(runtime.DefaultShutdownGrace) + "), cancels the rest and returns nil. Database errors are logged and retried, never fatal; it fails at once with an error " +
-		"wrapping runtime.ErrInvalid for a nil h. Run it on every node; opts tune the workers (Queue, Handlers and Concurrency are set per queue)."))
-	f.Func().Params(recv()).Id("RunJobs").Params(ctx(), jen.Id("h").Id("JobHandlers"), jen.Id("opts").Op("...").Func().Params(jen.Op("*").Add(rt("WorkerConfig")))).Error().BlockFunc(func(g *jen.Group) {
+		"wrapping runtime.ErrInvalid for a nil h. Run it on every node; opts tune the workers (see WorkerOption)."))
+	f.Func().Params(recv()).Id("RunJobs").Params(ctx(), jen.Id("h").Id("JobHandlers"), jen.Id("opts").Op("...").Id("WorkerOption")).Error().BlockFunc(func(g *jen.Group) {
 		g.If(jen.Id("h").Op("==").Nil()).Block(
 			jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: nil JobHandlers"), rt("ErrInvalid"))),
 		)
-		g.Id("cfg").Op(":=").Add(rt("NodeConfig")).Values(jen.DictFunc(func(d jen.Dict) {
-			d[jen.Id("Queues")] = jen.Index().Add(rt("QueueConfig")).ValuesFunc(func(vg *jen.Group) {
-				for _, q := range m.Queues {
-					vg.Values(jen.Dict{jen.Id("Name"): jen.Lit(q.Name), jen.Id("Concurrency"): jen.Lit(q.Concurrency)})
-				}
-			})
-			d[jen.Id("Handlers")] = jen.Map(jen.String()).Add(rt("QueuedHandler")).Values(jen.DictFunc(func(hd jen.Dict) {
-				for _, j := range m.Jobs {
-					var handle jen.Code = jen.Id("h").Dot(j.GoName)
-					if j.ArgsType != "" {
-						handle = rt("HandleArgs").Call(jen.Id("h").Dot(j.GoName))
-					}
-					hd[jen.Id(j.NameConst)] = jen.Values(jen.Dict{
-						jen.Id("Queue"):      jen.Lit(j.Queue),
-						jen.Id("JobHandler"): literal(rt("JobHandler"), j.handlerFields(handle)...),
-					})
-				}
-			}))
-			d[jen.Id("Retention")] = jen.Index().Add(rt("Retention")).ValuesFunc(func(vg *jen.Group) {
-				for _, j := range m.Jobs {
-					vg.Values(jen.Dict{jen.Id("Job"): jen.Id(j.NameConst), jen.Id("Keep"): durationExpr(j.Retention)})
-				}
-			})
-		}))
+		// Fields in the order the runtime declares them; map entries in
+		// spec order (jen.Dict would sort both).
+		var queues, handlers, retention []jen.Code
+		for _, q := range m.Queues {
+			queues = append(queues, values(kv{"Name", jen.Lit(q.Name)}, kv{"Concurrency", jen.Lit(q.Concurrency)}))
+		}
+		for _, j := range m.Jobs {
+			var handle jen.Code = jen.Id("h").Dot(j.GoName)
+			if j.ArgsType != "" {
+				handle = rt("HandleArgs").Call(jen.Id("h").Dot(j.GoName))
+			}
+			handlers = append(handlers, jen.Id(j.NameConst).Op(":").Add(values(
+				kv{"Queue", jen.Lit(j.Queue)},
+				kv{"JobHandler", literal(rt("JobHandler"), j.handlerFields(handle)...)},
+			)))
+			retention = append(retention, values(kv{"Job", jen.Id(j.NameConst)}, kv{"Keep", durationExpr(j.Retention)}))
+		}
+		g.Id("cfg").Op(":=").Add(literal(rt("NodeConfig"),
+			kv{"Queues", jen.Index().Add(rt("QueueConfig")).Add(list(queues))},
+			kv{"Handlers", jen.Map(jen.String()).Add(rt("QueuedHandler")).Add(list(handlers))},
+			kv{"Retention", jen.Index().Add(rt("Retention")).Add(list(retention))},
+		))
 		for _, j := range m.Jobs {
 			if !j.Scheduled() {
 				continue
@@ -218,7 +234,7 @@ func jobsGo(m *model) *jen.File {
 			sched := spec.LowerCamelCase(j.Name) + "Schedule"
 			g.List(jen.Id(sched), jen.Err()).Op(":=").Add(rt("ParseSchedule")).Call(jen.Lit(j.Schedule), jen.Lit(j.Timezone))
 			g.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err()))
-			kvs := []kv{{"Name", jen.Id(j.NameConst)}, {"Queue", jen.Lit(j.Queue)}, {"Schedule", jen.Id(sched)}, {"CatchUp", jen.Lit(j.CatchUp)}}
+			kvs := []kv{{"Name", jen.Id(j.NameConst)}, {"Queue", jen.Lit(j.Queue)}, {"Schedule", jen.Id(sched)}, {"CatchUp", rt(j.CatchUpConst)}}
 			if j.MinInterval != 0 {
 				kvs = append(kvs, kv{"MinInterval", durationExpr(j.MinInterval)})
 			}

@@ -95,6 +95,10 @@ type WorkerConfig struct {
 	ShutdownGrace time.Duration
 }
 
+// WorkerOption changes a WorkerConfig: the generated RunJobs applies its
+// options to NodeConfig.Worker, the template of every queue's worker.
+type WorkerOption func(*WorkerConfig)
+
 // DefaultShutdownGrace is the default of WorkerConfig.ShutdownGrace.
 const DefaultShutdownGrace = 30 * time.Second
 

@@ -95,6 +95,11 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }
 
+// WorkerOption tunes the workers of RunJobs: it changes the
+// runtime.WorkerConfig every queue's worker starts from (RunJobs sets Queue,
+// Handlers and Concurrency per queue).
+type WorkerOption = runtime.WorkerOption
+
 // RunJobs runs this node's share of the jobs until ctx ends: a worker per
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
 // (every node inserts each tick; a unique key makes it one run cluster-wide),
@@ -103,41 +108,46 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // ShutdownGrace (default 30s), cancels the rest and returns nil. Database
 // errors are logged and retried, never fatal; it fails at once with an error
 // wrapping runtime.ErrInvalid for a nil h. Run it on every node; opts tune the
-// workers (Queue, Handlers and Concurrency are set per queue).
-func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtime.WorkerConfig)) error {
+// workers (see WorkerOption).
+func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption) error {
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
 	}
 	cfg := runtime.NodeConfig{
-		Handlers: map[string]runtime.QueuedHandler{
-			SendReceiptJob: {
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.SendReceipt),
-					BackoffInitial: 50 * time.Millisecond,
-					BackoffMax:     time.Second,
-				},
-				Queue: "default",
+		Queues: []runtime.QueueConfig{
+			{
+				Name:        "default",
+				Concurrency: 20,
 			},
+		},
+		Handlers: map[string]runtime.QueuedHandler{
 			TickJob: {
+				Queue: "default",
 				JobHandler: runtime.JobHandler{
 					Handle:         h.Tick,
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
 				},
+			},
+			SendReceiptJob: {
 				Queue: "default",
+				JobHandler: runtime.JobHandler{
+					Handle:         runtime.HandleArgs(h.SendReceipt),
+					BackoffInitial: 50 * time.Millisecond,
+					BackoffMax:     time.Second,
+				},
 			},
 		},
-		Queues: []runtime.QueueConfig{{
-			Concurrency: 20,
-			Name:        "default",
-		}},
-		Retention: []runtime.Retention{{
-			Job:  TickJob,
-			Keep: 168 * time.Hour,
-		}, {
-			Job:  SendReceiptJob,
-			Keep: 168 * time.Hour,
-		}},
+		Retention: []runtime.Retention{
+			{
+				Job:  TickJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  SendReceiptJob,
+				Keep: 168 * time.Hour,
+			},
+		},
 	}
 	tickSchedule, err := runtime.ParseSchedule("@every 1s", "UTC")
 	if err != nil {
@@ -147,7 +157,7 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtim
 		Name:        TickJob,
 		Queue:       "default",
 		Schedule:    tickSchedule,
-		CatchUp:     "none",
+		CatchUp:     runtime.CatchUpNone,
 		MaxAttempts: 1,
 		Timeout:     10 * time.Minute,
 	})

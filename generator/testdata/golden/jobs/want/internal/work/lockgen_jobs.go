@@ -167,6 +167,11 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }
 
+// WorkerOption tunes the workers of RunJobs: it changes the
+// runtime.WorkerConfig every queue's worker starts from (RunJobs sets Queue,
+// Handlers and Concurrency per queue).
+type WorkerOption = runtime.WorkerOption
+
 // RunJobs runs this node's share of the jobs until ctx ends: a worker per
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
 // (every node inserts each tick; a unique key makes it one run cluster-wide),
@@ -175,67 +180,75 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // ShutdownGrace (default 30s), cancels the rest and returns nil. Database
 // errors are logged and retried, never fatal; it fails at once with an error
 // wrapping runtime.ErrInvalid for a nil h. Run it on every node; opts tune the
-// workers (Queue, Handlers and Concurrency are set per queue).
-func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtime.WorkerConfig)) error {
+// workers (see WorkerOption).
+func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption) error {
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
 	}
 	cfg := runtime.NodeConfig{
+		Queues: []runtime.QueueConfig{
+			{
+				Name:        "default",
+				Concurrency: 50,
+			},
+			{
+				Name:        "mail",
+				Concurrency: 5,
+			},
+		},
 		Handlers: map[string]runtime.QueuedHandler{
 			NightlyReportJob: {
+				Queue: "default",
 				JobHandler: runtime.JobHandler{
 					Handle:         h.NightlyReport,
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
 					Singleton:      true,
 				},
-				Queue: "default",
-			},
-			RebuildCacheJob: {
-				JobHandler: runtime.JobHandler{
-					Handle:         h.RebuildCache,
-					BackoffInitial: time.Second,
-					BackoffMax:     time.Hour,
-				},
-				Queue: "default",
-			},
-			ReindexJob: {
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.Reindex),
-					BackoffInitial: time.Second,
-					BackoffMax:     time.Hour,
-				},
-				Queue: "default",
 			},
 			SendSMSJob: {
+				Queue: "mail",
 				JobHandler: runtime.JobHandler{
 					Handle:         runtime.HandleArgs(h.SendSMS),
 					BackoffInitial: 2 * time.Second,
 					BackoffMax:     5 * time.Minute,
 				},
-				Queue: "mail",
+			},
+			ReindexJob: {
+				Queue: "default",
+				JobHandler: runtime.JobHandler{
+					Handle:         runtime.HandleArgs(h.Reindex),
+					BackoffInitial: time.Second,
+					BackoffMax:     time.Hour,
+				},
+			},
+			RebuildCacheJob: {
+				Queue: "default",
+				JobHandler: runtime.JobHandler{
+					Handle:         h.RebuildCache,
+					BackoffInitial: time.Second,
+					BackoffMax:     time.Hour,
+				},
 			},
 		},
-		Queues: []runtime.QueueConfig{{
-			Concurrency: 50,
-			Name:        "default",
-		}, {
-			Concurrency: 5,
-			Name:        "mail",
-		}},
-		Retention: []runtime.Retention{{
-			Job:  NightlyReportJob,
-			Keep: 168 * time.Hour,
-		}, {
-			Job:  SendSMSJob,
-			Keep: 24 * time.Hour,
-		}, {
-			Job:  ReindexJob,
-			Keep: 168 * time.Hour,
-		}, {
-			Job:  RebuildCacheJob,
-			Keep: 168 * time.Hour,
-		}},
+		Retention: []runtime.Retention{
+			{
+				Job:  NightlyReportJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  SendSMSJob,
+				Keep: 24 * time.Hour,
+			},
+			{
+				Job:  ReindexJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  RebuildCacheJob,
+				Keep: 168 * time.Hour,
+			},
+		},
 	}
 	nightlyReportSchedule, err := runtime.ParseSchedule("0 3 * * *", "Asia/Shanghai")
 	if err != nil {
@@ -245,7 +258,7 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtim
 		Name:        NightlyReportJob,
 		Queue:       "default",
 		Schedule:    nightlyReportSchedule,
-		CatchUp:     "one",
+		CatchUp:     runtime.CatchUpOne,
 		MinInterval: time.Hour,
 		MaxAttempts: 3,
 		Timeout:     30 * time.Minute,
@@ -258,7 +271,7 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtim
 		Name:        ReindexJob,
 		Queue:       "default",
 		Schedule:    reindexSchedule,
-		CatchUp:     "all",
+		CatchUp:     runtime.CatchUpAll,
 		MaxAttempts: 25,
 		Timeout:     10 * time.Minute,
 	})
