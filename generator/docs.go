@@ -193,6 +193,13 @@ func (m *model) pinsConnection() bool {
 	return false
 }
 
+// versionGuardDoc explains the reference to the runtime's version guard.
+func (m *model) versionGuardDoc() string {
+	return comment("This package builds only against a runtime that fits the code lockgen generated here: " +
+		"if runtime." + versionGuard + " is undefined, this package and " + runtimePath + " come from different lockgen versions. " +
+		"Run `go tool lockgen generate` with the lockgen of your runtime's version, or require the runtime of your lockgen's.")
+}
+
 func (m *model) optionDoc() string {
 	return comment("Option configures New. See WithOwner and WithLogger.")
 }

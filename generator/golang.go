@@ -90,6 +90,9 @@ func wrappers(m *model) *jen.File {
 	f := newFile(m)
 	f.PackageComment(m.packageDoc())
 
+	f.Comment(m.versionGuardDoc())
+	f.Const().Id("_").Op("=").Add(rt(versionGuard))
+	f.Line()
 	f.Comment(m.optionDoc())
 	f.Type().Id("Option").Op("=").Add(rt("Option"))
 	f.Line()

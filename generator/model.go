@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/templates"
 )
 
@@ -22,6 +23,15 @@ const (
 
 // Import paths the generated code uses besides the standard library.
 const runtimePath = "github.com/lockgen/lockgen/runtime"
+
+// versionGuard is the runtime constant every generated package refers to,
+// so that it fails to build against a runtime it does not fit (see
+// runtime.RegenerateWithLockgenGenerateV1).
+const versionGuard = "RegenerateWithLockgenGenerateV1"
+
+// The runtime of this repository must define versionGuard: bumping its
+// version breaks this line until versionGuard follows.
+const _ = runtime.RegenerateWithLockgenGenerateV1
 
 // model is everything the renderers print, resolved from a spec. Renderers
 // take no decisions: names, types, paths and doc text all come from here.

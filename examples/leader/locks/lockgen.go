@@ -19,6 +19,13 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 )
 
+// This package builds only against a runtime that fits the code lockgen
+// generated here: if runtime.RegenerateWithLockgenGenerateV1 is undefined,
+// this package and github.com/lockgen/lockgen/runtime come from different
+// lockgen versions. Run `go tool lockgen generate` with the lockgen of your
+// runtime's version, or require the runtime of your lockgen's.
+const _ = runtime.RegenerateWithLockgenGenerateV1
+
 // Option configures New. See WithOwner and WithLogger.
 type Option = runtime.Option
 
