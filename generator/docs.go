@@ -201,12 +201,15 @@ func (m *model) versionGuardDoc() string {
 }
 
 func (m *model) optionDoc() string {
-	return comment("Option configures New. See WithOwner and WithLogger.")
+	if len(m.Locks) == 0 {
+		return comment("Option configures New. See WithOwner and WithLogger.")
+	}
+	return comment("Option configures New. See WithOwner, WithLogger and WithObserver.")
 }
 
 func (m *model) withOwnerDoc() string {
 	recorded := "WithOwner sets the identity recorded in the rows of the locks held through the Locks, " +
-		"as the Holder methods report it in runtime.Holder.Owner"
+		"as the Holder methods report it in Holder.Owner"
 	switch {
 	case len(m.Locks) == 0:
 		recorded = "WithOwner sets the identity recorded as the worker of the runs claimed through the Locks (RunInfo.Worker)"
@@ -214,11 +217,16 @@ func (m *model) withOwnerDoc() string {
 		recorded += ", and as the worker of the runs it claims (RunInfo.Worker)"
 	}
 	doc := recorded + ". It must be 1 to " + strconv.Itoa(runtime.MaxOwnerLen) + " bytes; " +
-		"New fails with runtime.ErrInvalid otherwise. Default: \"<hostname>-<pid>-<random>\", different for every Locks."
+		"New fails with ErrInvalid otherwise. Default: \"<hostname>-<pid>-<random>\", different for every Locks."
 	if len(m.Locks) > 0 {
 		doc += " The holdings of one Locks share its owner and are told apart by their fencing tokens."
 	}
 	return comment(doc)
+}
+
+func (m *model) withObserverDoc() string {
+	return comment("WithObserver sets the observer of acquisitions, releases, renewal failures, lost leases and leadership changes, " +
+		"for metrics: e.g. github.com/lockgen/lockgen/lockgenprom's. Default: none.")
 }
 
 func (m *model) withLoggerDoc() string {
@@ -275,7 +283,7 @@ func (m *model) newDoc() string {
 			"With github.com/go-sql-driver/mysql, open db with parseTime=true.",
 			tables, andList(files), m.SpecName),
 		m.sessionPoolDoc(),
-		"New fails with an error wrapping runtime.ErrInvalid when db is nil or an option is invalid.")
+		"New fails with an error wrapping ErrInvalid when db is nil or an option is invalid.")
 }
 
 // sessionPoolDoc states what session and row locks need from the pool, or
@@ -302,7 +310,7 @@ func (m *model) sessionPoolDoc() string {
 	}
 	return fmt.Sprintf("The %s %s (%s) %s a connection of db for the whole holding (%s): "+
 		"allow for one open connection per holding in db.SetMaxOpenConns, and connect to the server directly, "+
-		"not through a multiplexing proxy. On a Galera cluster %s %s with runtime.ErrUnsupported.",
+		"not through a multiplexing proxy. On a Galera cluster %s %s with ErrUnsupported.",
 		strings.Join(kinds, " and "), locks, strings.Join(names, ", "), keep, strings.Join(what, ", or "), they, fail)
 }
 
@@ -338,10 +346,10 @@ func (lk *lockModel) keyDoc() string {
 	}
 	if k.UUID {
 		return s + fmt.Sprintf(" %s must be a UUID (8-4-4-4-12 hex digits, any case); it is stored in lower case, "+
-			"so one UUID is one lock however it is spelled. Anything else fails with runtime.ErrInvalid.", k.Param)
+			"so one UUID is one lock however it is spelled. Anything else fails with ErrInvalid.", k.Param)
 	}
 	return s + fmt.Sprintf(" %s is the key stored in the lock row: it must be 1 to %d bytes, "+
-		"otherwise the call fails with runtime.ErrInvalid.", k.Param, runtime.MaxKeyLen)
+		"otherwise the call fails with ErrInvalid.", k.Param, runtime.MaxKeyLen)
 }
 
 // leaseDoc states the lease's timing: for the lease strategy the TTL and
@@ -364,7 +372,7 @@ func (lk *lockModel) leaseDoc() string {
 func (lk *lockModel) sessionLossDoc(ctx string) string {
 	return fmt.Sprintf("The server frees the lock the moment that connection breaks, "+
 		"and the holder learns of it only at its next check (or once no check has succeeded for %s), "+
-		"when %s is cancelled with cause runtime.ErrLeaseLost: after others may already have taken the lock. "+
+		"when %s is cancelled with cause ErrLeaseLost: after others may already have taken the lock. "+
 		"Protect the critical section's writes with the fencing token (lease.Guard in the same database); "+
 		"see docs/strategies.md in github.com/lockgen/lockgen.", spec.FormatDuration(lk.TTL-lk.TTL/10), ctx)
 }
@@ -390,18 +398,18 @@ func (lk *lockModel) waitDoc() string {
 }
 
 func (lk *lockModel) withDoc() string {
-	busy := fmt.Sprintf("If another holder has it, %s waits up to %s for it (less if ctx ends first) and then returns runtime.ErrNotAcquired.",
+	busy := fmt.Sprintf("If another holder has it, %s waits up to %s for it (less if ctx ends first) and then returns ErrNotAcquired.",
 		lk.With, spec.FormatDuration(lk.Wait))
 	if lk.Session || lk.Row {
 		busy += " " + lk.waitDoc()
 	}
 	if lk.Wait == 0 {
-		busy = fmt.Sprintf("It makes one attempt: if another holder has the lock, %s returns runtime.ErrNotAcquired at once "+
+		busy = fmt.Sprintf("It makes one attempt: if another holder has the lock, %s returns ErrNotAcquired at once "+
 			"(the lock declares no wait).", lk.With)
 	}
-	loss := lk.leaseDoc() + " while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause runtime.ErrLeaseLost " +
+	loss := lk.leaseDoc() + " while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause ErrLeaseLost " +
 		"before anyone else can take the lock (ctx.Err() reads the local deadline itself, so the first check after a pause reports the loss), and " +
-		lk.With + " returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
+		lk.With + " returns an error wrapping ErrLeaseLost even if fn returned nil: " +
 		"the critical section may not have been exclusive to its end. A check that returned nil can be stale by the time a write lands: " +
 		"pass lease.Token() with the write, or use lease.Guard in its transaction."
 	if lk.Row {
@@ -409,7 +417,7 @@ func (lk *lockModel) withDoc() string {
 	}
 	if lk.Session {
 		loss = lk.leaseDoc() + " while fn runs. " + lk.sessionLossDoc("fn's ctx") + " " + lk.With +
-			" then returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
+			" then returns an error wrapping ErrLeaseLost even if fn returned nil: " +
 			"the critical section may not have been exclusive to its end."
 	}
 	return comment(
@@ -424,7 +432,7 @@ func (lk *lockModel) withDoc() string {
 func rowLossDoc(with string) string {
 	return "A row lock is not renewed and has no ttl: if the server ends the transaction early (the connection broke, " +
 		"or a deadlock in the transaction's own statements rolled it back), the holder learns of it at the release, " +
-		"when " + with + " returns an error wrapping runtime.ErrLeaseLost. Writes made in the holding's transaction " +
+		"when " + with + " returns an error wrapping ErrLeaseLost. Writes made in the holding's transaction " +
 		"(lease.Tx()) are rolled back with the lock and are always safe; protect other writes with the fencing token."
 }
 
@@ -446,7 +454,7 @@ func (lk *lockModel) heldDoc() string {
 			"and writes made in it commit with the release. " + tokenDoc
 	}
 	doc := lk.leaseDoc() + " in the background until lease.Release, which the caller must call. " +
-		"lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or released. "
+		"lease.Context() ends when the lease is lost (cause ErrLeaseLost) or released. "
 	if lk.Session {
 		doc += lk.sessionLossDoc("lease.Context()") + " "
 	}
@@ -465,18 +473,18 @@ func (lk *lockModel) tryDoc() string {
 			"(or drops its connection) before returning."
 	}
 	return comment(
-		fmt.Sprintf("%s makes one attempt to acquire %s, without waiting, and returns runtime.ErrNotAcquired if another holder has it. %s",
+		fmt.Sprintf("%s makes one attempt to acquire %s, without waiting, and returns ErrNotAcquired if another holder has it. %s",
 			lk.Try, lk.what(), lk.keyDoc()),
 		lk.heldDoc(), unknown)
 }
 
 func (lk *lockModel) acquireDoc() string {
 	first := fmt.Sprintf("%s acquires %s, waiting up to %s (less if ctx ends first) while another holder has it; "+
-		"it then returns runtime.ErrNotAcquired, or ctx's error when ctx ended. %s %s",
+		"it then returns ErrNotAcquired, or ctx's error when ctx ended. %s %s",
 		lk.Acquire, lk.what(), spec.FormatDuration(lk.Wait), lk.waitDoc(), lk.keyDoc())
 	if lk.Wait == 0 {
 		first = fmt.Sprintf("%s acquires %s like %s: the lock declares no wait, so it makes one attempt "+
-			"and returns runtime.ErrNotAcquired if another holder has it. %s", lk.Acquire, lk.what(), lk.Try, lk.keyDoc())
+			"and returns ErrNotAcquired if another holder has it. %s", lk.Acquire, lk.what(), lk.Try, lk.keyDoc())
 	}
 	return comment(first, lk.heldDoc())
 }
@@ -522,7 +530,7 @@ func (lk *lockModel) takeoverDoc() string {
 func (lk *lockModel) leaderWaitDoc() string {
 	if lk.WaitOnServer {
 		return " Followers wait on the server (wait_mode server) and are woken as soon as the leader steps down; " +
-			"they may see a new leader (runtime.OnNewLeader) up to one TTL late."
+			"they may see a new leader (OnNewLeader) up to one TTL late."
 	}
 	return ""
 }
@@ -531,15 +539,15 @@ func (lk *lockModel) runAsDoc() string {
 	ld := lk.Leader
 	return comment(
 		fmt.Sprintf("%s campaigns for leadership of the %s lock until ctx ends. Each time it is elected it runs fn "+
-			"with a ctx that is cancelled, with cause runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx ends), "+
+			"with a ctx that is cancelled, with cause ErrLeaseLost, as soon as leadership is lost (and when ctx ends), "+
 			"waits for fn to return, gives leadership up and campaigns again after one poll. "+
 			"fn's lease.Token() is the fencing token of the term.", ld.RunAs, lk.Name),
 		lk.exclusionDoc(),
 		"A leader that steps down (fn returned or ctx ended) is replaced by a follower within about one poll. "+lk.takeoverDoc(),
-		fmt.Sprintf("%s returns nil when ctx ends, and an error wrapping runtime.ErrInvalid for a nil fn "+
-			"or runtime.ErrUnsupported when the strategy cannot run safely on the server; "+
-			"other server errors are logged and retried. Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader "+
-			"and runtime.PollEvery (default %s: the smaller of ttl/4 and %s).", ld.RunAs,
+		fmt.Sprintf("%s returns nil when ctx ends, and an error wrapping ErrInvalid for a nil fn "+
+			"or ErrUnsupported when the strategy cannot run safely on the server; "+
+			"other server errors are logged and retried. Options: OnElected, OnRevoked, OnNewLeader "+
+			"and PollEvery (default %s: the smaller of ttl/4 and %s).", ld.RunAs,
 			spec.FormatDuration(min(lk.TTL/4, runtime.DefaultPollEvery)), spec.FormatDuration(runtime.DefaultPollEvery)))
 }
 
@@ -640,8 +648,8 @@ const (
 
 func (m *model) checkServerDoc() string {
 	return comment("CheckServer probes the server now, as the first lock or job call does anyway: it fails with an error wrapping " +
-		"runtime.ErrUnsupported when lockgen cannot run safely on it (TiDB or another engine it does not know, MySQL before 8.0, " +
-		"MariaDB before 10.6, session or row locks on a Galera or Group Replication cluster), and with runtime.ErrInvalid when db " +
+		"ErrUnsupported when lockgen cannot run safely on it (TiDB or another engine it does not know, MySQL before 8.0, " +
+		"MariaDB before 10.6, session or row locks on a Galera or Group Replication cluster), and with ErrInvalid when db " +
 		"was opened without parseTime=true or the lock table is missing. Call it at startup to fail fast; " +
 		"`go tool lockgen doctor` prints the same checks.")
 }
@@ -665,7 +673,7 @@ func (lk *lockModel) pruneDoc() string {
 	return comment(fmt.Sprintf("%s deletes the rows of the %s lock whose %s values have been free (released or expired) "+
 		"for longer than olderThan and whose last fencing token was issued more than olderThan ago, both by the database clock, "+
 		"%d rows per statement, and returns how many it deleted. Held keys are never touched. "+
-		"olderThan must be at least the lock's ttl (runtime.ErrInvalid otherwise): a pruned %s acquired again starts its tokens "+
+		"olderThan must be at least the lock's ttl (ErrInvalid otherwise): a pruned %s acquired again starts its tokens "+
 		"from the database clock at the start of the acquiring statement, and an acquisition whose answer takes ttl minus the safety margin or longer "+
 		"is given back unused, so every token a holder uses comes from a statement that started after the pruned row's last token "+
 		"and tokens keep rising. What remains: the database clock must not step back past the pruned tokens, and while a rollout "+

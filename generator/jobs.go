@@ -84,7 +84,7 @@ func jobsGo(m *model) *jen.File {
 	f := newFile(m)
 	recv := func() *jen.Statement { return jen.Id(m.Receiver).Op("*").Id("Locks") }
 	ctx := func() *jen.Statement { return jen.Id("ctx").Qual("context", "Context") }
-	opts := func() *jen.Statement { return jen.Id("opts").Op("...").Add(rt("EnqueueOption")) }
+	opts := func() *jen.Statement { return jen.Id("opts").Op("...").Id("EnqueueOption") }
 	jobs := jen.Id(m.Receiver).Dot("jobs")
 
 	f.Comment("Job names, as stored in the runs table.")
@@ -106,6 +106,7 @@ func jobsGo(m *model) *jen.File {
 			}
 		})
 	}
+	jobReexports(f, m)
 
 	f.Line()
 	f.Comment(comment(fmt.Sprintf("JobHandlers handles the jobs declared in %s, one method per job, so a missing handler is a compile error. "+
@@ -115,7 +116,7 @@ func jobsGo(m *model) *jen.File {
 	f.Type().Id("JobHandlers").InterfaceFunc(func(g *jen.Group) {
 		for _, j := range m.Jobs {
 			g.Comment(j.handlerDoc())
-			params := []jen.Code{ctx(), jen.Id("run").Op("*").Add(rt("Run"))}
+			params := []jen.Code{ctx(), jen.Id("run").Op("*").Id("Run")}
 			if j.ArgsType != "" {
 				params = append(params, jen.Id("args").Id(j.ArgsType))
 			}
@@ -152,8 +153,8 @@ func jobsGo(m *model) *jen.File {
 			return append(ps, opts())
 		}
 		f.Line()
-		f.Comment(comment(fmt.Sprintf("%s enqueues a run of %s, due now unless an option says otherwise (runtime.Delay, runtime.RunAt, "+
-			"runtime.WithPriority, runtime.WithUniqueKey, runtime.WithMaxAttempts), and returns its ID; with a unique key that an unfinished run "+
+		f.Comment(comment(fmt.Sprintf("%s enqueues a run of %s, due now unless an option says otherwise (Delay, RunAt, "+
+			"WithPriority, WithUniqueKey, WithMaxAttempts), and returns its ID; with a unique key that an unfinished run "+
 			"already has, that run's ID. An error means the run may or may not exist.", j.Enqueue, j.Name)))
 		f.Func().Params(recv()).Id(j.Enqueue).Params(params()...).Params(jen.Int64(), jen.Error()).Block(
 			jen.Return(rt("EnqueueArgs").Call(jen.Id("ctx"), jobs.Clone(), jen.Nil(), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
@@ -175,8 +176,8 @@ func jobsGo(m *model) *jen.File {
 	}
 
 	f.Line()
-	f.Comment("JobRun reads run id; an error wrapping runtime.ErrRunNotFound when there is none (it may have been pruned).")
-	f.Func().Params(recv()).Id("JobRun").Params(ctx(), jen.Id("id").Int64()).Params(rt("RunInfo"), jen.Error()).Block(
+	f.Comment("JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).")
+	f.Func().Params(recv()).Id("JobRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Id("RunInfo"), jen.Error()).Block(
 		jen.Return(jobs.Clone().Dot("Run").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
@@ -185,13 +186,14 @@ func jobsGo(m *model) *jen.File {
 		jen.Return(jobs.Clone().Dot("Cancel").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
-	f.Comment(comment("RetryRun restores a discarded or cancelled run: due now, with its attempts counted from zero. False when the run is in another state."))
+	f.Comment(comment("RetryRun restores a discarded or cancelled run: due now, with its attempts counted from zero. False when the run is in another state; " +
+		"an error wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique key."))
 	f.Func().Params(recv()).Id("RetryRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Bool(), jen.Error()).Block(
 		jen.Return(jobs.Clone().Dot("Retry").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 
 	f.Line()
-	f.Comment(comment("WorkerOption tunes the workers of RunJobs: it changes the runtime.WorkerConfig every queue's worker starts from " +
+	f.Comment(comment("WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every queue's worker starts from " +
 		"(RunJobs sets Queue, Handlers and Concurrency per queue)."))
 	f.Type().Id("WorkerOption").Op("=").Add(rt("WorkerOption"))
 
@@ -200,7 +202,7 @@ func jobsGo(m *model) *jen.File {
 		"(FOR UPDATE SKIP LOCKED, in batches), the scheduler (every node inserts each tick; a unique key makes it one run cluster-wide), " +
 		"and pruning of finished runs after each job's retention. When ctx ends it stops claiming, lets running handlers finish for up to " +
 		"the workers' ShutdownGrace (default " + spec.FormatDuration(runtime.DefaultShutdownGrace) + "), cancels the rest and returns nil. Database errors are logged and retried, never fatal; it fails at once with an error " +
-		"wrapping runtime.ErrInvalid for a nil h. Run it on every node; opts tune the workers (see WorkerOption)."))
+		"wrapping ErrInvalid for a nil h. Run it on every node; opts tune the workers (see WorkerOption)."))
 	f.Func().Params(recv()).Id("RunJobs").Params(ctx(), jen.Id("h").Id("JobHandlers"), jen.Id("opts").Op("...").Id("WorkerOption")).Error().BlockFunc(func(g *jen.Group) {
 		g.If(jen.Id("h").Op("==").Nil()).Block(
 			jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: nil JobHandlers"), rt("ErrInvalid"))),

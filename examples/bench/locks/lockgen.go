@@ -31,12 +31,38 @@ import (
 // runtime's version, or require the runtime of your lockgen's.
 const _ = runtime.RegenerateWithLockgenGenerateV1
 
-// Option configures New. See WithOwner and WithLogger.
+// Errors, to test with errors.Is. They are the runtime's own values.
+var (
+	// ErrInvalid reports a misuse: a nil argument, an invalid key, owner or
+	// option.
+	ErrInvalid = runtime.ErrInvalid
+	// ErrUnsupported reports a server lockgen cannot run on safely.
+	ErrUnsupported = runtime.ErrUnsupported
+	// ErrLeaseLost is the cause of a holder's context when its lease ended before
+	// it was released.
+	ErrLeaseLost = runtime.ErrLeaseLost
+	// ErrNotAcquired means another holder had the lock for as long as the caller
+	// waited.
+	ErrNotAcquired = runtime.ErrNotAcquired
+	// ErrReleased is the cause of a lease's context after Release, and the error
+	// of a second Release.
+	ErrReleased = runtime.ErrReleased
+)
+
+// Lease is one holding of a lock: its fencing token (Token), its context
+// (Context), Guard and Release.
+type Lease = runtime.Lease
+
+// Holder is who holds a lock, as the database sees it when the Holder and
+// Leader methods read it.
+type Holder = runtime.Holder
+
+// Option configures New. See WithOwner, WithLogger and WithObserver.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded in the rows of the locks held through
-// the Locks, as the Holder methods report it in runtime.Holder.Owner. It must
-// be 1 to 191 bytes; New fails with runtime.ErrInvalid otherwise. Default:
+// the Locks, as the Holder methods report it in Holder.Owner. It must be 1 to
+// 191 bytes; New fails with ErrInvalid otherwise. Default:
 // "<hostname>-<pid>-<random>", different for every Locks. The holdings of one
 // Locks share its owner and are told apart by their fencing tokens.
 func WithOwner(owner string) Option {
@@ -47,6 +73,13 @@ func WithOwner(owner string) Option {
 // Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
+}
+
+// WithObserver sets the observer of acquisitions, releases, renewal failures,
+// lost leases and leadership changes, for metrics: e.g.
+// github.com/lockgen/lockgen/lockgenprom's. Default: none.
+func WithObserver(obs runtime.Observer) Option {
+	return runtime.WithObserver(obs)
 }
 
 // Names of the declared locks, as stored in the name column of bench_locks.
@@ -81,10 +114,10 @@ type Locks struct {
 // for the whole holding (GET_LOCK, or the holding's transaction): allow for
 // one open connection per holding in db.SetMaxOpenConns, and connect to the
 // server directly, not through a multiplexing proxy. On a Galera cluster they
-// fail with runtime.ErrUnsupported.
+// fail with ErrUnsupported.
 //
-// New fails with an error wrapping runtime.ErrInvalid when db is nil or an
-// option is invalid.
+// New fails with an error wrapping ErrInvalid when db is nil or an option is
+// invalid.
 func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
@@ -128,12 +161,12 @@ func (l *Locks) Owner() string {
 }
 
 // CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping runtime.ErrUnsupported when lockgen
-// cannot run safely on it (TiDB or another engine it does not know, MySQL
-// before 8.0, MariaDB before 10.6, session or row locks on a Galera or Group
-// Replication cluster), and with runtime.ErrInvalid when db was opened without
-// parseTime=true or the lock table is missing. Call it at startup to fail
-// fast; `go tool lockgen doctor` prints the same checks.
+// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
+// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
+// MariaDB before 10.6, session or row locks on a Galera or Group Replication
+// cluster), and with ErrInvalid when db was opened without parseTime=true or
+// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
+// doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
 }
@@ -143,65 +176,63 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 // fn's ctx is done when ctx is. WithBenchLock returns fn's error, joined with
 // the release error if any. Each client value is a lock of its own. client is
 // the key stored in the lock row: it must be 1 to 191 bytes, otherwise the
-// call fails with runtime.ErrInvalid.
+// call fails with ErrInvalid.
 //
 // It makes one attempt: if another holder has the lock, WithBenchLock returns
-// runtime.ErrNotAcquired at once (the lock declares no wait).
+// ErrNotAcquired at once (the lock declares no wait).
 //
 // The lease lasts 10s by the database clock and is renewed every 3.333s while
 // fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithBenchLock returns an error wrapping runtime.ErrLeaseLost even
-// if fn returned nil: the critical section may not have been exclusive to its
-// end. A check that returned nil can be stale by the time a write lands: pass
-// lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithBenchLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithBenchLock(ctx context.Context, client string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithBenchLock(ctx context.Context, client string, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.benchLock.With(ctx, client, fn)
 }
 
 // TryBenchLock makes one attempt to acquire the bench lock for client, without
-// waiting, and returns runtime.ErrNotAcquired if another holder has it. Each
-// client value is a lock of its own. client is the key stored in the lock row:
-// it must be 1 to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+// waiting, and returns ErrNotAcquired if another holder has it. Each client
+// value is a lock of its own. client is the key stored in the lock row: it
+// must be 1 to 191 bytes, otherwise the call fails with ErrInvalid.
 //
 // The lease lasts 10s by the database clock and is renewed every 3.333s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 10s.
-func (l *Locks) TryBenchLock(ctx context.Context, client string) (*runtime.Lease, error) {
+func (l *Locks) TryBenchLock(ctx context.Context, client string) (*Lease, error) {
 	return l.benchLock.Try(ctx, client)
 }
 
 // AcquireBenchLock acquires the bench lock for client like TryBenchLock: the
-// lock declares no wait, so it makes one attempt and returns
-// runtime.ErrNotAcquired if another holder has it. Each client value is a lock
-// of its own. client is the key stored in the lock row: it must be 1 to 191
-// bytes, otherwise the call fails with runtime.ErrInvalid.
+// lock declares no wait, so it makes one attempt and returns ErrNotAcquired if
+// another holder has it. Each client value is a lock of its own. client is the
+// key stored in the lock row: it must be 1 to 191 bytes, otherwise the call
+// fails with ErrInvalid.
 //
 // The lease lasts 10s by the database clock and is renewed every 3.333s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireBenchLock(ctx context.Context, client string) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireBenchLock(ctx context.Context, client string) (*Lease, error) {
 	return l.benchLock.Acquire(ctx, client)
 }
 
 // BenchLockHolder reads who holds the bench lock for client, by the database
 // clock. Holder.Held is false when nobody does (never acquired, released or
 // expired); Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) BenchLockHolder(ctx context.Context, client string) (runtime.Holder, error) {
+func (l *Locks) BenchLockHolder(ctx context.Context, client string) (Holder, error) {
 	return l.benchLock.Holder(ctx, client)
 }
 
@@ -209,16 +240,16 @@ func (l *Locks) BenchLockHolder(ctx context.Context, client string) (runtime.Hol
 // been free (released or expired) for longer than olderThan and whose last
 // fencing token was issued more than olderThan ago, both by the database
 // clock, 1000 rows per statement, and returns how many it deleted. Held keys
-// are never touched. olderThan must be at least the lock's ttl
-// (runtime.ErrInvalid otherwise): a pruned client acquired again starts its
-// tokens from the database clock at the start of the acquiring statement, and
-// an acquisition whose answer takes ttl minus the safety margin or longer is
-// given back unused, so every token a holder uses comes from a statement that
-// started after the pruned row's last token and tokens keep rising. What
-// remains: the database clock must not step back past the pruned tokens, and
-// while a rollout lengthens the ttl, prune with the longest one any node uses.
-// Call it from a leader or a timer so the lock table does not grow with every
-// key ever used.
+// are never touched. olderThan must be at least the lock's ttl (ErrInvalid
+// otherwise): a pruned client acquired again starts its tokens from the
+// database clock at the start of the acquiring statement, and an acquisition
+// whose answer takes ttl minus the safety margin or longer is given back
+// unused, so every token a holder uses comes from a statement that started
+// after the pruned row's last token and tokens keep rising. What remains: the
+// database clock must not step back past the pruned tokens, and while a
+// rollout lengthens the ttl, prune with the longest one any node uses. Call it
+// from a leader or a timer so the lock table does not grow with every key ever
+// used.
 func (l *Locks) PruneBenchLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.benchLock.Prune(ctx, olderThan)
 }
@@ -228,76 +259,75 @@ func (l *Locks) PruneBenchLocks(ctx context.Context, olderThan time.Duration) (i
 // release). fn's ctx is done when ctx is. WithBenchSessionLock returns fn's
 // error, joined with the release error if any. Each client value is a lock of
 // its own. client is the key stored in the lock row: it must be 1 to 191
-// bytes, otherwise the call fails with runtime.ErrInvalid.
+// bytes, otherwise the call fails with ErrInvalid.
 //
 // It makes one attempt: if another holder has the lock, WithBenchSessionLock
-// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+// returns ErrNotAcquired at once (the lock declares no wait).
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 3.333s while fn runs. The server frees the lock the moment that connection
 // breaks, and the holder learns of it only at its next check (or once no check
-// has succeeded for 9s), when fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
-// WithBenchSessionLock then returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end.
+// has succeeded for 9s), when fn's ctx is cancelled with cause ErrLeaseLost:
+// after others may already have taken the lock. Protect the critical section's
+// writes with the fencing token (lease.Guard in the same database); see
+// docs/strategies.md in github.com/lockgen/lockgen. WithBenchSessionLock then
+// returns an error wrapping ErrLeaseLost even if fn returned nil: the critical
+// section may not have been exclusive to its end.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithBenchSessionLock(ctx context.Context, client string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithBenchSessionLock(ctx context.Context, client string, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.benchSessionLock.With(ctx, client, fn)
 }
 
 // TryBenchSessionLock makes one attempt to acquire the bench_session lock for
-// client, without waiting, and returns runtime.ErrNotAcquired if another
-// holder has it. Each client value is a lock of its own. client is the key
-// stored in the lock row: it must be 1 to 191 bytes, otherwise the call fails
-// with runtime.ErrInvalid.
+// client, without waiting, and returns ErrNotAcquired if another holder has
+// it. Each client value is a lock of its own. client is the key stored in the
+// lock row: it must be 1 to 191 bytes, otherwise the call fails with
+// ErrInvalid.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 3.333s in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// lease.Context() ends when the lease is lost (cause ErrLeaseLost) or
 // released. The server frees the lock the moment that connection breaks, and
 // the holder learns of it only at its next check (or once no check has
 // succeeded for 9s), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
 //
 // Any other error means the lock was not acquired: the runtime releases a
 // server-side lock taken on the way before returning.
-func (l *Locks) TryBenchSessionLock(ctx context.Context, client string) (*runtime.Lease, error) {
+func (l *Locks) TryBenchSessionLock(ctx context.Context, client string) (*Lease, error) {
 	return l.benchSessionLock.Try(ctx, client)
 }
 
 // AcquireBenchSessionLock acquires the bench_session lock for client like
 // TryBenchSessionLock: the lock declares no wait, so it makes one attempt and
-// returns runtime.ErrNotAcquired if another holder has it. Each client value
-// is a lock of its own. client is the key stored in the lock row: it must be 1
-// to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+// returns ErrNotAcquired if another holder has it. Each client value is a lock
+// of its own. client is the key stored in the lock row: it must be 1 to 191
+// bytes, otherwise the call fails with ErrInvalid.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 3.333s in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// lease.Context() ends when the lease is lost (cause ErrLeaseLost) or
 // released. The server frees the lock the moment that connection breaks, and
 // the holder learns of it only at its next check (or once no check has
 // succeeded for 9s), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) AcquireBenchSessionLock(ctx context.Context, client string) (*runtime.Lease, error) {
+func (l *Locks) AcquireBenchSessionLock(ctx context.Context, client string) (*Lease, error) {
 	return l.benchSessionLock.Acquire(ctx, client)
 }
 
@@ -306,7 +336,7 @@ func (l *Locks) AcquireBenchSessionLock(ctx context.Context, client string) (*ru
 // IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or
 // last holding, from the lock row. Holder.Remaining is always 0: a session
 // lock lasts as long as its holder's connection.
-func (l *Locks) BenchSessionLockHolder(ctx context.Context, client string) (runtime.Holder, error) {
+func (l *Locks) BenchSessionLockHolder(ctx context.Context, client string) (Holder, error) {
 	return l.benchSessionLock.Holder(ctx, client)
 }
 
@@ -315,9 +345,9 @@ func (l *Locks) BenchSessionLockHolder(ctx context.Context, client string) (runt
 // and whose last fencing token was issued more than olderThan ago, both by the
 // database clock, 1000 rows per statement, and returns how many it deleted.
 // Held keys are never touched. olderThan must be at least the lock's ttl
-// (runtime.ErrInvalid otherwise): a pruned client acquired again starts its
-// tokens from the database clock at the start of the acquiring statement, and
-// an acquisition whose answer takes ttl minus the safety margin or longer is
+// (ErrInvalid otherwise): a pruned client acquired again starts its tokens
+// from the database clock at the start of the acquiring statement, and an
+// acquisition whose answer takes ttl minus the safety margin or longer is
 // given back unused, so every token a holder uses comes from a statement that
 // started after the pruned row's last token and tokens keep rising. What
 // remains: the database clock must not step back past the pruned tokens, and
@@ -333,10 +363,10 @@ func (l *Locks) PruneBenchSessionLocks(ctx context.Context, olderThan time.Durat
 // release). fn's ctx is done when ctx is. WithBenchRowLock returns fn's error,
 // joined with the release error if any. Each client value is a lock of its
 // own. client is the key stored in the lock row: it must be 1 to 191 bytes,
-// otherwise the call fails with runtime.ErrInvalid.
+// otherwise the call fails with ErrInvalid.
 //
 // It makes one attempt: if another holder has the lock, WithBenchRowLock
-// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+// returns ErrNotAcquired at once (the lock declares no wait).
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -345,14 +375,14 @@ func (l *Locks) PruneBenchSessionLocks(ctx context.Context, olderThan time.Durat
 // the server ends the transaction early (the connection broke, or a deadlock
 // in the transaction's own statements rolled it back), the holder learns of it
 // at the release, when WithBenchRowLock returns an error wrapping
-// runtime.ErrLeaseLost. Writes made in the holding's transaction (lease.Tx())
-// are rolled back with the lock and are always safe; protect other writes with
-// the fencing token.
+// ErrLeaseLost. Writes made in the holding's transaction (lease.Tx()) are
+// rolled back with the lock and are always safe; protect other writes with the
+// fencing token.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithBenchRowLock(ctx context.Context, client string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithBenchRowLock(ctx context.Context, client string, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.benchRowLock.With(ctx, client, fn)
 }
 
@@ -366,22 +396,21 @@ func (l *Locks) WithBenchRowLock(ctx context.Context, client string, fn func(ctx
 // A row lock is not renewed and has no ttl: if the server ends the transaction
 // early (the connection broke, or a deadlock in the transaction's own
 // statements rolled it back), the holder learns of it at the release, when
-// WithBenchRowLockTx returns an error wrapping runtime.ErrLeaseLost. Writes
-// made in the holding's transaction (lease.Tx()) are rolled back with the lock
-// and are always safe; protect other writes with the fencing token.
+// WithBenchRowLockTx returns an error wrapping ErrLeaseLost. Writes made in
+// the holding's transaction (lease.Tx()) are rolled back with the lock and are
+// always safe; protect other writes with the fencing token.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithBenchRowLockTx(ctx context.Context, client string, fn func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error) error {
+func (l *Locks) WithBenchRowLockTx(ctx context.Context, client string, fn func(ctx context.Context, tx *sql.Tx, lease *Lease) error) error {
 	return l.benchRowLock.WithTx(ctx, client, fn)
 }
 
 // TryBenchRowLock makes one attempt to acquire the bench_row lock for client,
-// without waiting, and returns runtime.ErrNotAcquired if another holder has
-// it. Each client value is a lock of its own. client is the key stored in the
-// lock row: it must be 1 to 191 bytes, otherwise the call fails with
-// runtime.ErrInvalid.
+// without waiting, and returns ErrNotAcquired if another holder has it. Each
+// client value is a lock of its own. client is the key stored in the lock row:
+// it must be 1 to 191 bytes, otherwise the call fails with ErrInvalid.
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -394,15 +423,15 @@ func (l *Locks) WithBenchRowLockTx(ctx context.Context, client string, fn func(c
 //
 // Any other error means the lock was not acquired: the runtime rolls back the
 // transaction (or drops its connection) before returning.
-func (l *Locks) TryBenchRowLock(ctx context.Context, client string) (*runtime.Lease, error) {
+func (l *Locks) TryBenchRowLock(ctx context.Context, client string) (*Lease, error) {
 	return l.benchRowLock.Try(ctx, client)
 }
 
 // AcquireBenchRowLock acquires the bench_row lock for client like
 // TryBenchRowLock: the lock declares no wait, so it makes one attempt and
-// returns runtime.ErrNotAcquired if another holder has it. Each client value
-// is a lock of its own. client is the key stored in the lock row: it must be 1
-// to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+// returns ErrNotAcquired if another holder has it. Each client value is a lock
+// of its own. client is the key stored in the lock row: it must be 1 to 191
+// bytes, otherwise the call fails with ErrInvalid.
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -412,7 +441,7 @@ func (l *Locks) TryBenchRowLock(ctx context.Context, client string) (*runtime.Le
 // made in it commit with the release. lease.Token() is the fencing token of
 // this holding, greater than that of every earlier holding: pass it with the
 // writes that a stale holder must not make.
-func (l *Locks) AcquireBenchRowLock(ctx context.Context, client string) (*runtime.Lease, error) {
+func (l *Locks) AcquireBenchRowLock(ctx context.Context, client string) (*Lease, error) {
 	return l.benchRowLock.Acquire(ctx, client)
 }
 
@@ -421,7 +450,7 @@ func (l *Locks) AcquireBenchRowLock(ctx context.Context, client string) (*runtim
 // Holder.Held is whether a holding is live, Holder.Owner and Holder.Token are
 // those of the current or last holding. Holder.Remaining is always 0: a row
 // lock lasts as long as its transaction.
-func (l *Locks) BenchRowLockHolder(ctx context.Context, client string) (runtime.Holder, error) {
+func (l *Locks) BenchRowLockHolder(ctx context.Context, client string) (Holder, error) {
 	return l.benchRowLock.Holder(ctx, client)
 }
 
@@ -430,9 +459,9 @@ func (l *Locks) BenchRowLockHolder(ctx context.Context, client string) (runtime.
 // whose last fencing token was issued more than olderThan ago, both by the
 // database clock, 1000 rows per statement, and returns how many it deleted.
 // Held keys are never touched. olderThan must be at least the lock's ttl
-// (runtime.ErrInvalid otherwise): a pruned client acquired again starts its
-// tokens from the database clock at the start of the acquiring statement, and
-// an acquisition whose answer takes ttl minus the safety margin or longer is
+// (ErrInvalid otherwise): a pruned client acquired again starts its tokens
+// from the database clock at the start of the acquiring statement, and an
+// acquisition whose answer takes ttl minus the safety margin or longer is
 // given back unused, so every token a holder uses comes from a statement that
 // started after the pruned row's last token and tokens keep rising. What
 // remains: the database clock must not step back past the pruned tokens, and

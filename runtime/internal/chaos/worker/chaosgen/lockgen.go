@@ -35,15 +35,73 @@ import (
 // runtime's version, or require the runtime of your lockgen's.
 const _ = runtime.RegenerateWithLockgenGenerateV1
 
-// Option configures New. See WithOwner and WithLogger.
+// Errors, to test with errors.Is. They are the runtime's own values.
+var (
+	// ErrInvalid reports a misuse: a nil argument, an invalid key, owner or
+	// option.
+	ErrInvalid = runtime.ErrInvalid
+	// ErrUnsupported reports a server lockgen cannot run on safely.
+	ErrUnsupported = runtime.ErrUnsupported
+	// ErrLeaseLost is the cause of a holder's context when its lease ended before
+	// it was released.
+	ErrLeaseLost = runtime.ErrLeaseLost
+	// ErrNotAcquired means another holder had the lock for as long as the caller
+	// waited.
+	ErrNotAcquired = runtime.ErrNotAcquired
+	// ErrReleased is the cause of a lease's context after Release, and the error
+	// of a second Release.
+	ErrReleased = runtime.ErrReleased
+	// ErrRunNotFound means no run has the ID (it may have been pruned).
+	ErrRunNotFound = runtime.ErrRunNotFound
+	// ErrUniqueKeyTaken means RetryRun found an unfinished run of the job with the
+	// same unique key.
+	ErrUniqueKeyTaken = runtime.ErrUniqueKeyTaken
+)
+
+// Lease is one holding of a lock: its fencing token (Token), its context
+// (Context), Guard and Release.
+type Lease = runtime.Lease
+
+// Holder is who holds a lock, as the database sees it when the Holder and
+// Leader methods read it.
+type Holder = runtime.Holder
+
+// LeaderOption configures a RunAs method: OnElected, OnRevoked, OnNewLeader,
+// PollEvery.
+type LeaderOption = runtime.LeaderOption
+
+// OnElected calls f each time this node is elected, before fn runs.
+func OnElected(f func(lease *Lease)) LeaderOption {
+	return runtime.OnElected(f)
+}
+
+// OnRevoked calls f each time a term ends, with fn's error joined with the
+// release's.
+func OnRevoked(f func(err error)) LeaderOption {
+	return runtime.OnRevoked(f)
+}
+
+// OnNewLeader calls f, while campaigning, each time another holder is seen
+// leading.
+func OnNewLeader(f func(leader Holder)) LeaderOption {
+	return runtime.OnNewLeader(f)
+}
+
+// PollEvery sets the longest pause between two campaign attempts of a
+// follower.
+func PollEvery(d time.Duration) LeaderOption {
+	return runtime.PollEvery(d)
+}
+
+// Option configures New. See WithOwner, WithLogger and WithObserver.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded in the rows of the locks held through
-// the Locks, as the Holder methods report it in runtime.Holder.Owner, and as
-// the worker of the runs it claims (RunInfo.Worker). It must be 1 to 191
-// bytes; New fails with runtime.ErrInvalid otherwise. Default:
-// "<hostname>-<pid>-<random>", different for every Locks. The holdings of one
-// Locks share its owner and are told apart by their fencing tokens.
+// the Locks, as the Holder methods report it in Holder.Owner, and as the
+// worker of the runs it claims (RunInfo.Worker). It must be 1 to 191 bytes;
+// New fails with ErrInvalid otherwise. Default: "<hostname>-<pid>-<random>",
+// different for every Locks. The holdings of one Locks share its owner and are
+// told apart by their fencing tokens.
 func WithOwner(owner string) Option {
 	return runtime.WithOwner(owner)
 }
@@ -52,6 +110,13 @@ func WithOwner(owner string) Option {
 // Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
+}
+
+// WithObserver sets the observer of acquisitions, releases, renewal failures,
+// lost leases and leadership changes, for metrics: e.g.
+// github.com/lockgen/lockgen/lockgenprom's. Default: none.
+func WithObserver(obs runtime.Observer) Option {
+	return runtime.WithObserver(obs)
 }
 
 // Names of the declared locks, as stored in the name column of chaos_locks.
@@ -102,10 +167,10 @@ type Locks struct {
 // whole holding (GET_LOCK, or the holding's transaction): allow for one open
 // connection per holding in db.SetMaxOpenConns, and connect to the server
 // directly, not through a multiplexing proxy. On a Galera cluster they fail
-// with runtime.ErrUnsupported.
+// with ErrUnsupported.
 //
-// New fails with an error wrapping runtime.ErrInvalid when db is nil or an
-// option is invalid.
+// New fails with an error wrapping ErrInvalid when db is nil or an option is
+// invalid.
 func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
@@ -187,12 +252,12 @@ func (l *Locks) Owner() string {
 }
 
 // CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping runtime.ErrUnsupported when lockgen
-// cannot run safely on it (TiDB or another engine it does not know, MySQL
-// before 8.0, MariaDB before 10.6, session or row locks on a Galera or Group
-// Replication cluster), and with runtime.ErrInvalid when db was opened without
-// parseTime=true or the lock table is missing. Call it at startup to fail
-// fast; `go tool lockgen doctor` prints the same checks.
+// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
+// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
+// MariaDB before 10.6, session or row locks on a Galera or Group Replication
+// cluster), and with ErrInvalid when db was opened without parseTime=true or
+// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
+// doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
 }
@@ -203,66 +268,64 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 // error if any.
 //
 // It makes one attempt: if another holder has the lock, WithLeaderLock returns
-// runtime.ErrNotAcquired at once (the lock declares no wait).
+// ErrNotAcquired at once (the lock declares no wait).
 //
 // The lease lasts 1.5s by the database clock and is renewed every 400ms while
 // fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithLeaderLock returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end. A check that returned nil can be stale by the time a write lands:
-// pass lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithLeaderLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithLeaderLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithLeaderLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.leaderLock.With(ctx, "", fn)
 }
 
 // TryLeaderLock makes one attempt to acquire the leader lock, without waiting,
-// and returns runtime.ErrNotAcquired if another holder has it.
+// and returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 1.5s by the database clock and is renewed every 400ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 1.5s.
-func (l *Locks) TryLeaderLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryLeaderLock(ctx context.Context) (*Lease, error) {
 	return l.leaderLock.Try(ctx, "")
 }
 
 // AcquireLeaderLock acquires the leader lock like TryLeaderLock: the lock
-// declares no wait, so it makes one attempt and returns runtime.ErrNotAcquired
-// if another holder has it.
+// declares no wait, so it makes one attempt and returns ErrNotAcquired if
+// another holder has it.
 //
 // The lease lasts 1.5s by the database clock and is renewed every 400ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireLeaderLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireLeaderLock(ctx context.Context) (*Lease, error) {
 	return l.leaderLock.Acquire(ctx, "")
 }
 
 // LeaderLockHolder reads who holds the leader lock, by the database clock.
 // Holder.Held is false when nobody does (never acquired, released or expired);
 // Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) LeaderLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) LeaderLockHolder(ctx context.Context) (Holder, error) {
 	return l.leaderLock.Holder(ctx, "")
 }
 
 // RunAsLeader campaigns for leadership of the leader lock until ctx ends. Each
 // time it is elected it runs fn with a ctx that is cancelled, with cause
-// runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx ends),
-// waits for fn to return, gives leadership up and campaigns again after one
-// poll. fn's lease.Token() is the fencing token of the term.
+// ErrLeaseLost, as soon as leadership is lost (and when ctx ends), waits for
+// fn to return, gives leadership up and campaigns again after one poll. fn's
+// lease.Token() is the fencing token of the term.
 //
 // Two leaders never run fn at the same time as long as fn stops when its ctx
 // ends: the lease's local deadline cancels it before the database lets a
@@ -272,14 +335,14 @@ func (l *Locks) LeaderLockHolder(ctx context.Context) (runtime.Holder, error) {
 // follower within about one poll. A leader that crashes is replaced within
 // about its TTL (1.5s) plus one poll. Followers wait on the server (wait_mode
 // server) and are woken as soon as the leader steps down; they may see a new
-// leader (runtime.OnNewLeader) up to one TTL late.
+// leader (OnNewLeader) up to one TTL late.
 //
-// RunAsLeader returns nil when ctx ends, and an error wrapping
-// runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
-// cannot run safely on the server; other server errors are logged and retried.
-// Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader and
-// runtime.PollEvery (default 375ms: the smaller of ttl/4 and 500ms).
-func (l *Locks) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {
+// RunAsLeader returns nil when ctx ends, and an error wrapping ErrInvalid for
+// a nil fn or ErrUnsupported when the strategy cannot run safely on the
+// server; other server errors are logged and retried. Options: OnElected,
+// OnRevoked, OnNewLeader and PollEvery (default 375ms: the smaller of ttl/4
+// and 500ms).
+func (l *Locks) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lease *Lease) error, opts ...LeaderOption) error {
 	return l.leaderLock.RunAsLeader(ctx, fn, opts...)
 }
 
@@ -293,7 +356,7 @@ func (l *Locks) IsLeaderLeader() bool {
 // sees it, by the database clock. Holder.Held is false when nobody leads,
 // Holder.Owner is the leader's owner (see WithOwner), Holder.Token the fencing
 // token of its term and Holder.Remaining what is left of its lease.
-func (l *Locks) LeaderLeader(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) LeaderLeader(ctx context.Context) (Holder, error) {
 	return l.leaderLock.Holder(ctx, "")
 }
 
@@ -303,59 +366,57 @@ func (l *Locks) LeaderLeader(ctx context.Context) (runtime.Holder, error) {
 // if any.
 //
 // If another holder has it, WithPollLock waits up to 3s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired.
+// ends first) and then returns ErrNotAcquired.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithPollLock returns an error wrapping runtime.ErrLeaseLost even
-// if fn returned nil: the critical section may not have been exclusive to its
-// end. A check that returned nil can be stale by the time a write lands: pass
-// lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithPollLock returns an error wrapping ErrLeaseLost even if fn returned nil:
+// the critical section may not have been exclusive to its end. A check that
+// returned nil can be stale by the time a write lands: pass lease.Token() with
+// the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithPollLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithPollLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.pollLock.With(ctx, "", fn)
 }
 
 // TryPollLock makes one attempt to acquire the poll lock, without waiting, and
-// returns runtime.ErrNotAcquired if another holder has it.
+// returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 1s.
-func (l *Locks) TryPollLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryPollLock(ctx context.Context) (*Lease, error) {
 	return l.pollLock.Try(ctx, "")
 }
 
 // AcquirePollLock acquires the poll lock, waiting up to 3s (less if ctx ends
-// first) while another holder has it; it then returns runtime.ErrNotAcquired,
-// or ctx's error when ctx ended. Waiting polls with backoff and wakes at once
-// when a holder in this process releases the lock.
+// first) while another holder has it; it then returns ErrNotAcquired, or ctx's
+// error when ctx ended. Waiting polls with backoff and wakes at once when a
+// holder in this process releases the lock.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquirePollLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquirePollLock(ctx context.Context) (*Lease, error) {
 	return l.pollLock.Acquire(ctx, "")
 }
 
 // PollLockHolder reads who holds the poll lock, by the database clock.
 // Holder.Held is false when nobody does (never acquired, released or expired);
 // Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) PollLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) PollLockHolder(ctx context.Context) (Holder, error) {
 	return l.pollLock.Holder(ctx, "")
 }
 
@@ -365,62 +426,60 @@ func (l *Locks) PollLockHolder(ctx context.Context) (runtime.Holder, error) {
 // error if any.
 //
 // If another holder has it, WithServerLock waits up to 3s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired.
+// ends first) and then returns ErrNotAcquired.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithServerLock returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end. A check that returned nil can be stale by the time a write lands:
-// pass lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithServerLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithServerLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithServerLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.serverLock.With(ctx, "", fn)
 }
 
 // TryServerLock makes one attempt to acquire the server lock, without waiting,
-// and returns runtime.ErrNotAcquired if another holder has it.
+// and returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 1s.
-func (l *Locks) TryServerLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryServerLock(ctx context.Context) (*Lease, error) {
 	return l.serverLock.Try(ctx, "")
 }
 
 // AcquireServerLock acquires the server lock, waiting up to 3s (less if ctx
-// ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
-// the server (wait_mode server): each holding also holds a GET_LOCK wake lock
-// that it gives back right after the release, so the server wakes one waiter,
-// first come first served, without polling; where the server cannot help,
-// waiters poll with backoff.
+// ends first) while another holder has it; it then returns ErrNotAcquired, or
+// ctx's error when ctx ended. Waiting happens on the server (wait_mode
+// server): each holding also holds a GET_LOCK wake lock that it gives back
+// right after the release, so the server wakes one waiter, first come first
+// served, without polling; where the server cannot help, waiters poll with
+// backoff.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireServerLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireServerLock(ctx context.Context) (*Lease, error) {
 	return l.serverLock.Acquire(ctx, "")
 }
 
 // ServerLockHolder reads who holds the server lock, by the database clock.
 // Holder.Held is false when nobody does (never acquired, released or expired);
 // Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) ServerLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) ServerLockHolder(ctx context.Context) (Holder, error) {
 	return l.serverLock.Holder(ctx, "")
 }
 
@@ -431,62 +490,59 @@ func (l *Locks) ServerLockHolder(ctx context.Context) (runtime.Holder, error) {
 // the lock row is n in decimal.
 //
 // If another holder has it, WithKeyedLock waits up to 2s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired.
+// ends first) and then returns ErrNotAcquired.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithKeyedLock returns an error wrapping runtime.ErrLeaseLost even
-// if fn returned nil: the critical section may not have been exclusive to its
-// end. A check that returned nil can be stale by the time a write lands: pass
-// lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithKeyedLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithKeyedLock(ctx context.Context, n int64, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithKeyedLock(ctx context.Context, n int64, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.keyedLock.With(ctx, strconv.FormatInt(n, 10), fn)
 }
 
 // TryKeyedLock makes one attempt to acquire the keyed lock for n, without
-// waiting, and returns runtime.ErrNotAcquired if another holder has it. Each n
-// value is a lock of its own. The key stored in the lock row is n in decimal.
+// waiting, and returns ErrNotAcquired if another holder has it. Each n value
+// is a lock of its own. The key stored in the lock row is n in decimal.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 1s.
-func (l *Locks) TryKeyedLock(ctx context.Context, n int64) (*runtime.Lease, error) {
+func (l *Locks) TryKeyedLock(ctx context.Context, n int64) (*Lease, error) {
 	return l.keyedLock.Try(ctx, strconv.FormatInt(n, 10))
 }
 
 // AcquireKeyedLock acquires the keyed lock for n, waiting up to 2s (less if
-// ctx ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting polls with
-// backoff and wakes at once when a holder in this process releases the lock.
-// Each n value is a lock of its own. The key stored in the lock row is n in
-// decimal.
+// ctx ends first) while another holder has it; it then returns ErrNotAcquired,
+// or ctx's error when ctx ended. Waiting polls with backoff and wakes at once
+// when a holder in this process releases the lock. Each n value is a lock of
+// its own. The key stored in the lock row is n in decimal.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireKeyedLock(ctx context.Context, n int64) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireKeyedLock(ctx context.Context, n int64) (*Lease, error) {
 	return l.keyedLock.Acquire(ctx, strconv.FormatInt(n, 10))
 }
 
 // KeyedLockHolder reads who holds the keyed lock for n, by the database clock.
 // Holder.Held is false when nobody does (never acquired, released or expired);
 // Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) KeyedLockHolder(ctx context.Context, n int64) (runtime.Holder, error) {
+func (l *Locks) KeyedLockHolder(ctx context.Context, n int64) (Holder, error) {
 	return l.keyedLock.Holder(ctx, strconv.FormatInt(n, 10))
 }
 
@@ -494,15 +550,15 @@ func (l *Locks) KeyedLockHolder(ctx context.Context, n int64) (runtime.Holder, e
 // free (released or expired) for longer than olderThan and whose last fencing
 // token was issued more than olderThan ago, both by the database clock, 1000
 // rows per statement, and returns how many it deleted. Held keys are never
-// touched. olderThan must be at least the lock's ttl (runtime.ErrInvalid
-// otherwise): a pruned n acquired again starts its tokens from the database
-// clock at the start of the acquiring statement, and an acquisition whose
-// answer takes ttl minus the safety margin or longer is given back unused, so
-// every token a holder uses comes from a statement that started after the
-// pruned row's last token and tokens keep rising. What remains: the database
-// clock must not step back past the pruned tokens, and while a rollout
-// lengthens the ttl, prune with the longest one any node uses. Call it from a
-// leader or a timer so the lock table does not grow with every key ever used.
+// touched. olderThan must be at least the lock's ttl (ErrInvalid otherwise): a
+// pruned n acquired again starts its tokens from the database clock at the
+// start of the acquiring statement, and an acquisition whose answer takes ttl
+// minus the safety margin or longer is given back unused, so every token a
+// holder uses comes from a statement that started after the pruned row's last
+// token and tokens keep rising. What remains: the database clock must not step
+// back past the pruned tokens, and while a rollout lengthens the ttl, prune
+// with the longest one any node uses. Call it from a leader or a timer so the
+// lock table does not grow with every key ever used.
 func (l *Locks) PruneKeyedLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.keyedLock.Prune(ctx, olderThan)
 }
@@ -513,62 +569,60 @@ func (l *Locks) PruneKeyedLocks(ctx context.Context, olderThan time.Duration) (i
 // release error if any.
 //
 // If another holder has it, WithGuardedLock waits up to 3s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired.
+// ends first) and then returns ErrNotAcquired.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithGuardedLock returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end. A check that returned nil can be stale by the time a write lands:
-// pass lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithGuardedLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithGuardedLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithGuardedLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.guardedLock.With(ctx, "", fn)
 }
 
 // TryGuardedLock makes one attempt to acquire the guarded lock, without
-// waiting, and returns runtime.ErrNotAcquired if another holder has it.
+// waiting, and returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 1s.
-func (l *Locks) TryGuardedLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryGuardedLock(ctx context.Context) (*Lease, error) {
 	return l.guardedLock.Try(ctx, "")
 }
 
 // AcquireGuardedLock acquires the guarded lock, waiting up to 3s (less if ctx
-// ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
-// the server (wait_mode server): each holding also holds a GET_LOCK wake lock
-// that it gives back right after the release, so the server wakes one waiter,
-// first come first served, without polling; where the server cannot help,
-// waiters poll with backoff.
+// ends first) while another holder has it; it then returns ErrNotAcquired, or
+// ctx's error when ctx ended. Waiting happens on the server (wait_mode
+// server): each holding also holds a GET_LOCK wake lock that it gives back
+// right after the release, so the server wakes one waiter, first come first
+// served, without polling; where the server cannot help, waiters poll with
+// backoff.
 //
 // The lease lasts 1s by the database clock and is renewed every 250ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireGuardedLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireGuardedLock(ctx context.Context) (*Lease, error) {
 	return l.guardedLock.Acquire(ctx, "")
 }
 
 // GuardedLockHolder reads who holds the guarded lock, by the database clock.
 // Holder.Held is false when nobody does (never acquired, released or expired);
 // Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) GuardedLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) GuardedLockHolder(ctx context.Context) (Holder, error) {
 	return l.guardedLock.Holder(ctx, "")
 }
 
@@ -578,70 +632,69 @@ func (l *Locks) GuardedLockHolder(ctx context.Context) (runtime.Holder, error) {
 // release error if any.
 //
 // If another holder has it, WithSessionLock waits up to 3s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired. Waiting happens on the
-// server, inside GET_LOCK: no polling, first come first served.
+// ends first) and then returns ErrNotAcquired. Waiting happens on the server,
+// inside GET_LOCK: no polling, first come first served.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 333ms while fn runs. The server frees the lock the moment that connection
 // breaks, and the holder learns of it only at its next check (or once no check
 // has succeeded for 900ms), when fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
-// WithSessionLock then returns an error wrapping runtime.ErrLeaseLost even if
-// fn returned nil: the critical section may not have been exclusive to its
-// end.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
+// WithSessionLock then returns an error wrapping ErrLeaseLost even if fn
+// returned nil: the critical section may not have been exclusive to its end.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithSessionLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithSessionLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.sessionLock.With(ctx, "", fn)
 }
 
 // TrySessionLock makes one attempt to acquire the session lock, without
-// waiting, and returns runtime.ErrNotAcquired if another holder has it.
+// waiting, and returns ErrNotAcquired if another holder has it.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 333ms in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// lease.Context() ends when the lease is lost (cause ErrLeaseLost) or
 // released. The server frees the lock the moment that connection breaks, and
 // the holder learns of it only at its next check (or once no check has
 // succeeded for 900ms), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
 //
 // Any other error means the lock was not acquired: the runtime releases a
 // server-side lock taken on the way before returning.
-func (l *Locks) TrySessionLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TrySessionLock(ctx context.Context) (*Lease, error) {
 	return l.sessionLock.Try(ctx, "")
 }
 
 // AcquireSessionLock acquires the session lock, waiting up to 3s (less if ctx
-// ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
-// the server, inside GET_LOCK: no polling, first come first served.
+// ends first) while another holder has it; it then returns ErrNotAcquired, or
+// ctx's error when ctx ended. Waiting happens on the server, inside GET_LOCK:
+// no polling, first come first served.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 333ms in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// lease.Context() ends when the lease is lost (cause ErrLeaseLost) or
 // released. The server frees the lock the moment that connection breaks, and
 // the holder learns of it only at its next check (or once no check has
 // succeeded for 900ms), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) AcquireSessionLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) AcquireSessionLock(ctx context.Context) (*Lease, error) {
 	return l.sessionLock.Acquire(ctx, "")
 }
 
@@ -650,7 +703,7 @@ func (l *Locks) AcquireSessionLock(ctx context.Context) (*runtime.Lease, error) 
 // Holder.Token are those of the current or last holding, from the lock row.
 // Holder.Remaining is always 0: a session lock lasts as long as its holder's
 // connection.
-func (l *Locks) SessionLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) SessionLockHolder(ctx context.Context) (Holder, error) {
 	return l.sessionLock.Holder(ctx, "")
 }
 
@@ -660,9 +713,9 @@ func (l *Locks) SessionLockHolder(ctx context.Context) (runtime.Holder, error) {
 // if any.
 //
 // If another holder has it, WithRowLock waits up to 3s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired. Waiting happens on the
-// server, in the row lock's queue (innodb_lock_wait_timeout, in whole
-// seconds): no polling, first come first served.
+// ends first) and then returns ErrNotAcquired. Waiting happens on the server,
+// in the row lock's queue (innodb_lock_wait_timeout, in whole seconds): no
+// polling, first come first served.
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -670,15 +723,14 @@ func (l *Locks) SessionLockHolder(ctx context.Context) (runtime.Holder, error) {
 // back the transaction's writes. A row lock is not renewed and has no ttl: if
 // the server ends the transaction early (the connection broke, or a deadlock
 // in the transaction's own statements rolled it back), the holder learns of it
-// at the release, when WithRowLock returns an error wrapping
-// runtime.ErrLeaseLost. Writes made in the holding's transaction (lease.Tx())
-// are rolled back with the lock and are always safe; protect other writes with
-// the fencing token.
+// at the release, when WithRowLock returns an error wrapping ErrLeaseLost.
+// Writes made in the holding's transaction (lease.Tx()) are rolled back with
+// the lock and are always safe; protect other writes with the fencing token.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithRowLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithRowLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.rowLock.With(ctx, "", fn)
 }
 
@@ -692,19 +744,19 @@ func (l *Locks) WithRowLock(ctx context.Context, fn func(ctx context.Context, le
 // A row lock is not renewed and has no ttl: if the server ends the transaction
 // early (the connection broke, or a deadlock in the transaction's own
 // statements rolled it back), the holder learns of it at the release, when
-// WithRowLockTx returns an error wrapping runtime.ErrLeaseLost. Writes made in
-// the holding's transaction (lease.Tx()) are rolled back with the lock and are
+// WithRowLockTx returns an error wrapping ErrLeaseLost. Writes made in the
+// holding's transaction (lease.Tx()) are rolled back with the lock and are
 // always safe; protect other writes with the fencing token.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithRowLockTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error) error {
+func (l *Locks) WithRowLockTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, lease *Lease) error) error {
 	return l.rowLock.WithTx(ctx, "", fn)
 }
 
 // TryRowLock makes one attempt to acquire the row lock, without waiting, and
-// returns runtime.ErrNotAcquired if another holder has it.
+// returns ErrNotAcquired if another holder has it.
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -717,15 +769,15 @@ func (l *Locks) WithRowLockTx(ctx context.Context, fn func(ctx context.Context, 
 //
 // Any other error means the lock was not acquired: the runtime rolls back the
 // transaction (or drops its connection) before returning.
-func (l *Locks) TryRowLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryRowLock(ctx context.Context) (*Lease, error) {
 	return l.rowLock.Try(ctx, "")
 }
 
 // AcquireRowLock acquires the row lock, waiting up to 3s (less if ctx ends
-// first) while another holder has it; it then returns runtime.ErrNotAcquired,
-// or ctx's error when ctx ended. Waiting happens on the server, in the row
-// lock's queue (innodb_lock_wait_timeout, in whole seconds): no polling, first
-// come first served.
+// first) while another holder has it; it then returns ErrNotAcquired, or ctx's
+// error when ctx ended. Waiting happens on the server, in the row lock's queue
+// (innodb_lock_wait_timeout, in whole seconds): no polling, first come first
+// served.
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -735,7 +787,7 @@ func (l *Locks) TryRowLock(ctx context.Context) (*runtime.Lease, error) {
 // made in it commit with the release. lease.Token() is the fencing token of
 // this holding, greater than that of every earlier holding: pass it with the
 // writes that a stale holder must not make.
-func (l *Locks) AcquireRowLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) AcquireRowLock(ctx context.Context) (*Lease, error) {
 	return l.rowLock.Acquire(ctx, "")
 }
 
@@ -744,6 +796,6 @@ func (l *Locks) AcquireRowLock(ctx context.Context) (*runtime.Lease, error) {
 // holding is live, Holder.Owner and Holder.Token are those of the current or
 // last holding. Holder.Remaining is always 0: a row lock lasts as long as its
 // transaction.
-func (l *Locks) RowLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) RowLockHolder(ctx context.Context) (Holder, error) {
 	return l.rowLock.Holder(ctx, "")
 }

@@ -25,13 +25,30 @@ import (
 // runtime's version, or require the runtime of your lockgen's.
 const _ = runtime.RegenerateWithLockgenGenerateV1
 
+// Errors, to test with errors.Is. They are the runtime's own values.
+var (
+	// ErrInvalid reports a misuse: a nil argument, an invalid key, owner or
+	// option.
+	ErrInvalid = runtime.ErrInvalid
+	// ErrUnsupported reports a server lockgen cannot run on safely.
+	ErrUnsupported = runtime.ErrUnsupported
+	// ErrLeaseLost is the cause of a holder's context when its lease ended before
+	// it was released.
+	ErrLeaseLost = runtime.ErrLeaseLost
+	// ErrRunNotFound means no run has the ID (it may have been pruned).
+	ErrRunNotFound = runtime.ErrRunNotFound
+	// ErrUniqueKeyTaken means RetryRun found an unfinished run of the job with the
+	// same unique key.
+	ErrUniqueKeyTaken = runtime.ErrUniqueKeyTaken
+)
+
 // Option configures New. See WithOwner and WithLogger.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded as the worker of the runs claimed
 // through the Locks (RunInfo.Worker). It must be 1 to 191 bytes; New fails
-// with runtime.ErrInvalid otherwise. Default: "<hostname>-<pid>-<random>",
-// different for every Locks.
+// with ErrInvalid otherwise. Default: "<hostname>-<pid>-<random>", different
+// for every Locks.
 func WithOwner(owner string) Option {
 	return runtime.WithOwner(owner)
 }
@@ -60,8 +77,8 @@ type Locks struct {
 // migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
-// New fails with an error wrapping runtime.ErrInvalid when db is nil or an
-// option is invalid.
+// New fails with an error wrapping ErrInvalid when db is nil or an option is
+// invalid.
 func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
@@ -84,12 +101,12 @@ func (l *Locks) Owner() string {
 }
 
 // CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping runtime.ErrUnsupported when lockgen
-// cannot run safely on it (TiDB or another engine it does not know, MySQL
-// before 8.0, MariaDB before 10.6, session or row locks on a Galera or Group
-// Replication cluster), and with runtime.ErrInvalid when db was opened without
-// parseTime=true or the lock table is missing. Call it at startup to fail
-// fast; `go tool lockgen doctor` prints the same checks.
+// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
+// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
+// MariaDB before 10.6, session or row locks on a Galera or Group Replication
+// cluster), and with ErrInvalid when db was opened without parseTime=true or
+// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
+// doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
 }

@@ -29,15 +29,46 @@ import (
 // runtime's version, or require the runtime of your lockgen's.
 const _ = runtime.RegenerateWithLockgenGenerateV1
 
-// Option configures New. See WithOwner and WithLogger.
+// Errors, to test with errors.Is. They are the runtime's own values.
+var (
+	// ErrInvalid reports a misuse: a nil argument, an invalid key, owner or
+	// option.
+	ErrInvalid = runtime.ErrInvalid
+	// ErrUnsupported reports a server lockgen cannot run on safely.
+	ErrUnsupported = runtime.ErrUnsupported
+	// ErrLeaseLost is the cause of a holder's context when its lease ended before
+	// it was released.
+	ErrLeaseLost = runtime.ErrLeaseLost
+	// ErrNotAcquired means another holder had the lock for as long as the caller
+	// waited.
+	ErrNotAcquired = runtime.ErrNotAcquired
+	// ErrReleased is the cause of a lease's context after Release, and the error
+	// of a second Release.
+	ErrReleased = runtime.ErrReleased
+	// ErrRunNotFound means no run has the ID (it may have been pruned).
+	ErrRunNotFound = runtime.ErrRunNotFound
+	// ErrUniqueKeyTaken means RetryRun found an unfinished run of the job with the
+	// same unique key.
+	ErrUniqueKeyTaken = runtime.ErrUniqueKeyTaken
+)
+
+// Lease is one holding of a lock: its fencing token (Token), its context
+// (Context), Guard and Release.
+type Lease = runtime.Lease
+
+// Holder is who holds a lock, as the database sees it when the Holder and
+// Leader methods read it.
+type Holder = runtime.Holder
+
+// Option configures New. See WithOwner, WithLogger and WithObserver.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded in the rows of the locks held through
-// the Locks, as the Holder methods report it in runtime.Holder.Owner, and as
-// the worker of the runs it claims (RunInfo.Worker). It must be 1 to 191
-// bytes; New fails with runtime.ErrInvalid otherwise. Default:
-// "<hostname>-<pid>-<random>", different for every Locks. The holdings of one
-// Locks share its owner and are told apart by their fencing tokens.
+// the Locks, as the Holder methods report it in Holder.Owner, and as the
+// worker of the runs it claims (RunInfo.Worker). It must be 1 to 191 bytes;
+// New fails with ErrInvalid otherwise. Default: "<hostname>-<pid>-<random>",
+// different for every Locks. The holdings of one Locks share its owner and are
+// told apart by their fencing tokens.
 func WithOwner(owner string) Option {
 	return runtime.WithOwner(owner)
 }
@@ -46,6 +77,13 @@ func WithOwner(owner string) Option {
 // Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
+}
+
+// WithObserver sets the observer of acquisitions, releases, renewal failures,
+// lost leases and leadership changes, for metrics: e.g.
+// github.com/lockgen/lockgen/lockgenprom's. Default: none.
+func WithObserver(obs runtime.Observer) Option {
+	return runtime.WithObserver(obs)
 }
 
 // Names of the declared locks, as stored in the name column of lockgen_locks.
@@ -74,8 +112,8 @@ type Locks struct {
 // (relative to lockgen.yaml) with your migration tool. With
 // github.com/go-sql-driver/mysql, open db with parseTime=true.
 //
-// New fails with an error wrapping runtime.ErrInvalid when db is nil or an
-// option is invalid.
+// New fails with an error wrapping ErrInvalid when db is nil or an option is
+// invalid.
 func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
@@ -105,12 +143,12 @@ func (l *Locks) Owner() string {
 }
 
 // CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping runtime.ErrUnsupported when lockgen
-// cannot run safely on it (TiDB or another engine it does not know, MySQL
-// before 8.0, MariaDB before 10.6, session or row locks on a Galera or Group
-// Replication cluster), and with runtime.ErrInvalid when db was opened without
-// parseTime=true or the lock table is missing. Call it at startup to fail
-// fast; `go tool lockgen doctor` prints the same checks.
+// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
+// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
+// MariaDB before 10.6, session or row locks on a Galera or Group Replication
+// cluster), and with ErrInvalid when db was opened without parseTime=true or
+// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
+// doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
 }
@@ -121,57 +159,55 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 // error if any.
 //
 // It makes one attempt: if another holder has the lock, WithMasterLock returns
-// runtime.ErrNotAcquired at once (the lock declares no wait).
+// ErrNotAcquired at once (the lock declares no wait).
 //
 // The lease lasts 3s by the database clock and is renewed every 1s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithMasterLock returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end. A check that returned nil can be stale by the time a write lands:
-// pass lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithMasterLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithMasterLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithMasterLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.masterLock.With(ctx, "", fn)
 }
 
 // TryMasterLock makes one attempt to acquire the master lock, without waiting,
-// and returns runtime.ErrNotAcquired if another holder has it.
+// and returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 3s by the database clock and is renewed every 1s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 3s.
-func (l *Locks) TryMasterLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryMasterLock(ctx context.Context) (*Lease, error) {
 	return l.masterLock.Try(ctx, "")
 }
 
 // AcquireMasterLock acquires the master lock like TryMasterLock: the lock
-// declares no wait, so it makes one attempt and returns runtime.ErrNotAcquired
-// if another holder has it.
+// declares no wait, so it makes one attempt and returns ErrNotAcquired if
+// another holder has it.
 //
 // The lease lasts 3s by the database clock and is renewed every 1s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireMasterLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireMasterLock(ctx context.Context) (*Lease, error) {
 	return l.masterLock.Acquire(ctx, "")
 }
 
 // MasterLockHolder reads who holds the master lock, by the database clock.
 // Holder.Held is false when nobody does (never acquired, released or expired);
 // Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) MasterLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) MasterLockHolder(ctx context.Context) (Holder, error) {
 	return l.masterLock.Holder(ctx, "")
 }

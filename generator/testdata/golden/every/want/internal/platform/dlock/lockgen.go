@@ -32,12 +32,65 @@ import (
 // runtime's version, or require the runtime of your lockgen's.
 const _ = runtime.RegenerateWithLockgenGenerateV1
 
-// Option configures New. See WithOwner and WithLogger.
+// Errors, to test with errors.Is. They are the runtime's own values.
+var (
+	// ErrInvalid reports a misuse: a nil argument, an invalid key, owner or
+	// option.
+	ErrInvalid = runtime.ErrInvalid
+	// ErrUnsupported reports a server lockgen cannot run on safely.
+	ErrUnsupported = runtime.ErrUnsupported
+	// ErrLeaseLost is the cause of a holder's context when its lease ended before
+	// it was released.
+	ErrLeaseLost = runtime.ErrLeaseLost
+	// ErrNotAcquired means another holder had the lock for as long as the caller
+	// waited.
+	ErrNotAcquired = runtime.ErrNotAcquired
+	// ErrReleased is the cause of a lease's context after Release, and the error
+	// of a second Release.
+	ErrReleased = runtime.ErrReleased
+)
+
+// Lease is one holding of a lock: its fencing token (Token), its context
+// (Context), Guard and Release.
+type Lease = runtime.Lease
+
+// Holder is who holds a lock, as the database sees it when the Holder and
+// Leader methods read it.
+type Holder = runtime.Holder
+
+// LeaderOption configures a RunAs method: OnElected, OnRevoked, OnNewLeader,
+// PollEvery.
+type LeaderOption = runtime.LeaderOption
+
+// OnElected calls f each time this node is elected, before fn runs.
+func OnElected(f func(lease *Lease)) LeaderOption {
+	return runtime.OnElected(f)
+}
+
+// OnRevoked calls f each time a term ends, with fn's error joined with the
+// release's.
+func OnRevoked(f func(err error)) LeaderOption {
+	return runtime.OnRevoked(f)
+}
+
+// OnNewLeader calls f, while campaigning, each time another holder is seen
+// leading.
+func OnNewLeader(f func(leader Holder)) LeaderOption {
+	return runtime.OnNewLeader(f)
+}
+
+// PollEvery sets the longest pause between two campaign attempts of a
+// follower.
+func PollEvery(d time.Duration) LeaderOption {
+	return runtime.PollEvery(d)
+}
+
+// Option configures New. See WithOwner, WithLogger and WithObserver.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded in the rows of the locks held through
-// the Locks, as the Holder methods report it in runtime.Holder.Owner. It must
-// be 1 to 191 bytes; New fails with runtime.ErrInvalid otherwise. Default:
+// the Locks, as the Holder methods report it in Holder.Owner. It must be 1 to
+// 191 bytes; New fails with ErrInvalid otherwise. Default:
 // "<hostname>-<pid>-<random>", different for every Locks. The holdings of one
 // Locks share its owner and are told apart by their fencing tokens.
 func WithOwner(owner string) Option {
@@ -48,6 +101,13 @@ func WithOwner(owner string) Option {
 // Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
+}
+
+// WithObserver sets the observer of acquisitions, releases, renewal failures,
+// lost leases and leadership changes, for metrics: e.g.
+// github.com/lockgen/lockgen/lockgenprom's. Default: none.
+func WithObserver(obs runtime.Observer) Option {
+	return runtime.WithObserver(obs)
 }
 
 // Names of the declared locks, as stored in the name column of app_locks.
@@ -102,11 +162,10 @@ type Locks struct {
 // connection of db for the whole holding (GET_LOCK, or the holding's
 // transaction): allow for one open connection per holding in
 // db.SetMaxOpenConns, and connect to the server directly, not through a
-// multiplexing proxy. On a Galera cluster they fail with
-// runtime.ErrUnsupported.
+// multiplexing proxy. On a Galera cluster they fail with ErrUnsupported.
 //
-// New fails with an error wrapping runtime.ErrInvalid when db is nil or an
-// option is invalid.
+// New fails with an error wrapping ErrInvalid when db is nil or an option is
+// invalid.
 func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
@@ -204,12 +263,12 @@ func (l *Locks) Owner() string {
 }
 
 // CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping runtime.ErrUnsupported when lockgen
-// cannot run safely on it (TiDB or another engine it does not know, MySQL
-// before 8.0, MariaDB before 10.6, session or row locks on a Galera or Group
-// Replication cluster), and with runtime.ErrInvalid when db was opened without
-// parseTime=true or the lock table is missing. Call it at startup to fail
-// fast; `go tool lockgen doctor` prints the same checks.
+// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
+// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
+// MariaDB before 10.6, session or row locks on a Galera or Group Replication
+// cluster), and with ErrInvalid when db was opened without parseTime=true or
+// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
+// doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
 }
@@ -220,66 +279,64 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 // error if any.
 //
 // It makes one attempt: if another holder has the lock, WithMasterLock returns
-// runtime.ErrNotAcquired at once (the lock declares no wait).
+// ErrNotAcquired at once (the lock declares no wait).
 //
 // The lease lasts 3s by the database clock and is renewed every 1s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithMasterLock returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end. A check that returned nil can be stale by the time a write lands:
-// pass lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithMasterLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithMasterLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithMasterLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.masterLock.With(ctx, "", fn)
 }
 
 // TryMasterLock makes one attempt to acquire the master lock, without waiting,
-// and returns runtime.ErrNotAcquired if another holder has it.
+// and returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 3s by the database clock and is renewed every 1s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 3s.
-func (l *Locks) TryMasterLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryMasterLock(ctx context.Context) (*Lease, error) {
 	return l.masterLock.Try(ctx, "")
 }
 
 // AcquireMasterLock acquires the master lock like TryMasterLock: the lock
-// declares no wait, so it makes one attempt and returns runtime.ErrNotAcquired
-// if another holder has it.
+// declares no wait, so it makes one attempt and returns ErrNotAcquired if
+// another holder has it.
 //
 // The lease lasts 3s by the database clock and is renewed every 1s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireMasterLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireMasterLock(ctx context.Context) (*Lease, error) {
 	return l.masterLock.Acquire(ctx, "")
 }
 
 // MasterLockHolder reads who holds the master lock, by the database clock.
 // Holder.Held is false when nobody does (never acquired, released or expired);
 // Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) MasterLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) MasterLockHolder(ctx context.Context) (Holder, error) {
 	return l.masterLock.Holder(ctx, "")
 }
 
 // RunAsMaster campaigns for leadership of the master lock until ctx ends. Each
 // time it is elected it runs fn with a ctx that is cancelled, with cause
-// runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx ends),
-// waits for fn to return, gives leadership up and campaigns again after one
-// poll. fn's lease.Token() is the fencing token of the term.
+// ErrLeaseLost, as soon as leadership is lost (and when ctx ends), waits for
+// fn to return, gives leadership up and campaigns again after one poll. fn's
+// lease.Token() is the fencing token of the term.
 //
 // Two leaders never run fn at the same time as long as fn stops when its ctx
 // ends: the lease's local deadline cancels it before the database lets a
@@ -289,14 +346,14 @@ func (l *Locks) MasterLockHolder(ctx context.Context) (runtime.Holder, error) {
 // follower within about one poll. A leader that crashes is replaced within
 // about its TTL (3s) plus one poll. Followers wait on the server (wait_mode
 // server) and are woken as soon as the leader steps down; they may see a new
-// leader (runtime.OnNewLeader) up to one TTL late.
+// leader (OnNewLeader) up to one TTL late.
 //
-// RunAsMaster returns nil when ctx ends, and an error wrapping
-// runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
-// cannot run safely on the server; other server errors are logged and retried.
-// Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader and
-// runtime.PollEvery (default 500ms: the smaller of ttl/4 and 500ms).
-func (l *Locks) RunAsMaster(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {
+// RunAsMaster returns nil when ctx ends, and an error wrapping ErrInvalid for
+// a nil fn or ErrUnsupported when the strategy cannot run safely on the
+// server; other server errors are logged and retried. Options: OnElected,
+// OnRevoked, OnNewLeader and PollEvery (default 500ms: the smaller of ttl/4
+// and 500ms).
+func (l *Locks) RunAsMaster(ctx context.Context, fn func(ctx context.Context, lease *Lease) error, opts ...LeaderOption) error {
 	return l.masterLock.RunAsLeader(ctx, fn, opts...)
 }
 
@@ -310,7 +367,7 @@ func (l *Locks) IsMasterLeader() bool {
 // sees it, by the database clock. Holder.Held is false when nobody leads,
 // Holder.Owner is the leader's owner (see WithOwner), Holder.Token the fencing
 // token of its term and Holder.Remaining what is left of its lease.
-func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) MasterLeader(ctx context.Context) (Holder, error) {
 	return l.masterLock.Holder(ctx, "")
 }
 
@@ -321,63 +378,61 @@ func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {
 // stored in the lock row is orderID in decimal.
 //
 // If another holder has it, WithOrderLock waits up to 5s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired.
+// ends first) and then returns ErrNotAcquired.
 //
 // The lease lasts 30s by the database clock and is renewed every 7s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithOrderLock returns an error wrapping runtime.ErrLeaseLost even
-// if fn returned nil: the critical section may not have been exclusive to its
-// end. A check that returned nil can be stale by the time a write lands: pass
-// lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithOrderLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithOrderLock(ctx context.Context, orderID int64, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithOrderLock(ctx context.Context, orderID int64, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.orderLock.With(ctx, strconv.FormatInt(orderID, 10), fn)
 }
 
 // TryOrderLock makes one attempt to acquire the order lock for orderID,
-// without waiting, and returns runtime.ErrNotAcquired if another holder has
-// it. Each orderID value is a lock of its own. The key stored in the lock row
-// is orderID in decimal.
+// without waiting, and returns ErrNotAcquired if another holder has it. Each
+// orderID value is a lock of its own. The key stored in the lock row is
+// orderID in decimal.
 //
 // The lease lasts 30s by the database clock and is renewed every 7s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 30s.
-func (l *Locks) TryOrderLock(ctx context.Context, orderID int64) (*runtime.Lease, error) {
+func (l *Locks) TryOrderLock(ctx context.Context, orderID int64) (*Lease, error) {
 	return l.orderLock.Try(ctx, strconv.FormatInt(orderID, 10))
 }
 
 // AcquireOrderLock acquires the order lock for orderID, waiting up to 5s (less
 // if ctx ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting polls with
-// backoff and wakes at once when a holder in this process releases the lock.
-// Each orderID value is a lock of its own. The key stored in the lock row is
+// ErrNotAcquired, or ctx's error when ctx ended. Waiting polls with backoff
+// and wakes at once when a holder in this process releases the lock. Each
+// orderID value is a lock of its own. The key stored in the lock row is
 // orderID in decimal.
 //
 // The lease lasts 30s by the database clock and is renewed every 7s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireOrderLock(ctx context.Context, orderID int64) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireOrderLock(ctx context.Context, orderID int64) (*Lease, error) {
 	return l.orderLock.Acquire(ctx, strconv.FormatInt(orderID, 10))
 }
 
 // OrderLockHolder reads who holds the order lock for orderID, by the database
 // clock. Holder.Held is false when nobody does (never acquired, released or
 // expired); Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) OrderLockHolder(ctx context.Context, orderID int64) (runtime.Holder, error) {
+func (l *Locks) OrderLockHolder(ctx context.Context, orderID int64) (Holder, error) {
 	return l.orderLock.Holder(ctx, strconv.FormatInt(orderID, 10))
 }
 
@@ -385,16 +440,16 @@ func (l *Locks) OrderLockHolder(ctx context.Context, orderID int64) (runtime.Hol
 // been free (released or expired) for longer than olderThan and whose last
 // fencing token was issued more than olderThan ago, both by the database
 // clock, 1000 rows per statement, and returns how many it deleted. Held keys
-// are never touched. olderThan must be at least the lock's ttl
-// (runtime.ErrInvalid otherwise): a pruned orderID acquired again starts its
-// tokens from the database clock at the start of the acquiring statement, and
-// an acquisition whose answer takes ttl minus the safety margin or longer is
-// given back unused, so every token a holder uses comes from a statement that
-// started after the pruned row's last token and tokens keep rising. What
-// remains: the database clock must not step back past the pruned tokens, and
-// while a rollout lengthens the ttl, prune with the longest one any node uses.
-// Call it from a leader or a timer so the lock table does not grow with every
-// key ever used.
+// are never touched. olderThan must be at least the lock's ttl (ErrInvalid
+// otherwise): a pruned orderID acquired again starts its tokens from the
+// database clock at the start of the acquiring statement, and an acquisition
+// whose answer takes ttl minus the safety margin or longer is given back
+// unused, so every token a holder uses comes from a statement that started
+// after the pruned row's last token and tokens keep rising. What remains: the
+// database clock must not step back past the pruned tokens, and while a
+// rollout lengthens the ttl, prune with the longest one any node uses. Call it
+// from a leader or a timer so the lock table does not grow with every key ever
+// used.
 func (l *Locks) PruneOrderLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.orderLock.Prune(ctx, olderThan)
 }
@@ -404,61 +459,57 @@ func (l *Locks) PruneOrderLocks(ctx context.Context, olderThan time.Duration) (i
 // release). fn's ctx is done when ctx is. WithSendSMSLock returns fn's error,
 // joined with the release error if any. Each phone value is a lock of its own.
 // phone is the key stored in the lock row: it must be 1 to 191 bytes,
-// otherwise the call fails with runtime.ErrInvalid.
+// otherwise the call fails with ErrInvalid.
 //
 // If another holder has it, WithSendSMSLock waits up to 250ms for it (less if
-// ctx ends first) and then returns runtime.ErrNotAcquired.
+// ctx ends first) and then returns ErrNotAcquired.
 //
 // The lease lasts 1.5s by the database clock and is renewed every 500ms while
 // fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithSendSMSLock returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end. A check that returned nil can be stale by the time a write lands:
-// pass lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithSendSMSLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithSendSMSLock(ctx context.Context, phone string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithSendSMSLock(ctx context.Context, phone string, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.sendSMSLock.With(ctx, phone, fn)
 }
 
 // TrySendSMSLock makes one attempt to acquire the send_sms lock for phone,
-// without waiting, and returns runtime.ErrNotAcquired if another holder has
-// it. Each phone value is a lock of its own. phone is the key stored in the
-// lock row: it must be 1 to 191 bytes, otherwise the call fails with
-// runtime.ErrInvalid.
+// without waiting, and returns ErrNotAcquired if another holder has it. Each
+// phone value is a lock of its own. phone is the key stored in the lock row:
+// it must be 1 to 191 bytes, otherwise the call fails with ErrInvalid.
 //
 // The lease lasts 1.5s by the database clock and is renewed every 500ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 1.5s.
-func (l *Locks) TrySendSMSLock(ctx context.Context, phone string) (*runtime.Lease, error) {
+func (l *Locks) TrySendSMSLock(ctx context.Context, phone string) (*Lease, error) {
 	return l.sendSMSLock.Try(ctx, phone)
 }
 
 // AcquireSendSMSLock acquires the send_sms lock for phone, waiting up to 250ms
 // (less if ctx ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting polls with
-// backoff and wakes at once when a holder in this process releases the lock.
-// Each phone value is a lock of its own. phone is the key stored in the lock
-// row: it must be 1 to 191 bytes, otherwise the call fails with
-// runtime.ErrInvalid.
+// ErrNotAcquired, or ctx's error when ctx ended. Waiting polls with backoff
+// and wakes at once when a holder in this process releases the lock. Each
+// phone value is a lock of its own. phone is the key stored in the lock row:
+// it must be 1 to 191 bytes, otherwise the call fails with ErrInvalid.
 //
 // The lease lasts 1.5s by the database clock and is renewed every 500ms in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireSendSMSLock(ctx context.Context, phone string) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireSendSMSLock(ctx context.Context, phone string) (*Lease, error) {
 	return l.sendSMSLock.Acquire(ctx, phone)
 }
 
@@ -466,7 +517,7 @@ func (l *Locks) AcquireSendSMSLock(ctx context.Context, phone string) (*runtime.
 // database clock. Holder.Held is false when nobody does (never acquired,
 // released or expired); Holder.Token is the fencing token of the current or
 // last holding.
-func (l *Locks) SendSMSLockHolder(ctx context.Context, phone string) (runtime.Holder, error) {
+func (l *Locks) SendSMSLockHolder(ctx context.Context, phone string) (Holder, error) {
 	return l.sendSMSLock.Holder(ctx, phone)
 }
 
@@ -474,16 +525,16 @@ func (l *Locks) SendSMSLockHolder(ctx context.Context, phone string) (runtime.Ho
 // have been free (released or expired) for longer than olderThan and whose
 // last fencing token was issued more than olderThan ago, both by the database
 // clock, 1000 rows per statement, and returns how many it deleted. Held keys
-// are never touched. olderThan must be at least the lock's ttl
-// (runtime.ErrInvalid otherwise): a pruned phone acquired again starts its
-// tokens from the database clock at the start of the acquiring statement, and
-// an acquisition whose answer takes ttl minus the safety margin or longer is
-// given back unused, so every token a holder uses comes from a statement that
-// started after the pruned row's last token and tokens keep rising. What
-// remains: the database clock must not step back past the pruned tokens, and
-// while a rollout lengthens the ttl, prune with the longest one any node uses.
-// Call it from a leader or a timer so the lock table does not grow with every
-// key ever used.
+// are never touched. olderThan must be at least the lock's ttl (ErrInvalid
+// otherwise): a pruned phone acquired again starts its tokens from the
+// database clock at the start of the acquiring statement, and an acquisition
+// whose answer takes ttl minus the safety margin or longer is given back
+// unused, so every token a holder uses comes from a statement that started
+// after the pruned row's last token and tokens keep rising. What remains: the
+// database clock must not step back past the pruned tokens, and while a
+// rollout lengthens the ttl, prune with the longest one any node uses. Call it
+// from a leader or a timer so the lock table does not grow with every key ever
+// used.
 func (l *Locks) PruneSendSMSLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.sendSMSLock.Prune(ctx, olderThan)
 }
@@ -494,57 +545,53 @@ func (l *Locks) PruneSendSMSLocks(ctx context.Context, olderThan time.Duration) 
 // error, joined with the release error if any.
 //
 // If another holder has it, WithNightlyReportLock waits up to 1m30s for it
-// (less if ctx ends first) and then returns runtime.ErrNotAcquired.
+// (less if ctx ends first) and then returns ErrNotAcquired.
 //
 // The lease lasts 1h by the database clock and is renewed every 10m while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithNightlyReportLock returns an error wrapping
-// runtime.ErrLeaseLost even if fn returned nil: the critical section may not
-// have been exclusive to its end. A check that returned nil can be stale by
-// the time a write lands: pass lease.Token() with the write, or use
-// lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithNightlyReportLock returns an error wrapping ErrLeaseLost even if fn
+// returned nil: the critical section may not have been exclusive to its end. A
+// check that returned nil can be stale by the time a write lands: pass
+// lease.Token() with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithNightlyReportLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithNightlyReportLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.nightlyReportLock.With(ctx, "", fn)
 }
 
 // TryNightlyReportLock makes one attempt to acquire the nightly_report lock,
-// without waiting, and returns runtime.ErrNotAcquired if another holder has
-// it.
+// without waiting, and returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 1h by the database clock and is renewed every 10m in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 1h.
-func (l *Locks) TryNightlyReportLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryNightlyReportLock(ctx context.Context) (*Lease, error) {
 	return l.nightlyReportLock.Try(ctx, "")
 }
 
 // AcquireNightlyReportLock acquires the nightly_report lock, waiting up to
 // 1m30s (less if ctx ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
-// the server (wait_mode server): each holding also holds a GET_LOCK wake lock
-// that it gives back right after the release, so the server wakes one waiter,
-// first come first served, without polling; where the server cannot help,
-// waiters poll with backoff.
+// ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on the server
+// (wait_mode server): each holding also holds a GET_LOCK wake lock that it
+// gives back right after the release, so the server wakes one waiter, first
+// come first served, without polling; where the server cannot help, waiters
+// poll with backoff.
 //
 // The lease lasts 1h by the database clock and is renewed every 10m in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireNightlyReportLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireNightlyReportLock(ctx context.Context) (*Lease, error) {
 	return l.nightlyReportLock.Acquire(ctx, "")
 }
 
@@ -552,7 +599,7 @@ func (l *Locks) AcquireNightlyReportLock(ctx context.Context) (*runtime.Lease, e
 // database clock. Holder.Held is false when nobody does (never acquired,
 // released or expired); Holder.Token is the fencing token of the current or
 // last holding.
-func (l *Locks) NightlyReportLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) NightlyReportLockHolder(ctx context.Context) (Holder, error) {
 	return l.nightlyReportLock.Holder(ctx, "")
 }
 
@@ -562,70 +609,69 @@ func (l *Locks) NightlyReportLockHolder(ctx context.Context) (runtime.Holder, er
 // error if any.
 //
 // If another holder has it, WithImportLock waits up to 30s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired. Waiting happens on the
-// server, inside GET_LOCK: no polling, first come first served.
+// ends first) and then returns ErrNotAcquired. Waiting happens on the server,
+// inside GET_LOCK: no polling, first come first served.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 3.333s while fn runs. The server frees the lock the moment that connection
 // breaks, and the holder learns of it only at its next check (or once no check
-// has succeeded for 9s), when fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
-// WithImportLock then returns an error wrapping runtime.ErrLeaseLost even if
-// fn returned nil: the critical section may not have been exclusive to its
-// end.
+// has succeeded for 9s), when fn's ctx is cancelled with cause ErrLeaseLost:
+// after others may already have taken the lock. Protect the critical section's
+// writes with the fencing token (lease.Guard in the same database); see
+// docs/strategies.md in github.com/lockgen/lockgen. WithImportLock then
+// returns an error wrapping ErrLeaseLost even if fn returned nil: the critical
+// section may not have been exclusive to its end.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithImportLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithImportLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.importLock.With(ctx, "", fn)
 }
 
 // TryImportLock makes one attempt to acquire the import lock, without waiting,
-// and returns runtime.ErrNotAcquired if another holder has it.
+// and returns ErrNotAcquired if another holder has it.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 3.333s in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// lease.Context() ends when the lease is lost (cause ErrLeaseLost) or
 // released. The server frees the lock the moment that connection breaks, and
 // the holder learns of it only at its next check (or once no check has
 // succeeded for 9s), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
 //
 // Any other error means the lock was not acquired: the runtime releases a
 // server-side lock taken on the way before returning.
-func (l *Locks) TryImportLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TryImportLock(ctx context.Context) (*Lease, error) {
 	return l.importLock.Try(ctx, "")
 }
 
 // AcquireImportLock acquires the import lock, waiting up to 30s (less if ctx
-// ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
-// the server, inside GET_LOCK: no polling, first come first served.
+// ends first) while another holder has it; it then returns ErrNotAcquired, or
+// ctx's error when ctx ended. Waiting happens on the server, inside GET_LOCK:
+// no polling, first come first served.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every
 // 3.333s in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// lease.Context() ends when the lease is lost (cause ErrLeaseLost) or
 // released. The server frees the lock the moment that connection breaks, and
 // the holder learns of it only at its next check (or once no check has
 // succeeded for 9s), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) AcquireImportLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) AcquireImportLock(ctx context.Context) (*Lease, error) {
 	return l.importLock.Acquire(ctx, "")
 }
 
@@ -634,7 +680,7 @@ func (l *Locks) AcquireImportLock(ctx context.Context) (*runtime.Lease, error) {
 // Holder.Token are those of the current or last holding, from the lock row.
 // Holder.Remaining is always 0: a session lock lasts as long as its holder's
 // connection.
-func (l *Locks) ImportLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) ImportLockHolder(ctx context.Context) (Holder, error) {
 	return l.importLock.Holder(ctx, "")
 }
 
@@ -643,77 +689,76 @@ func (l *Locks) ImportLockHolder(ctx context.Context) (runtime.Holder, error) {
 // after the release). fn's ctx is done when ctx is. WithTenantMigrationLock
 // returns fn's error, joined with the release error if any. Each tenant value
 // is a lock of its own. tenant is the key stored in the lock row: it must be 1
-// to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+// to 191 bytes, otherwise the call fails with ErrInvalid.
 //
 // It makes one attempt: if another holder has the lock,
-// WithTenantMigrationLock returns runtime.ErrNotAcquired at once (the lock
-// declares no wait).
+// WithTenantMigrationLock returns ErrNotAcquired at once (the lock declares no
+// wait).
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every 2s
 // while fn runs. The server frees the lock the moment that connection breaks,
 // and the holder learns of it only at its next check (or once no check has
-// succeeded for 4.5s), when fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
-// WithTenantMigrationLock then returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end.
+// succeeded for 4.5s), when fn's ctx is cancelled with cause ErrLeaseLost:
+// after others may already have taken the lock. Protect the critical section's
+// writes with the fencing token (lease.Guard in the same database); see
+// docs/strategies.md in github.com/lockgen/lockgen. WithTenantMigrationLock
+// then returns an error wrapping ErrLeaseLost even if fn returned nil: the
+// critical section may not have been exclusive to its end.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithTenantMigrationLock(ctx context.Context, tenant string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithTenantMigrationLock(ctx context.Context, tenant string, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.tenantMigrationLock.With(ctx, tenant, fn)
 }
 
 // TryTenantMigrationLock makes one attempt to acquire the tenant_migration
-// lock for tenant, without waiting, and returns runtime.ErrNotAcquired if
-// another holder has it. Each tenant value is a lock of its own. tenant is the
-// key stored in the lock row: it must be 1 to 191 bytes, otherwise the call
-// fails with runtime.ErrInvalid.
+// lock for tenant, without waiting, and returns ErrNotAcquired if another
+// holder has it. Each tenant value is a lock of its own. tenant is the key
+// stored in the lock row: it must be 1 to 191 bytes, otherwise the call fails
+// with ErrInvalid.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every 2s
 // in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// lease.Context() ends when the lease is lost (cause ErrLeaseLost) or
 // released. The server frees the lock the moment that connection breaks, and
 // the holder learns of it only at its next check (or once no check has
 // succeeded for 4.5s), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
 //
 // Any other error means the lock was not acquired: the runtime releases a
 // server-side lock taken on the way before returning.
-func (l *Locks) TryTenantMigrationLock(ctx context.Context, tenant string) (*runtime.Lease, error) {
+func (l *Locks) TryTenantMigrationLock(ctx context.Context, tenant string) (*Lease, error) {
 	return l.tenantMigrationLock.Try(ctx, tenant)
 }
 
 // AcquireTenantMigrationLock acquires the tenant_migration lock for tenant
 // like TryTenantMigrationLock: the lock declares no wait, so it makes one
-// attempt and returns runtime.ErrNotAcquired if another holder has it. Each
-// tenant value is a lock of its own. tenant is the key stored in the lock row:
-// it must be 1 to 191 bytes, otherwise the call fails with runtime.ErrInvalid.
+// attempt and returns ErrNotAcquired if another holder has it. Each tenant
+// value is a lock of its own. tenant is the key stored in the lock row: it
+// must be 1 to 191 bytes, otherwise the call fails with ErrInvalid.
 //
 // Strategy session: the server keeps the lock as long as the connection pinned
 // for this holding stays open; the holder checks that it still has it every 2s
 // in the background until lease.Release, which the caller must call.
-// lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or
+// lease.Context() ends when the lease is lost (cause ErrLeaseLost) or
 // released. The server frees the lock the moment that connection breaks, and
 // the holder learns of it only at its next check (or once no check has
 // succeeded for 4.5s), when lease.Context() is cancelled with cause
-// runtime.ErrLeaseLost: after others may already have taken the lock. Protect
-// the critical section's writes with the fencing token (lease.Guard in the
-// same database); see docs/strategies.md in github.com/lockgen/lockgen.
+// ErrLeaseLost: after others may already have taken the lock. Protect the
+// critical section's writes with the fencing token (lease.Guard in the same
+// database); see docs/strategies.md in github.com/lockgen/lockgen.
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) AcquireTenantMigrationLock(ctx context.Context, tenant string) (*runtime.Lease, error) {
+func (l *Locks) AcquireTenantMigrationLock(ctx context.Context, tenant string) (*Lease, error) {
 	return l.tenantMigrationLock.Acquire(ctx, tenant)
 }
 
@@ -722,7 +767,7 @@ func (l *Locks) AcquireTenantMigrationLock(ctx context.Context, tenant string) (
 // IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or
 // last holding, from the lock row. Holder.Remaining is always 0: a session
 // lock lasts as long as its holder's connection.
-func (l *Locks) TenantMigrationLockHolder(ctx context.Context, tenant string) (runtime.Holder, error) {
+func (l *Locks) TenantMigrationLockHolder(ctx context.Context, tenant string) (Holder, error) {
 	return l.tenantMigrationLock.Holder(ctx, tenant)
 }
 
@@ -731,11 +776,11 @@ func (l *Locks) TenantMigrationLockHolder(ctx context.Context, tenant string) (r
 // olderThan and whose last fencing token was issued more than olderThan ago,
 // both by the database clock, 1000 rows per statement, and returns how many it
 // deleted. Held keys are never touched. olderThan must be at least the lock's
-// ttl (runtime.ErrInvalid otherwise): a pruned tenant acquired again starts
-// its tokens from the database clock at the start of the acquiring statement,
-// and an acquisition whose answer takes ttl minus the safety margin or longer
-// is given back unused, so every token a holder uses comes from a statement
-// that started after the pruned row's last token and tokens keep rising. What
+// ttl (ErrInvalid otherwise): a pruned tenant acquired again starts its tokens
+// from the database clock at the start of the acquiring statement, and an
+// acquisition whose answer takes ttl minus the safety margin or longer is
+// given back unused, so every token a holder uses comes from a statement that
+// started after the pruned row's last token and tokens keep rising. What
 // remains: the database clock must not step back past the pruned tokens, and
 // while a rollout lengthens the ttl, prune with the longest one any node uses.
 // Call it from a leader or a timer so the lock table does not grow with every
@@ -750,66 +795,64 @@ func (l *Locks) PruneTenantMigrationLocks(ctx context.Context, olderThan time.Du
 // the release error if any.
 //
 // It makes one attempt: if another holder has the lock, WithSchedulerLock
-// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+// returns ErrNotAcquired at once (the lock declares no wait).
 //
 // The lease lasts 6s by the database clock and is renewed every 2s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithSchedulerLock returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end. A check that returned nil can be stale by the time a write lands:
-// pass lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithSchedulerLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithSchedulerLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithSchedulerLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.schedulerLock.With(ctx, "", fn)
 }
 
 // TrySchedulerLock makes one attempt to acquire the scheduler lock, without
-// waiting, and returns runtime.ErrNotAcquired if another holder has it.
+// waiting, and returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 6s by the database clock and is renewed every 2s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 6s.
-func (l *Locks) TrySchedulerLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TrySchedulerLock(ctx context.Context) (*Lease, error) {
 	return l.schedulerLock.Try(ctx, "")
 }
 
 // AcquireSchedulerLock acquires the scheduler lock like TrySchedulerLock: the
-// lock declares no wait, so it makes one attempt and returns
-// runtime.ErrNotAcquired if another holder has it.
+// lock declares no wait, so it makes one attempt and returns ErrNotAcquired if
+// another holder has it.
 //
 // The lease lasts 6s by the database clock and is renewed every 2s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireSchedulerLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireSchedulerLock(ctx context.Context) (*Lease, error) {
 	return l.schedulerLock.Acquire(ctx, "")
 }
 
 // SchedulerLockHolder reads who holds the scheduler lock, by the database
 // clock. Holder.Held is false when nobody does (never acquired, released or
 // expired); Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) SchedulerLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) SchedulerLockHolder(ctx context.Context) (Holder, error) {
 	return l.schedulerLock.Holder(ctx, "")
 }
 
 // RunAsScheduler campaigns for leadership of the scheduler lock until ctx
 // ends. Each time it is elected it runs fn with a ctx that is cancelled, with
-// cause runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx
-// ends), waits for fn to return, gives leadership up and campaigns again after
-// one poll. fn's lease.Token() is the fencing token of the term.
+// cause ErrLeaseLost, as soon as leadership is lost (and when ctx ends), waits
+// for fn to return, gives leadership up and campaigns again after one poll.
+// fn's lease.Token() is the fencing token of the term.
 //
 // Two leaders never run fn at the same time as long as fn stops when its ctx
 // ends: the lease's local deadline cancels it before the database lets a
@@ -819,14 +862,14 @@ func (l *Locks) SchedulerLockHolder(ctx context.Context) (runtime.Holder, error)
 // follower within about one poll. A leader that crashes is replaced within
 // about its TTL (6s) plus one poll. Followers wait on the server (wait_mode
 // server) and are woken as soon as the leader steps down; they may see a new
-// leader (runtime.OnNewLeader) up to one TTL late.
+// leader (OnNewLeader) up to one TTL late.
 //
-// RunAsScheduler returns nil when ctx ends, and an error wrapping
-// runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
-// cannot run safely on the server; other server errors are logged and retried.
-// Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader and
-// runtime.PollEvery (default 500ms: the smaller of ttl/4 and 500ms).
-func (l *Locks) RunAsScheduler(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {
+// RunAsScheduler returns nil when ctx ends, and an error wrapping ErrInvalid
+// for a nil fn or ErrUnsupported when the strategy cannot run safely on the
+// server; other server errors are logged and retried. Options: OnElected,
+// OnRevoked, OnNewLeader and PollEvery (default 500ms: the smaller of ttl/4
+// and 500ms).
+func (l *Locks) RunAsScheduler(ctx context.Context, fn func(ctx context.Context, lease *Lease) error, opts ...LeaderOption) error {
 	return l.schedulerLock.RunAsLeader(ctx, fn, opts...)
 }
 
@@ -840,7 +883,7 @@ func (l *Locks) IsSchedulerLeader() bool {
 // observer sees it, by the database clock. Holder.Held is false when nobody
 // leads, Holder.Owner is the leader's owner (see WithOwner), Holder.Token the
 // fencing token of its term and Holder.Remaining what is left of its lease.
-func (l *Locks) SchedulerLeader(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) SchedulerLeader(ctx context.Context) (Holder, error) {
 	return l.schedulerLock.Holder(ctx, "")
 }
 
@@ -850,62 +893,58 @@ func (l *Locks) SchedulerLeader(ctx context.Context) (runtime.Holder, error) {
 // returns fn's error, joined with the release error if any. Each tenantID
 // value is a lock of its own. tenantID must be a UUID (8-4-4-4-12 hex digits,
 // any case); it is stored in lower case, so one UUID is one lock however it is
-// spelled. Anything else fails with runtime.ErrInvalid.
+// spelled. Anything else fails with ErrInvalid.
 //
 // It makes one attempt: if another holder has the lock, WithTenantBackupLock
-// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+// returns ErrNotAcquired at once (the lock declares no wait).
 //
 // The lease lasts 30s by the database clock and is renewed every 10s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithTenantBackupLock returns an error wrapping
-// runtime.ErrLeaseLost even if fn returned nil: the critical section may not
-// have been exclusive to its end. A check that returned nil can be stale by
-// the time a write lands: pass lease.Token() with the write, or use
-// lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithTenantBackupLock returns an error wrapping ErrLeaseLost even if fn
+// returned nil: the critical section may not have been exclusive to its end. A
+// check that returned nil can be stale by the time a write lands: pass
+// lease.Token() with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithTenantBackupLock(ctx context.Context, tenantID string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithTenantBackupLock(ctx context.Context, tenantID string, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.tenantBackupLock.With(ctx, tenantID, fn)
 }
 
 // TryTenantBackupLock makes one attempt to acquire the tenant_backup lock for
-// tenantID, without waiting, and returns runtime.ErrNotAcquired if another
-// holder has it. Each tenantID value is a lock of its own. tenantID must be a
-// UUID (8-4-4-4-12 hex digits, any case); it is stored in lower case, so one
-// UUID is one lock however it is spelled. Anything else fails with
-// runtime.ErrInvalid.
+// tenantID, without waiting, and returns ErrNotAcquired if another holder has
+// it. Each tenantID value is a lock of its own. tenantID must be a UUID
+// (8-4-4-4-12 hex digits, any case); it is stored in lower case, so one UUID
+// is one lock however it is spelled. Anything else fails with ErrInvalid.
 //
 // The lease lasts 30s by the database clock and is renewed every 10s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 30s.
-func (l *Locks) TryTenantBackupLock(ctx context.Context, tenantID string) (*runtime.Lease, error) {
+func (l *Locks) TryTenantBackupLock(ctx context.Context, tenantID string) (*Lease, error) {
 	return l.tenantBackupLock.Try(ctx, tenantID)
 }
 
 // AcquireTenantBackupLock acquires the tenant_backup lock for tenantID like
 // TryTenantBackupLock: the lock declares no wait, so it makes one attempt and
-// returns runtime.ErrNotAcquired if another holder has it. Each tenantID value
-// is a lock of its own. tenantID must be a UUID (8-4-4-4-12 hex digits, any
-// case); it is stored in lower case, so one UUID is one lock however it is
-// spelled. Anything else fails with runtime.ErrInvalid.
+// returns ErrNotAcquired if another holder has it. Each tenantID value is a
+// lock of its own. tenantID must be a UUID (8-4-4-4-12 hex digits, any case);
+// it is stored in lower case, so one UUID is one lock however it is spelled.
+// Anything else fails with ErrInvalid.
 //
 // The lease lasts 30s by the database clock and is renewed every 10s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireTenantBackupLock(ctx context.Context, tenantID string) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireTenantBackupLock(ctx context.Context, tenantID string) (*Lease, error) {
 	return l.tenantBackupLock.Acquire(ctx, tenantID)
 }
 
@@ -913,7 +952,7 @@ func (l *Locks) AcquireTenantBackupLock(ctx context.Context, tenantID string) (*
 // by the database clock. Holder.Held is false when nobody does (never
 // acquired, released or expired); Holder.Token is the fencing token of the
 // current or last holding.
-func (l *Locks) TenantBackupLockHolder(ctx context.Context, tenantID string) (runtime.Holder, error) {
+func (l *Locks) TenantBackupLockHolder(ctx context.Context, tenantID string) (Holder, error) {
 	return l.tenantBackupLock.Holder(ctx, tenantID)
 }
 
@@ -922,11 +961,11 @@ func (l *Locks) TenantBackupLockHolder(ctx context.Context, tenantID string) (ru
 // olderThan and whose last fencing token was issued more than olderThan ago,
 // both by the database clock, 1000 rows per statement, and returns how many it
 // deleted. Held keys are never touched. olderThan must be at least the lock's
-// ttl (runtime.ErrInvalid otherwise): a pruned tenantID acquired again starts
-// its tokens from the database clock at the start of the acquiring statement,
-// and an acquisition whose answer takes ttl minus the safety margin or longer
-// is given back unused, so every token a holder uses comes from a statement
-// that started after the pruned row's last token and tokens keep rising. What
+// ttl (ErrInvalid otherwise): a pruned tenantID acquired again starts its
+// tokens from the database clock at the start of the acquiring statement, and
+// an acquisition whose answer takes ttl minus the safety margin or longer is
+// given back unused, so every token a holder uses comes from a statement that
+// started after the pruned row's last token and tokens keep rising. What
 // remains: the database clock must not step back past the pruned tokens, and
 // while a rollout lengthens the ttl, prune with the longest one any node uses.
 // Call it from a leader or a timer so the lock table does not grow with every
@@ -940,12 +979,12 @@ func (l *Locks) PruneTenantBackupLocks(ctx context.Context, olderThan time.Durat
 // release). fn's ctx is done when ctx is. WithLedgerLock returns fn's error,
 // joined with the release error if any. Each account value is a lock of its
 // own. account is the key stored in the lock row: it must be 1 to 191 bytes,
-// otherwise the call fails with runtime.ErrInvalid.
+// otherwise the call fails with ErrInvalid.
 //
 // If another holder has it, WithLedgerLock waits up to 2s for it (less if ctx
-// ends first) and then returns runtime.ErrNotAcquired. Waiting happens on the
-// server, in the row lock's queue (innodb_lock_wait_timeout, in whole
-// seconds): no polling, first come first served.
+// ends first) and then returns ErrNotAcquired. Waiting happens on the server,
+// in the row lock's queue (innodb_lock_wait_timeout, in whole seconds): no
+// polling, first come first served.
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -953,15 +992,14 @@ func (l *Locks) PruneTenantBackupLocks(ctx context.Context, olderThan time.Durat
 // back the transaction's writes. A row lock is not renewed and has no ttl: if
 // the server ends the transaction early (the connection broke, or a deadlock
 // in the transaction's own statements rolled it back), the holder learns of it
-// at the release, when WithLedgerLock returns an error wrapping
-// runtime.ErrLeaseLost. Writes made in the holding's transaction (lease.Tx())
-// are rolled back with the lock and are always safe; protect other writes with
-// the fencing token.
+// at the release, when WithLedgerLock returns an error wrapping ErrLeaseLost.
+// Writes made in the holding's transaction (lease.Tx()) are rolled back with
+// the lock and are always safe; protect other writes with the fencing token.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithLedgerLock(ctx context.Context, account string, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithLedgerLock(ctx context.Context, account string, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.ledgerLock.With(ctx, account, fn)
 }
 
@@ -975,22 +1013,21 @@ func (l *Locks) WithLedgerLock(ctx context.Context, account string, fn func(ctx 
 // A row lock is not renewed and has no ttl: if the server ends the transaction
 // early (the connection broke, or a deadlock in the transaction's own
 // statements rolled it back), the holder learns of it at the release, when
-// WithLedgerLockTx returns an error wrapping runtime.ErrLeaseLost. Writes made
-// in the holding's transaction (lease.Tx()) are rolled back with the lock and
-// are always safe; protect other writes with the fencing token.
+// WithLedgerLockTx returns an error wrapping ErrLeaseLost. Writes made in the
+// holding's transaction (lease.Tx()) are rolled back with the lock and are
+// always safe; protect other writes with the fencing token.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithLedgerLockTx(ctx context.Context, account string, fn func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error) error {
+func (l *Locks) WithLedgerLockTx(ctx context.Context, account string, fn func(ctx context.Context, tx *sql.Tx, lease *Lease) error) error {
 	return l.ledgerLock.WithTx(ctx, account, fn)
 }
 
 // TryLedgerLock makes one attempt to acquire the ledger lock for account,
-// without waiting, and returns runtime.ErrNotAcquired if another holder has
-// it. Each account value is a lock of its own. account is the key stored in
-// the lock row: it must be 1 to 191 bytes, otherwise the call fails with
-// runtime.ErrInvalid.
+// without waiting, and returns ErrNotAcquired if another holder has it. Each
+// account value is a lock of its own. account is the key stored in the lock
+// row: it must be 1 to 191 bytes, otherwise the call fails with ErrInvalid.
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -1003,17 +1040,17 @@ func (l *Locks) WithLedgerLockTx(ctx context.Context, account string, fn func(ct
 //
 // Any other error means the lock was not acquired: the runtime rolls back the
 // transaction (or drops its connection) before returning.
-func (l *Locks) TryLedgerLock(ctx context.Context, account string) (*runtime.Lease, error) {
+func (l *Locks) TryLedgerLock(ctx context.Context, account string) (*Lease, error) {
 	return l.ledgerLock.Try(ctx, account)
 }
 
 // AcquireLedgerLock acquires the ledger lock for account, waiting up to 2s
 // (less if ctx ends first) while another holder has it; it then returns
-// runtime.ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on
-// the server, in the row lock's queue (innodb_lock_wait_timeout, in whole
+// ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on the
+// server, in the row lock's queue (innodb_lock_wait_timeout, in whole
 // seconds): no polling, first come first served. Each account value is a lock
 // of its own. account is the key stored in the lock row: it must be 1 to 191
-// bytes, otherwise the call fails with runtime.ErrInvalid.
+// bytes, otherwise the call fails with ErrInvalid.
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
@@ -1023,7 +1060,7 @@ func (l *Locks) TryLedgerLock(ctx context.Context, account string) (*runtime.Lea
 // made in it commit with the release. lease.Token() is the fencing token of
 // this holding, greater than that of every earlier holding: pass it with the
 // writes that a stale holder must not make.
-func (l *Locks) AcquireLedgerLock(ctx context.Context, account string) (*runtime.Lease, error) {
+func (l *Locks) AcquireLedgerLock(ctx context.Context, account string) (*Lease, error) {
 	return l.ledgerLock.Acquire(ctx, account)
 }
 
@@ -1032,7 +1069,7 @@ func (l *Locks) AcquireLedgerLock(ctx context.Context, account string) (*runtime
 // Holder.Held is whether a holding is live, Holder.Owner and Holder.Token are
 // those of the current or last holding. Holder.Remaining is always 0: a row
 // lock lasts as long as its transaction.
-func (l *Locks) LedgerLockHolder(ctx context.Context, account string) (runtime.Holder, error) {
+func (l *Locks) LedgerLockHolder(ctx context.Context, account string) (Holder, error) {
 	return l.ledgerLock.Holder(ctx, account)
 }
 
@@ -1040,16 +1077,16 @@ func (l *Locks) LedgerLockHolder(ctx context.Context, account string) (runtime.H
 // have been free (released or expired) for longer than olderThan and whose
 // last fencing token was issued more than olderThan ago, both by the database
 // clock, 1000 rows per statement, and returns how many it deleted. Held keys
-// are never touched. olderThan must be at least the lock's ttl
-// (runtime.ErrInvalid otherwise): a pruned account acquired again starts its
-// tokens from the database clock at the start of the acquiring statement, and
-// an acquisition whose answer takes ttl minus the safety margin or longer is
-// given back unused, so every token a holder uses comes from a statement that
-// started after the pruned row's last token and tokens keep rising. What
-// remains: the database clock must not step back past the pruned tokens, and
-// while a rollout lengthens the ttl, prune with the longest one any node uses.
-// Call it from a leader or a timer so the lock table does not grow with every
-// key ever used.
+// are never touched. olderThan must be at least the lock's ttl (ErrInvalid
+// otherwise): a pruned account acquired again starts its tokens from the
+// database clock at the start of the acquiring statement, and an acquisition
+// whose answer takes ttl minus the safety margin or longer is given back
+// unused, so every token a holder uses comes from a statement that started
+// after the pruned row's last token and tokens keep rising. What remains: the
+// database clock must not step back past the pruned tokens, and while a
+// rollout lengthens the ttl, prune with the longest one any node uses. Call it
+// from a leader or a timer so the lock table does not grow with every key ever
+// used.
 func (l *Locks) PruneLedgerLocks(ctx context.Context, olderThan time.Duration) (int64, error) {
 	return l.ledgerLock.Prune(ctx, olderThan)
 }
