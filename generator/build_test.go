@@ -17,7 +17,7 @@ import (
 // TestGeneratedCodeBuildsAndVets generates golden cases into fresh modules,
 // adds a program that calls every generated function, and builds, vets and
 // runs it against this repository's runtime module (through a go.work), the
-// way an application would.
+// way an application would: importing only the generated package.
 func TestGeneratedCodeBuildsAndVets(t *testing.T) {
 	for _, tc := range []struct{ name, main, want string }{
 		{"every", everyMain, "New(nil): lockgen: invalid argument: nil *sql.DB (errors.Is ErrInvalid: true)\n"},
@@ -76,18 +76,17 @@ import (
 	"time"
 
 	"example.com/jobs/internal/work"
-	"github.com/lockgen/lockgen/runtime"
 )
 
 type handlers struct{}
 
-func (handlers) NightlyReport(ctx context.Context, run *runtime.Run) error { return nil }
-func (handlers) SendSMS(ctx context.Context, run *runtime.Run, args work.SendSMSArgs) error {
+func (handlers) NightlyReport(ctx context.Context, run *work.Run) error { return nil }
+func (handlers) SendSMS(ctx context.Context, run *work.Run, args work.SendSMSArgs) error {
 	_ = args.OrderID + int64(args.AttemptNo)
 	return nil
 }
-func (handlers) Reindex(ctx context.Context, run *runtime.Run, args work.ReindexArgs) error { return nil }
-func (handlers) RebuildCache(ctx context.Context, run *runtime.Run) error              { return nil }
+func (handlers) Reindex(ctx context.Context, run *work.Run, args work.ReindexArgs) error { return nil }
+func (handlers) RebuildCache(ctx context.Context, run *work.Run) error                 { return nil }
 
 var _ work.JobHandlers = handlers{}
 
@@ -109,8 +108,8 @@ func use(ctx context.Context, w *work.Locks) error {
 	var id int64
 	var err error
 	var errs []error
-	id, err = w.EnqueueSendSMS(ctx, args, runtime.Delay(time.Minute), runtime.WithPriority(5), runtime.WithUniqueKey("k"),
-		runtime.WithMaxAttempts(3), runtime.RunAt(time.Now()))
+	id, err = w.EnqueueSendSMS(ctx, args, work.Delay(time.Minute), work.WithPriority(5), work.WithUniqueKey("k"),
+		work.WithMaxAttempts(3), work.RunAt(time.Now()))
 	errs = append(errs, err)
 	id, err = w.EnqueueSendSMSTx(ctx, &sql.Tx{}, args)
 	errs = append(errs, err, w.EnqueueSendSMSMany(ctx, []work.SendSMSArgs{args}))
@@ -120,12 +119,16 @@ func use(ctx context.Context, w *work.Locks) error {
 	errs = append(errs, err)
 	id, err = w.EnqueueRebuildCacheTx(ctx, &sql.Tx{})
 	errs = append(errs, err)
-	var info runtime.RunInfo
+	var info work.RunInfo
 	info, err = w.JobRun(ctx, id)
 	_, _ = w.CancelRun(ctx, id)
 	_, _ = w.RetryRun(ctx, id)
-	errs = append(errs, err, w.RunJobs(ctx, handlers{}, func(c *runtime.WorkerConfig) { c.Lease = time.Minute }))
+	var opt work.WorkerOption = func(c *work.WorkerConfig) { c.Lease = time.Minute }
+	errs = append(errs, err, w.RunJobs(ctx, handlers{}, opt, func(c *work.WorkerConfig) { c.ShutdownGrace = time.Minute }))
 	_ = []string{work.NightlyReportJob, work.SendSMSJob, work.ReindexJob, work.RebuildCacheJob, string(info.State)}
+	_ = []any{work.RunAvailable, work.RunRunning, work.RunCompleted, work.RunDiscarded, work.RunCancelled, work.RunSkipped}
+	_ = []error{work.ErrInvalid, work.ErrUnsupported, work.ErrLeaseLost, work.ErrNotAcquired, work.ErrReleased,
+		work.ErrRunNotFound, work.ErrUniqueKeyTaken}
 	return errors.Join(errs...)
 }
 `
@@ -144,12 +147,11 @@ import (
 	"time"
 
 	"example.com/every/internal/platform/dlock"
-	"github.com/lockgen/lockgen/runtime"
 )
 
 func main() {
 	_, err := dlock.New(nil)
-	fmt.Printf("New(nil): %v (errors.Is ErrInvalid: %v)\n", err, errors.Is(err, runtime.ErrInvalid))
+	fmt.Printf("New(nil): %v (errors.Is ErrInvalid: %v)\n", err, errors.Is(err, dlock.ErrInvalid))
 	if err != nil {
 		return
 	}
@@ -158,6 +160,7 @@ func main() {
 
 func use(ctx context.Context, db *sql.DB) error {
 	opts := []dlock.Option{dlock.WithOwner("node-1"), dlock.WithLogger(slog.Default())}
+	_ = dlock.WithObserver // takes a runtime.Observer, such as lockgenprom's
 	locks, err := dlock.New(db, opts...)
 	if err != nil {
 		return err
@@ -168,13 +171,13 @@ func use(ctx context.Context, db *sql.DB) error {
 		dlock.ImportLockName, dlock.TenantMigrationLockName, dlock.SchedulerLockName, dlock.TenantBackupLockName,
 		dlock.LedgerLockName,
 	}
-	fn := func(ctx context.Context, lease *runtime.Lease) error {
+	fn := func(ctx context.Context, lease *dlock.Lease) error {
 		var token int64 = lease.Token()
 		_, _ = token, ctx.Err()
 		return nil
 	}
-	var lease *runtime.Lease
-	var holder runtime.Holder
+	var lease *dlock.Lease
+	var holder dlock.Holder
 	errs := []error{
 		locks.WithMasterLock(ctx, fn),
 		locks.WithOrderLock(ctx, int64(42), fn),
@@ -185,16 +188,16 @@ func use(ctx context.Context, db *sql.DB) error {
 		locks.WithSchedulerLock(ctx, fn),
 		locks.WithTenantBackupLock(ctx, "6f9619ff-8b86-d011-b42d-00c04fc964ff", fn),
 		locks.WithLedgerLock(ctx, "acct-1", fn),
-		locks.WithLedgerLockTx(ctx, "acct-1", func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+		locks.WithLedgerLockTx(ctx, "acct-1", func(ctx context.Context, tx *sql.Tx, lease *dlock.Lease) error {
 			_, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance - 1 WHERE id = ?", "acct-1")
 			return err
 		}),
 		locks.RunAsMaster(ctx, fn),
 		locks.RunAsScheduler(ctx, fn,
-			runtime.OnElected(func(lease *runtime.Lease) {}),
-			runtime.OnRevoked(func(err error) {}),
-			runtime.OnNewLeader(func(leader runtime.Holder) {}),
-			runtime.PollEvery(time.Second),
+			dlock.OnElected(func(lease *dlock.Lease) {}),
+			dlock.OnRevoked(func(err error) {}),
+			dlock.OnNewLeader(func(leader dlock.Holder) {}),
+			dlock.PollEvery(time.Second),
 		),
 	}
 	var leading bool = locks.IsMasterLeader() || locks.IsSchedulerLeader()
@@ -234,6 +237,9 @@ func use(ctx context.Context, db *sql.DB) error {
 	holder, err = locks.SchedulerLeader(ctx)
 	var remaining time.Duration = holder.Remaining
 	_, _, _, _ = names, lease, remaining, leading
+	for _, e := range []error{dlock.ErrNotAcquired, dlock.ErrLeaseLost, dlock.ErrReleased, dlock.ErrUnsupported} {
+		_ = errors.Is(err, e)
+	}
 	return errors.Join(append(errs, err)...)
 }
 `

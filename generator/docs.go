@@ -2,8 +2,11 @@ package generator
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
-	"time"
+
+	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // This file writes the doc comments of the generated code. Each states the
@@ -54,38 +57,134 @@ func wrap(text string, width int) []string {
 	return lines
 }
 
-// formatDuration writes d as in the spec: "3s", "1m", "1m30s", "1.5s",
-// "500ms" (time.Duration.String without trailing zero units).
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
-
 func (m *model) packageDoc() string {
-	doc := fmt.Sprintf("Package %s gives typed access to the distributed locks declared in %s. "+
-		"Each lock is a lease: a row of the MySQL/MariaDB table %s that expires by the database clock unless its holder renews it",
-		m.Package, m.SpecName, m.Table)
-	if m.hasSession() {
-		doc += "; a lock of strategy session is instead a server-side named lock (GET_LOCK) held on a pinned connection, " +
-			"with the same row for its fencing token"
+	var doc []string
+	switch {
+	case len(m.Jobs) == 0:
+		doc = append(doc, fmt.Sprintf("Package %s gives typed access to the distributed locks declared in %s.", m.Package, m.SpecName))
+	case len(m.Locks) == 0:
+		doc = append(doc, fmt.Sprintf("Package %s gives typed access to the jobs declared in %s.", m.Package, m.SpecName))
+	default:
+		doc = append(doc, fmt.Sprintf("Package %s gives typed access to the distributed locks and the jobs declared in %s.", m.Package, m.SpecName))
 	}
-	held := "leases"
-	if m.hasSession() {
-		held = "locks"
+	table := "the MySQL/MariaDB table " + m.Table
+	groups := m.strategies()
+	for i, g := range groups {
+		if len(groups) == 1 {
+			doc = append(doc, fmt.Sprintf("Each lock is %s.", strategyDesc(g.strategy, table)))
+		} else {
+			doc = append(doc, fmt.Sprintf("A lock of strategy %s (%s) is %s.", g.strategy, strings.Join(g.names, ", "), strategyDesc(g.strategy, table)))
+		}
+		if i == 0 {
+			table = m.Table
+		}
 	}
-	return comment(doc + fmt.Sprintf(". The runtime (%s) acquires, renews and releases the %s and hands out fencing tokens; "+
-		"this package binds the declared names, keys and timings to it.", runtimePath, held))
+	if len(m.Jobs) > 0 {
+		runs := m.RunsTable
+		if len(m.Locks) == 0 {
+			runs = "the MySQL/MariaDB table " + m.RunsTable
+		}
+		doc = append(doc, fmt.Sprintf("Each run of a job is a row of %s, inserted by %s, then claimed, run and recorded by RunJobs on every node.",
+			runs, orList(m.runSources())))
+	}
+	var does []string
+	switch held := "locks"; {
+	case len(groups) == 1 && groups[0].strategy == spec.StrategyRow:
+		does = append(does, "acquires and releases the locks")
+	case len(groups) == 1 && groups[0].strategy == spec.StrategyLease:
+		held = "leases"
+		fallthrough
+	case len(groups) > 0:
+		does = append(does, "acquires, renews and releases the "+held)
+	}
+	if len(m.Locks) > 0 {
+		does = append(does, "hands out fencing tokens")
+	}
+	binds := "names, keys and timings"
+	if len(m.Jobs) > 0 {
+		does = append(does, "claims, runs, retries and records the runs")
+		binds = "names, keys, arguments and timings"
+		if len(m.Locks) == 0 {
+			binds = "names, arguments and timings"
+		}
+	}
+	doc = append(doc, fmt.Sprintf("The runtime (%s) %s; this package binds the declared %s to it.", runtimePath, andList(does), binds))
+	return comment(strings.Join(doc, " "))
 }
 
-// hasSession reports whether any lock pins a connection per holding (the
-// session and row strategies).
-func (m *model) hasSession() bool {
+// andList joins items as in a sentence: "a", "a and b", "a, b and c".
+func andList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
+// orList joins items as in a sentence: "a", "a or b", "a, b or c".
+func orList(items []string) string {
+	if len(items) < 2 {
+		return strings.Join(items, "")
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
+}
+
+// strategyDesc says what a lock of strategy is, its row being in table.
+func strategyDesc(strategy, table string) string {
+	switch strategy {
+	case spec.StrategySession:
+		return "a server-side named lock (GET_LOCK) held on a pinned connection, with a row of " + table + " for its fencing token"
+	case spec.StrategyRow:
+		return "the row lock (SELECT ... FOR UPDATE) of a row of " + table + ", held by a transaction that lasts the holding"
+	default:
+		return "a lease: a row of " + table + " that expires by the database clock unless its holder renews it"
+	}
+}
+
+// strategyGroup is the locks of one strategy.
+type strategyGroup struct {
+	strategy string
+	names    []string
+}
+
+// strategies returns the strategies m's locks use, in the order lease,
+// session, row, each with the names of its locks in spec order.
+func (m *model) strategies() []strategyGroup {
+	var groups []strategyGroup
+	for _, st := range []string{spec.StrategyLease, spec.StrategySession, spec.StrategyRow} {
+		g := strategyGroup{strategy: st}
+		for _, lk := range m.Locks {
+			if lk.Strategy == st {
+				g.names = append(g.names, lk.Name)
+			}
+		}
+		if len(g.names) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
+// runSources names what inserts runs: "an Enqueue method", "the
+// scheduler", or both.
+func (m *model) runSources() []string {
+	var enqueued, scheduled bool
+	for _, j := range m.Jobs {
+		enqueued = enqueued || j.Enqueue != ""
+		scheduled = scheduled || j.Scheduled()
+	}
+	var sources []string
+	if enqueued {
+		sources = append(sources, "an Enqueue method")
+	}
+	if scheduled {
+		sources = append(sources, "the scheduler")
+	}
+	return sources
+}
+
+// pinsConnection reports whether any lock pins a connection per holding
+// (the session and row strategies).
+func (m *model) pinsConnection() bool {
 	for _, lk := range m.Locks {
 		if lk.Session || lk.Row {
 			return true
@@ -94,25 +193,66 @@ func (m *model) hasSession() bool {
 	return false
 }
 
+// versionGuardDoc explains the reference to the runtime's version guard.
+func (m *model) versionGuardDoc() string {
+	return comment("This package builds only against a runtime that fits the code lockgen generated here: " +
+		"if runtime." + versionGuard + " is undefined, this package and " + runtimePath + " come from different lockgen versions. " +
+		"Run `go tool lockgen generate` with the lockgen of your runtime's version, or require the runtime of your lockgen's.")
+}
+
 func (m *model) optionDoc() string {
-	return comment("Option configures New. See WithOwner and WithLogger.")
+	if len(m.Locks) == 0 {
+		return comment("Option configures New. See WithOwner and WithLogger.")
+	}
+	return comment("Option configures New. See WithOwner, WithLogger and WithObserver.")
 }
 
 func (m *model) withOwnerDoc() string {
-	return comment("WithOwner sets the identity recorded in the rows of the locks held through the Locks, " +
-		"as the Holder methods report it in runtime.Holder.Owner. It must be 1 to 191 bytes; " +
-		"New fails with runtime.ErrInvalid otherwise. Default: \"<hostname>-<pid>-<random>\", different for every Locks. " +
-		"The holdings of one Locks share its owner and are told apart by their fencing tokens.")
+	recorded := "WithOwner sets the identity recorded in the rows of the locks held through the Locks, " +
+		"as the Holder methods report it in Holder.Owner"
+	switch {
+	case len(m.Locks) == 0:
+		recorded = "WithOwner sets the identity recorded as the worker of the runs claimed through the Locks (RunInfo.Worker)"
+	case len(m.Jobs) > 0:
+		recorded += ", and as the worker of the runs it claims (RunInfo.Worker)"
+	}
+	doc := recorded + ". It must be 1 to " + strconv.Itoa(runtime.MaxOwnerLen) + " bytes; " +
+		"New fails with ErrInvalid otherwise. Default: \"<hostname>-<pid>-<random>\", different for every Locks."
+	if len(m.Locks) > 0 {
+		doc += " The holdings of one Locks share its owner and are told apart by their fencing tokens."
+	}
+	return comment(doc)
+}
+
+func (m *model) withObserverDoc() string {
+	return comment("WithObserver sets the observer of acquisitions, releases, renewal failures, lost leases and leadership changes, " +
+		"for metrics: e.g. github.com/lockgen/lockgen/lockgenprom's. Default: none.")
 }
 
 func (m *model) withLoggerDoc() string {
 	return comment("WithLogger sets the logger that reports lost leases and renewal trouble. Default: slog.Default().")
 }
 
+// declared names what the spec declares: "locks", "jobs" or "locks and
+// jobs".
+func (m *model) declared() string {
+	switch {
+	case len(m.Jobs) == 0:
+		return "locks"
+	case len(m.Locks) == 0:
+		return "jobs"
+	default:
+		return "locks and jobs"
+	}
+}
+
 func (m *model) locksDoc() string {
-	return comment(fmt.Sprintf("Locks gives typed access to the locks declared in %s. It is safe for concurrent use; "+
-		"create one per process (or per node in tests). Two Locks behave like two nodes: "+
-		"a lock held through one is busy for the other.", m.SpecName))
+	doc := fmt.Sprintf("Locks gives typed access to the %s declared in %s. It is safe for concurrent use; "+
+		"create one per process (or per node in tests).", m.declared(), m.SpecName)
+	if len(m.Locks) > 0 {
+		doc += " Two Locks behave like two nodes: a lock held through one is busy for the other."
+	}
+	return comment(doc)
 }
 
 func (m *model) newDoc() string {
@@ -122,31 +262,56 @@ func (m *model) newDoc() string {
 			files = append(files, f.Path)
 		}
 	}
-	return comment(
-		fmt.Sprintf("New returns the locks declared in %s, running their statements on db, each as its own autocommit statement, "+
-			"never inside a transaction of yours. It does not touch the database.", m.SpecName),
-		fmt.Sprintf("The table %s must exist: apply %s (relative to %s) with your migration tool. "+
-			"With github.com/go-sql-driver/mysql, open db with parseTime=true.",
-			m.Table, strings.Join(files, " and "), m.SpecName),
-		m.sessionPoolDoc(),
-		"New fails with an error wrapping runtime.ErrInvalid when db is nil or an option is invalid.")
-}
-
-// sessionPoolDoc states what session locks need from the pool, or "" when
-// there are none.
-func (m *model) sessionPoolDoc() string {
-	if !m.hasSession() {
-		return ""
+	tables := "The table " + m.Table + " must exist"
+	if m.RunsTable != "" {
+		tables = "The tables " + m.Table + " and " + m.RunsTable + " must exist"
 	}
-	var names []string
-	for _, lk := range m.Locks {
-		if lk.Session || lk.Row {
-			names = append(names, lk.Name)
+	yours := "never inside a transaction of yours"
+	var txMethods []string
+	for _, j := range m.Jobs {
+		if j.EnqueueTx != "" {
+			txMethods = append(txMethods, j.EnqueueTx)
 		}
 	}
-	return fmt.Sprintf("The session and row locks (%s) keep a connection of db for the whole holding (GET_LOCK, or the holding's transaction): "+
+	if len(txMethods) > 0 {
+		yours += " unless you pass it to " + orList(txMethods)
+	}
+	return comment(
+		fmt.Sprintf("New returns the %s declared in %s, running their statements on db, each as its own autocommit statement, "+
+			"%s. It does not touch the database.", m.declared(), m.SpecName, yours),
+		fmt.Sprintf("%s: apply %s (relative to %s) with your migration tool. "+
+			"With github.com/go-sql-driver/mysql, open db with parseTime=true.",
+			tables, andList(files), m.SpecName),
+		m.sessionPoolDoc(),
+		"New fails with an error wrapping ErrInvalid when db is nil or an option is invalid.")
+}
+
+// sessionPoolDoc states what session and row locks need from the pool, or
+// "" when there are none.
+func (m *model) sessionPoolDoc() string {
+	if !m.pinsConnection() {
+		return ""
+	}
+	var names, what, kinds []string
+	for _, g := range m.strategies() {
+		switch g.strategy {
+		case spec.StrategySession:
+			kinds, what = append(kinds, "session"), append(what, "GET_LOCK")
+		case spec.StrategyRow:
+			kinds, what = append(kinds, "row"), append(what, "the holding's transaction")
+		default:
+			continue
+		}
+		names = append(names, g.names...)
+	}
+	locks, keep, they, fail := "locks", "keep", "they", "fail"
+	if len(names) == 1 {
+		locks, keep, they, fail = "lock", "keeps", "it", "fails"
+	}
+	return fmt.Sprintf("The %s %s (%s) %s a connection of db for the whole holding (%s): "+
 		"allow for one open connection per holding in db.SetMaxOpenConns, and connect to the server directly, "+
-		"not through a multiplexing proxy. On a Galera cluster they fail with runtime.ErrUnsupported.", strings.Join(names, ", "))
+		"not through a multiplexing proxy. On a Galera cluster %s %s with ErrUnsupported.",
+		strings.Join(kinds, " and "), locks, strings.Join(names, ", "), keep, strings.Join(what, ", or "), they, fail)
 }
 
 func (m *model) namesDoc() string {
@@ -181,10 +346,10 @@ func (lk *lockModel) keyDoc() string {
 	}
 	if k.UUID {
 		return s + fmt.Sprintf(" %s must be a UUID (8-4-4-4-12 hex digits, any case); it is stored in lower case, "+
-			"so one UUID is one lock however it is spelled. Anything else fails with runtime.ErrInvalid.", k.Param)
+			"so one UUID is one lock however it is spelled. Anything else fails with ErrInvalid.", k.Param)
 	}
-	return s + fmt.Sprintf(" %s is the key stored in the lock row: it must be 1 to 191 bytes, "+
-		"otherwise the call fails with runtime.ErrInvalid.", k.Param)
+	return s + fmt.Sprintf(" %s is the key stored in the lock row: it must be 1 to %d bytes, "+
+		"otherwise the call fails with ErrInvalid.", k.Param, runtime.MaxKeyLen)
 }
 
 // leaseDoc states the lease's timing: for the lease strategy the TTL and
@@ -196,10 +361,10 @@ func (lk *lockModel) leaseDoc() string {
 	}
 	if lk.Session {
 		return fmt.Sprintf("Strategy session: the server keeps the lock as long as the connection pinned for this holding stays open; "+
-			"the holder checks that it still has it every %s", formatDuration(lk.RenewEvery))
+			"the holder checks that it still has it every %s", spec.FormatDuration(lk.RenewEvery))
 	}
 	return fmt.Sprintf("The lease lasts %s by the database clock and is renewed every %s",
-		formatDuration(lk.TTL), formatDuration(lk.RenewEvery))
+		spec.FormatDuration(lk.TTL), spec.FormatDuration(lk.RenewEvery))
 }
 
 // sessionLossDoc says when the holder of a session lock learns that it
@@ -207,9 +372,9 @@ func (lk *lockModel) leaseDoc() string {
 func (lk *lockModel) sessionLossDoc(ctx string) string {
 	return fmt.Sprintf("The server frees the lock the moment that connection breaks, "+
 		"and the holder learns of it only at its next check (or once no check has succeeded for %s), "+
-		"when %s is cancelled with cause runtime.ErrLeaseLost: after others may already have taken the lock. "+
+		"when %s is cancelled with cause ErrLeaseLost: after others may already have taken the lock. "+
 		"Protect the critical section's writes with the fencing token (lease.Guard in the same database); "+
-		"see docs/strategies.md in github.com/lockgen/lockgen.", formatDuration(lk.TTL-lk.TTL/10), ctx)
+		"see docs/strategies.md in github.com/lockgen/lockgen.", spec.FormatDuration(lk.TTL-lk.TTL/10), ctx)
 }
 
 // tokenDoc explains the fencing token.
@@ -233,18 +398,18 @@ func (lk *lockModel) waitDoc() string {
 }
 
 func (lk *lockModel) withDoc() string {
-	busy := fmt.Sprintf("If another holder has it, %s waits up to %s for it (less if ctx ends first) and then returns runtime.ErrNotAcquired.",
-		lk.With, formatDuration(lk.Wait))
+	busy := fmt.Sprintf("If another holder has it, %s waits up to %s for it (less if ctx ends first) and then returns ErrNotAcquired.",
+		lk.With, spec.FormatDuration(lk.Wait))
 	if lk.Session || lk.Row {
 		busy += " " + lk.waitDoc()
 	}
 	if lk.Wait == 0 {
-		busy = fmt.Sprintf("It makes one attempt: if another holder has the lock, %s returns runtime.ErrNotAcquired at once "+
+		busy = fmt.Sprintf("It makes one attempt: if another holder has the lock, %s returns ErrNotAcquired at once "+
 			"(the lock declares no wait).", lk.With)
 	}
-	loss := lk.leaseDoc() + " while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause runtime.ErrLeaseLost " +
+	loss := lk.leaseDoc() + " while fn runs. If no renewal succeeds in time, fn's ctx is cancelled with cause ErrLeaseLost " +
 		"before anyone else can take the lock (ctx.Err() reads the local deadline itself, so the first check after a pause reports the loss), and " +
-		lk.With + " returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
+		lk.With + " returns an error wrapping ErrLeaseLost even if fn returned nil: " +
 		"the critical section may not have been exclusive to its end. A check that returned nil can be stale by the time a write lands: " +
 		"pass lease.Token() with the write, or use lease.Guard in its transaction."
 	if lk.Row {
@@ -252,7 +417,7 @@ func (lk *lockModel) withDoc() string {
 	}
 	if lk.Session {
 		loss = lk.leaseDoc() + " while fn runs. " + lk.sessionLossDoc("fn's ctx") + " " + lk.With +
-			" then returns an error wrapping runtime.ErrLeaseLost even if fn returned nil: " +
+			" then returns an error wrapping ErrLeaseLost even if fn returned nil: " +
 			"the critical section may not have been exclusive to its end."
 	}
 	return comment(
@@ -267,7 +432,7 @@ func (lk *lockModel) withDoc() string {
 func rowLossDoc(with string) string {
 	return "A row lock is not renewed and has no ttl: if the server ends the transaction early (the connection broke, " +
 		"or a deadlock in the transaction's own statements rolled it back), the holder learns of it at the release, " +
-		"when " + with + " returns an error wrapping runtime.ErrLeaseLost. Writes made in the holding's transaction " +
+		"when " + with + " returns an error wrapping ErrLeaseLost. Writes made in the holding's transaction " +
 		"(lease.Tx()) are rolled back with the lock and are always safe; protect other writes with the fencing token."
 }
 
@@ -289,7 +454,7 @@ func (lk *lockModel) heldDoc() string {
 			"and writes made in it commit with the release. " + tokenDoc
 	}
 	doc := lk.leaseDoc() + " in the background until lease.Release, which the caller must call. " +
-		"lease.Context() ends when the lease is lost (cause runtime.ErrLeaseLost) or released. "
+		"lease.Context() ends when the lease is lost (cause ErrLeaseLost) or released. "
 	if lk.Session {
 		doc += lk.sessionLossDoc("lease.Context()") + " "
 	}
@@ -298,7 +463,7 @@ func (lk *lockModel) heldDoc() string {
 
 func (lk *lockModel) tryDoc() string {
 	unknown := fmt.Sprintf("Any other error means the outcome is unknown: the lock may then stay held, unused, for up to %s.",
-		formatDuration(lk.TTL))
+		spec.FormatDuration(lk.TTL))
 	if lk.Session {
 		unknown = "Any other error means the lock was not acquired: the runtime releases a server-side lock " +
 			"taken on the way before returning."
@@ -308,18 +473,18 @@ func (lk *lockModel) tryDoc() string {
 			"(or drops its connection) before returning."
 	}
 	return comment(
-		fmt.Sprintf("%s makes one attempt to acquire %s, without waiting, and returns runtime.ErrNotAcquired if another holder has it. %s",
+		fmt.Sprintf("%s makes one attempt to acquire %s, without waiting, and returns ErrNotAcquired if another holder has it. %s",
 			lk.Try, lk.what(), lk.keyDoc()),
 		lk.heldDoc(), unknown)
 }
 
 func (lk *lockModel) acquireDoc() string {
 	first := fmt.Sprintf("%s acquires %s, waiting up to %s (less if ctx ends first) while another holder has it; "+
-		"it then returns runtime.ErrNotAcquired, or ctx's error when ctx ended. %s %s",
-		lk.Acquire, lk.what(), formatDuration(lk.Wait), lk.waitDoc(), lk.keyDoc())
+		"it then returns ErrNotAcquired, or ctx's error when ctx ended. %s %s",
+		lk.Acquire, lk.what(), spec.FormatDuration(lk.Wait), lk.waitDoc(), lk.keyDoc())
 	if lk.Wait == 0 {
 		first = fmt.Sprintf("%s acquires %s like %s: the lock declares no wait, so it makes one attempt "+
-			"and returns runtime.ErrNotAcquired if another holder has it. %s", lk.Acquire, lk.what(), lk.Try, lk.keyDoc())
+			"and returns ErrNotAcquired if another holder has it. %s", lk.Acquire, lk.what(), lk.Try, lk.keyDoc())
 	}
 	return comment(first, lk.heldDoc())
 }
@@ -346,7 +511,7 @@ func (lk *lockModel) exclusionDoc() string {
 		return fmt.Sprintf("Strategy session: the server frees the lock the moment the leader's connection breaks, "+
 			"and the leader learns of it only at its next check (every %s): a follower may be elected before the old leader's fn "+
 			"sees its ctx end. Fence the leader's writes with lease.Token() or lease.Guard; see docs/strategies.md in github.com/lockgen/lockgen.",
-			formatDuration(lk.RenewEvery))
+			spec.FormatDuration(lk.RenewEvery))
 	}
 	return "Two leaders never run fn at the same time as long as fn stops when its ctx ends: " +
 		"the lease's local deadline cancels it before the database lets a follower in."
@@ -358,14 +523,14 @@ func (lk *lockModel) takeoverDoc() string {
 		return "A leader that crashes is replaced at once: the server frees its lock as soon as it sees the connection close " +
 			"(a host that vanishes without closing it is noticed only when the server's connection gives up)."
 	}
-	return fmt.Sprintf("A leader that crashes is replaced within about its TTL (%s) plus one poll.", formatDuration(lk.TTL)) + lk.leaderWaitDoc()
+	return fmt.Sprintf("A leader that crashes is replaced within about its TTL (%s) plus one poll.", spec.FormatDuration(lk.TTL)) + lk.leaderWaitDoc()
 }
 
 // leaderWaitDoc says how followers learn that a leader stepped down.
 func (lk *lockModel) leaderWaitDoc() string {
 	if lk.WaitOnServer {
 		return " Followers wait on the server (wait_mode server) and are woken as soon as the leader steps down; " +
-			"they may see a new leader (runtime.OnNewLeader) up to one TTL late."
+			"they may see a new leader (OnNewLeader) up to one TTL late."
 	}
 	return ""
 }
@@ -374,15 +539,16 @@ func (lk *lockModel) runAsDoc() string {
 	ld := lk.Leader
 	return comment(
 		fmt.Sprintf("%s campaigns for leadership of the %s lock until ctx ends. Each time it is elected it runs fn "+
-			"with a ctx that is cancelled, with cause runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx ends), "+
+			"with a ctx that is cancelled, with cause ErrLeaseLost, as soon as leadership is lost (and when ctx ends), "+
 			"waits for fn to return, gives leadership up and campaigns again after one poll. "+
 			"fn's lease.Token() is the fencing token of the term.", ld.RunAs, lk.Name),
 		lk.exclusionDoc(),
 		"A leader that steps down (fn returned or ctx ended) is replaced by a follower within about one poll. "+lk.takeoverDoc(),
-		fmt.Sprintf("%s returns nil when ctx ends, and an error wrapping runtime.ErrInvalid for a nil fn "+
-			"or runtime.ErrUnsupported when the strategy cannot run safely on the server; "+
-			"other server errors are logged and retried. Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader "+
-			"and runtime.PollEvery (default %s: the smaller of ttl/4 and 500ms).", ld.RunAs, formatDuration(min(lk.TTL/4, 500*time.Millisecond))))
+		fmt.Sprintf("%s returns nil when ctx ends, and an error wrapping ErrInvalid for a nil fn "+
+			"or ErrUnsupported when the strategy cannot run safely on the server; "+
+			"other server errors are logged and retried. Options: OnElected, OnRevoked, OnNewLeader "+
+			"and PollEvery (default %s: the smaller of ttl/4 and %s).", ld.RunAs,
+			spec.FormatDuration(min(lk.TTL/4, runtime.DefaultPollEvery)), spec.FormatDuration(runtime.DefaultPollEvery)))
 }
 
 func (lk *lockModel) isLeaderDoc() string {
@@ -498,8 +664,8 @@ const (
 
 func (m *model) checkServerDoc() string {
 	return comment("CheckServer probes the server now, as the first lock or job call does anyway: it fails with an error wrapping " +
-		"runtime.ErrUnsupported when lockgen cannot run safely on it (TiDB or another engine it does not know, MySQL before 8.0, " +
-		"MariaDB before 10.6, session or row locks on a Galera or Group Replication cluster), and with runtime.ErrInvalid when db " +
+		"ErrUnsupported when lockgen cannot run safely on it (TiDB or another engine it does not know, MySQL before 8.0, " +
+		"MariaDB before 10.6, session or row locks on a Galera or Group Replication cluster), and with ErrInvalid when db " +
 		"was opened without parseTime=true or the lock table is missing. Call it at startup to fail fast; " +
 		"`go tool lockgen doctor` prints the same checks.")
 }
@@ -523,11 +689,11 @@ func (lk *lockModel) pruneDoc() string {
 	return comment(fmt.Sprintf("%s deletes the rows of the %s lock whose %s values have been free (released or expired) "+
 		"for longer than olderThan and whose last fencing token was issued more than olderThan ago, both by the database clock, "+
 		"%d rows per statement, and returns how many it deleted. Held keys are never touched. "+
-		"olderThan must be at least the lock's ttl (runtime.ErrInvalid otherwise): a pruned %s acquired again starts its tokens "+
+		"olderThan must be at least the lock's ttl (ErrInvalid otherwise): a pruned %s acquired again starts its tokens "+
 		"from the database clock at the start of the acquiring statement, and an acquisition whose answer takes ttl minus the safety margin or longer "+
 		"is given back unused, so every token a holder uses comes from a statement that started after the pruned row's last token "+
 		"and tokens keep rising. What remains: the database clock must not step back past the pruned tokens, and while a rollout "+
 		"lengthens the ttl, prune with the longest one any node uses. "+
 		"Call it from a leader or a timer so the lock table does not grow with every key ever used.",
-		lk.Prune, lk.Name, lk.Key.Param, 1000, lk.Key.Param))
+		lk.Prune, lk.Name, lk.Key.Param, runtime.PruneBatch, lk.Key.Param))
 }

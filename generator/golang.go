@@ -107,6 +107,11 @@ func wrappers(m *model) *jen.File {
 	f := newFile(m)
 	f.PackageComment(m.packageDoc())
 
+	f.Comment(m.versionGuardDoc())
+	f.Const().Id("_").Op("=").Add(rt(versionGuard))
+	f.Line()
+	lockReexports(f, m)
+	f.Line()
 	f.Comment(m.optionDoc())
 	f.Type().Id("Option").Op("=").Add(rt("Option"))
 	f.Line()
@@ -119,6 +124,13 @@ func wrappers(m *model) *jen.File {
 	f.Func().Id("WithLogger").Params(jen.Id("l").Op("*").Qual("log/slog", "Logger")).Id("Option").Block(
 		jen.Return(rt("WithLogger").Call(jen.Id("l"))),
 	)
+	if len(m.Locks) > 0 {
+		f.Line()
+		f.Comment(m.withObserverDoc())
+		f.Func().Id("WithObserver").Params(jen.Id("obs").Add(rt("Observer"))).Id("Option").Block(
+			jen.Return(rt("WithObserver").Call(jen.Id("obs"))),
+		)
+	}
 	if len(m.Locks) > 0 { // a jobs-only package has no lock names
 		f.Line()
 		f.Comment(m.namesDoc())
@@ -226,9 +238,26 @@ type kv struct {
 // literal is the composite literal typ{key: val, ...}: one field per line,
 // in the order given (jen.Dict would sort them by name).
 func literal(typ *jen.Statement, kvs ...kv) *jen.Statement {
-	return typ.ValuesFunc(func(g *jen.Group) {
+	return typ.Add(values(kvs...))
+}
+
+// values is the composite literal {key: val, ...} with its type elided:
+// one field per line, in the order given.
+func values(kvs ...kv) *jen.Statement {
+	return jen.ValuesFunc(func(g *jen.Group) {
 		for _, f := range kvs {
 			g.Line().Id(f.key).Op(":").Add(f.val)
+		}
+		g.Line()
+	})
+}
+
+// list is the composite literal {elem, ...} of a slice or map, one element
+// per line, in the order given.
+func list(elems []jen.Code) *jen.Statement {
+	return jen.ValuesFunc(func(g *jen.Group) {
+		for _, e := range elems {
+			g.Line().Add(e)
 		}
 		g.Line()
 	})
@@ -271,10 +300,10 @@ func lockMethods(f *jen.File, m *model, lk *lockModel) {
 		}
 		return append(ps, more...)
 	}
-	leaseResult := []jen.Code{jen.Op("*").Add(rt("Lease")), jen.Error()}
+	leaseResult := []jen.Code{jen.Op("*").Id("Lease"), jen.Error()}
 	fn := jen.Id("fn").Func().Params(
 		jen.Id("ctx").Qual("context", "Context"),
-		jen.Id("lease").Op("*").Add(rt("Lease")),
+		jen.Id("lease").Op("*").Id("Lease"),
 	).Error()
 
 	f.Line()
@@ -286,7 +315,7 @@ func lockMethods(f *jen.File, m *model, lk *lockModel) {
 		txFn := jen.Id("fn").Func().Params(
 			jen.Id("ctx").Qual("context", "Context"),
 			jen.Id("tx").Op("*").Qual("database/sql", "Tx"),
-			jen.Id("lease").Op("*").Add(rt("Lease")),
+			jen.Id("lease").Op("*").Id("Lease"),
 		).Error()
 		f.Line()
 		f.Comment(lk.withTxDoc())
@@ -306,7 +335,7 @@ func lockMethods(f *jen.File, m *model, lk *lockModel) {
 	)
 	f.Line()
 	f.Comment(lk.holderDoc())
-	f.Func().Params(recv.Clone()).Id(lk.Holder).Params(params()...).Params(rt("Holder"), jen.Error()).Block(
+	f.Func().Params(recv.Clone()).Id(lk.Holder).Params(params()...).Params(jen.Id("Holder"), jen.Error()).Block(
 		jen.Return(lock.Clone().Dot("Holder").Call(jen.Id("ctx"), keyExpr(lk))),
 	)
 	if lk.Prune != "" {
@@ -322,7 +351,7 @@ func lockMethods(f *jen.File, m *model, lk *lockModel) {
 	f.Line()
 	f.Comment(lk.runAsDoc())
 	f.Func().Params(recv.Clone()).Id(lk.Leader.RunAs).Params(
-		ctx.Clone(), fn.Clone(), jen.Id("opts").Op("...").Add(rt("LeaderOption")),
+		ctx.Clone(), fn.Clone(), jen.Id("opts").Op("...").Id("LeaderOption"),
 	).Error().Block(
 		jen.Return(lock.Clone().Dot("RunAsLeader").Call(jen.Id("ctx"), jen.Id("fn"), jen.Id("opts").Op("..."))),
 	)
@@ -333,7 +362,7 @@ func lockMethods(f *jen.File, m *model, lk *lockModel) {
 	)
 	f.Line()
 	f.Comment(lk.currentLeaderDoc())
-	f.Func().Params(recv.Clone()).Id(lk.Leader.Current).Params(ctx.Clone()).Params(rt("Holder"), jen.Error()).Block(
+	f.Func().Params(recv.Clone()).Id(lk.Leader.Current).Params(ctx.Clone()).Params(jen.Id("Holder"), jen.Error()).Block(
 		jen.Return(lock.Clone().Dot("Holder").Call(jen.Id("ctx"), jen.Lit(""))),
 	)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // Names of the job files lockgen writes.
@@ -27,6 +28,16 @@ type jobModel struct {
 	// Enqueue, EnqueueTx and EnqueueMany are the method names; empty for
 	// a job that is only scheduled (EnqueueMany also for one without args).
 	Enqueue, EnqueueTx, EnqueueMany string
+	// CatchUpConst is the runtime constant of a scheduled job's catch-up
+	// policy ("CatchUpOne"); empty for a job that is not scheduled.
+	CatchUpConst string
+}
+
+// catchUpConsts are the runtime constants of the spec's catch-up policies.
+var catchUpConsts = map[string]string{
+	spec.CatchUpNone: "CatchUpNone",
+	spec.CatchUpOne:  "CatchUpOne",
+	spec.CatchUpAll:  "CatchUpAll",
 }
 
 func resolveJobs(s *spec.Spec) []jobModel {
@@ -35,6 +46,9 @@ func resolveJobs(s *spec.Spec) []jobModel {
 		jm := jobModel{Job: j, NameConst: j.GoName + "Job", RunVar: spec.LowerCamelCase(j.Name) + "Run"}
 		if len(j.Args) > 0 {
 			jm.ArgsType = j.GoName + "Args"
+		}
+		if j.Scheduled() {
+			jm.CatchUpConst = catchUpConsts[j.CatchUp]
 		}
 		if j.Enqueueable() {
 			m := j.Methods()
@@ -70,7 +84,7 @@ func jobsGo(m *model) *jen.File {
 	f := newFile(m)
 	recv := func() *jen.Statement { return jen.Id(m.Receiver).Op("*").Id("Locks") }
 	ctx := func() *jen.Statement { return jen.Id("ctx").Qual("context", "Context") }
-	opts := func() *jen.Statement { return jen.Id("opts").Op("...").Add(rt("EnqueueOption")) }
+	opts := func() *jen.Statement { return jen.Id("opts").Op("...").Id("EnqueueOption") }
 	jobs := jen.Id(m.Receiver).Dot("jobs")
 
 	f.Comment("Job names, as stored in the runs table.")
@@ -92,6 +106,7 @@ func jobsGo(m *model) *jen.File {
 			}
 		})
 	}
+	jobReexports(f, m)
 
 	f.Line()
 	f.Comment(comment(fmt.Sprintf("JobHandlers handles the jobs declared in %s, one method per job, so a missing handler is a compile error. "+
@@ -101,7 +116,7 @@ func jobsGo(m *model) *jen.File {
 	f.Type().Id("JobHandlers").InterfaceFunc(func(g *jen.Group) {
 		for _, j := range m.Jobs {
 			g.Comment(j.handlerDoc())
-			params := []jen.Code{ctx(), jen.Id("run").Op("*").Add(rt("Run"))}
+			params := []jen.Code{ctx(), jen.Id("run").Op("*").Id("Run")}
 			if j.ArgsType != "" {
 				params = append(params, jen.Id("args").Id(j.ArgsType))
 			}
@@ -138,8 +153,8 @@ func jobsGo(m *model) *jen.File {
 			return append(ps, opts())
 		}
 		f.Line()
-		f.Comment(comment(fmt.Sprintf("%s enqueues a run of %s, due now unless an option says otherwise (runtime.Delay, runtime.RunAt, "+
-			"runtime.WithPriority, runtime.WithUniqueKey, runtime.WithMaxAttempts), and returns its ID; with a unique key that an unfinished run "+
+		f.Comment(comment(fmt.Sprintf("%s enqueues a run of %s, due now unless an option says otherwise (Delay, RunAt, "+
+			"WithPriority, WithUniqueKey, WithMaxAttempts), and returns its ID; with a unique key that an unfinished run "+
 			"already has, that run's ID. An error means the run may or may not exist.", j.Enqueue, j.Name)))
 		f.Func().Params(recv()).Id(j.Enqueue).Params(params()...).Params(jen.Int64(), jen.Error()).Block(
 			jen.Return(rt("EnqueueArgs").Call(jen.Id("ctx"), jobs.Clone(), jen.Nil(), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
@@ -154,15 +169,15 @@ func jobsGo(m *model) *jen.File {
 		}
 		f.Line()
 		f.Comment(comment(fmt.Sprintf("%s enqueues one run of %s per element of args, %d per statement, with opts applied to each. "+
-			"Every run is checked before any is inserted; an error means later batches may not exist.", j.EnqueueMany, j.Name, 500)))
+			"Every run is checked before any is inserted; an error means later batches may not exist.", j.EnqueueMany, j.Name, runtime.MaxEnqueueBatch)))
 		f.Func().Params(recv()).Id(j.EnqueueMany).Params(ctx(), jen.Id("args").Index().Id(j.ArgsType), opts()).Error().Block(
 			jen.Return(rt("EnqueueArgsMany").Call(jen.Id("ctx"), jobs.Clone(), jen.Nil(), jen.Id(j.RunVar), jen.Id("args"), jen.Id("opts").Op("..."))),
 		)
 	}
 
 	f.Line()
-	f.Comment("JobRun reads run id; an error wrapping runtime.ErrRunNotFound when there is none (it may have been pruned).")
-	f.Func().Params(recv()).Id("JobRun").Params(ctx(), jen.Id("id").Int64()).Params(rt("RunInfo"), jen.Error()).Block(
+	f.Comment("JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).")
+	f.Func().Params(recv()).Id("JobRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Id("RunInfo"), jen.Error()).Block(
 		jen.Return(jobs.Clone().Dot("Run").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
@@ -171,45 +186,49 @@ func jobsGo(m *model) *jen.File {
 		jen.Return(jobs.Clone().Dot("Cancel").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
-	f.Comment(comment("RetryRun restores a discarded or cancelled run: due now, with its attempts counted from zero. False when the run is in another state."))
+	f.Comment(comment("RetryRun restores a discarded or cancelled run: due now, with its attempts counted from zero. False when the run is in another state; " +
+		"an error wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique key."))
 	f.Func().Params(recv()).Id("RetryRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Bool(), jen.Error()).Block(
 		jen.Return(jobs.Clone().Dot("Retry").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 
 	f.Line()
+	f.Comment(comment("WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every queue's worker starts from " +
+		"(RunJobs sets Queue, Handlers and Concurrency per queue)."))
+	f.Type().Id("WorkerOption").Op("=").Add(rt("WorkerOption"))
+
+	f.Line()
 	f.Comment(comment("RunJobs runs this node's share of the jobs until ctx ends: a worker per queue claiming due runs " +
 		"(FOR UPDATE SKIP LOCKED, in batches), the scheduler (every node inserts each tick; a unique key makes it one run cluster-wide), " +
 		"and pruning of finished runs after each job's retention. When ctx ends it stops claiming, lets running handlers finish for up to " +
-		"30s, cancels the rest and returns nil. Database errors are logged and retried, never fatal; it fails at once with an error " +
-		"wrapping runtime.ErrInvalid for a nil h. Run it on every node; opts tune the workers (Queue, Handlers and Concurrency are set per queue)."))
-	f.Func().Params(recv()).Id("RunJobs").Params(ctx(), jen.Id("h").Id("JobHandlers"), jen.Id("opts").Op("...").Func().Params(jen.Op("*").Add(rt("WorkerConfig")))).Error().BlockFunc(func(g *jen.Group) {
+		"the workers' ShutdownGrace (default " + spec.FormatDuration(runtime.DefaultShutdownGrace) + "), cancels the rest and returns nil. Database errors are logged and retried, never fatal; it fails at once with an error " +
+		"wrapping ErrInvalid for a nil h. Run it on every node; opts tune the workers (see WorkerOption)."))
+	f.Func().Params(recv()).Id("RunJobs").Params(ctx(), jen.Id("h").Id("JobHandlers"), jen.Id("opts").Op("...").Id("WorkerOption")).Error().BlockFunc(func(g *jen.Group) {
 		g.If(jen.Id("h").Op("==").Nil()).Block(
 			jen.Return(jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: nil JobHandlers"), rt("ErrInvalid"))),
 		)
-		g.Id("cfg").Op(":=").Add(rt("NodeConfig")).Values(jen.DictFunc(func(d jen.Dict) {
-			d[jen.Id("Queues")] = jen.Index().Add(rt("QueueConfig")).ValuesFunc(func(vg *jen.Group) {
-				for _, q := range m.Queues {
-					vg.Values(jen.Dict{jen.Id("Name"): jen.Lit(q.Name), jen.Id("Concurrency"): jen.Lit(q.Concurrency)})
-				}
-			})
-			d[jen.Id("Handlers")] = jen.Map(jen.String()).Add(rt("QueuedHandler")).Values(jen.DictFunc(func(hd jen.Dict) {
-				for _, j := range m.Jobs {
-					var handle jen.Code = jen.Id("h").Dot(j.GoName)
-					if j.ArgsType != "" {
-						handle = rt("HandleArgs").Call(jen.Id("h").Dot(j.GoName))
-					}
-					hd[jen.Id(j.NameConst)] = jen.Values(jen.Dict{
-						jen.Id("Queue"):      jen.Lit(j.Queue),
-						jen.Id("JobHandler"): literal(rt("JobHandler"), j.handlerFields(handle)...),
-					})
-				}
-			}))
-			d[jen.Id("Retention")] = jen.Index().Add(rt("Retention")).ValuesFunc(func(vg *jen.Group) {
-				for _, j := range m.Jobs {
-					vg.Values(jen.Dict{jen.Id("Job"): jen.Id(j.NameConst), jen.Id("Keep"): durationExpr(j.Retention)})
-				}
-			})
-		}))
+		// Fields in the order the runtime declares them; map entries in
+		// spec order (jen.Dict would sort both).
+		var queues, handlers, retention []jen.Code
+		for _, q := range m.Queues {
+			queues = append(queues, values(kv{"Name", jen.Lit(q.Name)}, kv{"Concurrency", jen.Lit(q.Concurrency)}))
+		}
+		for _, j := range m.Jobs {
+			var handle jen.Code = jen.Id("h").Dot(j.GoName)
+			if j.ArgsType != "" {
+				handle = rt("HandleArgs").Call(jen.Id("h").Dot(j.GoName))
+			}
+			handlers = append(handlers, jen.Id(j.NameConst).Op(":").Add(values(
+				kv{"Queue", jen.Lit(j.Queue)},
+				kv{"JobHandler", literal(rt("JobHandler"), j.handlerFields(handle)...)},
+			)))
+			retention = append(retention, values(kv{"Job", jen.Id(j.NameConst)}, kv{"Keep", durationExpr(j.Retention)}))
+		}
+		g.Id("cfg").Op(":=").Add(literal(rt("NodeConfig"),
+			kv{"Queues", jen.Index().Add(rt("QueueConfig")).Add(list(queues))},
+			kv{"Handlers", jen.Map(jen.String()).Add(rt("QueuedHandler")).Add(list(handlers))},
+			kv{"Retention", jen.Index().Add(rt("Retention")).Add(list(retention))},
+		))
 		for _, j := range m.Jobs {
 			if !j.Scheduled() {
 				continue
@@ -217,7 +236,7 @@ func jobsGo(m *model) *jen.File {
 			sched := spec.LowerCamelCase(j.Name) + "Schedule"
 			g.List(jen.Id(sched), jen.Err()).Op(":=").Add(rt("ParseSchedule")).Call(jen.Lit(j.Schedule), jen.Lit(j.Timezone))
 			g.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err()))
-			kvs := []kv{{"Name", jen.Id(j.NameConst)}, {"Queue", jen.Lit(j.Queue)}, {"Schedule", jen.Id(sched)}, {"CatchUp", jen.Lit(j.CatchUp)}}
+			kvs := []kv{{"Name", jen.Id(j.NameConst)}, {"Queue", jen.Lit(j.Queue)}, {"Schedule", jen.Id(sched)}, {"CatchUp", rt(j.CatchUpConst)}}
 			if j.MinInterval != 0 {
 				kvs = append(kvs, kv{"MinInterval", durationExpr(j.MinInterval)})
 			}
@@ -258,7 +277,7 @@ func (j jobModel) handlerDoc() string {
 		attempts = "1 attempt"
 	}
 	doc := fmt.Sprintf("%s handles a run of %s (%s; timeout %s, %s).", j.GoName, j.Name, strings.Join(what, ", "),
-		formatDuration(j.Timeout), attempts)
+		spec.FormatDuration(j.Timeout), attempts)
 	if j.Scheduled() && j.ArgsType != "" {
 		doc += " Scheduled runs get zero args."
 	}

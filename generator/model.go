@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/templates"
 )
 
@@ -26,6 +27,15 @@ const runtimePath = "github.com/lockgen/lockgen/runtime"
 // driverPath is the import path of the runtime's driver package, which the
 // generated store implements.
 const driverPath = runtimePath + "/driver"
+
+// versionGuard is the runtime constant every generated package refers to,
+// so that it fails to build against a runtime it does not fit (see
+// runtime.RegenerateWithLockgenGenerateV1).
+const versionGuard = "RegenerateWithLockgenGenerateV1"
+
+// The runtime of this repository must define versionGuard: bumping its
+// version breaks this line until versionGuard follows.
+const _ = runtime.RegenerateWithLockgenGenerateV1
 
 // model is everything the renderers print, resolved from a spec. Renderers
 // take no decisions: names, types, paths and doc text all come from here.
@@ -80,6 +90,8 @@ type lockModel struct {
 	// strategy but row.
 	With, Try, Acquire, Holder, Prune, WithTx string
 	TTL, RenewEvery, Wait                     time.Duration
+	// Strategy is the spec's strategy (spec.StrategyLease, ...).
+	Strategy string
 	// Session is true for the session strategy (GET_LOCK on a pinned
 	// connection), false for the default lease strategy.
 	Session bool
@@ -173,6 +185,7 @@ func resolveLock(lk spec.Lock) lockModel {
 		TTL:        lk.TTL,
 		RenewEvery: lk.RenewEvery,
 		Wait:       lk.Wait,
+		Strategy:   lk.Strategy,
 		Session:    lk.Strategy == spec.StrategySession,
 		Row:        lk.Strategy == spec.StrategyRow,
 		// WaitOnServer: the spec's wait_mode, server for lease locks only.

@@ -16,7 +16,7 @@ func Example() {
 	obs := lockgenprom.New()
 	reg.MustRegister(obs)
 
-	// With generated code: l, err := locks.New(db, runtime.WithObserver(obs))
+	// With generated code: l, err := locks.New(db, locks.WithObserver(obs))
 	_ = runtime.WithObserver(obs)
 
 	obs.Acquired("order", runtime.StrategyLease, runtime.AcquireAcquired, 4*time.Millisecond)

@@ -7,13 +7,13 @@
 // implements it.
 //
 // An [Observer] is both a [runtime.Observer] and a [prometheus.Collector].
-// Register it on a registry and hand it to the runtime with
-// runtime.WithObserver; the New function of generated code takes options of
-// type runtime.Option and forwards them:
+// Register it on a registry and hand it to the runtime with the
+// WithObserver option of the generated package (runtime.WithObserver, which
+// it forwards to):
 //
 //	obs := lockgenprom.New()
 //	prometheus.MustRegister(obs)
-//	l, err := locks.New(db, runtime.WithObserver(obs))
+//	l, err := locks.New(db, locks.WithObserver(obs))
 //
 // One Observer can serve several clients: their events add up, unless each
 // gets its own Observer with distinguishing const labels (WithConstLabels).

@@ -35,9 +35,13 @@ func OnNewLeader(f func(leader Holder)) LeaderOption {
 	return func(o *leaderOptions) { o.onNewLeader = f }
 }
 
+// DefaultPollEvery caps the default of PollEvery: a follower given no
+// PollEvery polls every TTL/4, at most every DefaultPollEvery.
+const DefaultPollEvery = 500 * time.Millisecond
+
 // PollEvery sets the longest pause between two campaign attempts of a
 // follower (attempts back off with jitter up to it). Default: the smaller
-// of TTL/4 and 500ms. A leader that steps down gracefully is replaced within
+// of TTL/4 and DefaultPollEvery. A leader that steps down gracefully is replaced within
 // about one poll; one that dies, within its TTL plus one poll.
 func PollEvery(d time.Duration) LeaderOption {
 	return func(o *leaderOptions) { o.poll = d }
@@ -67,7 +71,7 @@ func (l *Lock) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lea
 		// follower could run fn while the old leader still does.
 		return fmt.Errorf("%w: lock %q uses strategy %s; leader election needs strategy lease (a %s lock is freed before its holder learns it lost it)", ErrInvalid, l.cfg.Name, l.cfg.Strategy, l.cfg.Strategy)
 	}
-	o := leaderOptions{poll: min(l.cfg.TTL/4, 500*time.Millisecond)}
+	o := leaderOptions{poll: min(l.cfg.TTL/4, DefaultPollEvery)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)

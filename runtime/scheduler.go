@@ -44,6 +44,9 @@ type Schedule interface {
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // ParseSchedule parses a cron spec in the IANA time zone tz ("" is UTC).
+// Its error wraps ErrInvalid and, for a spec the cron parser rejects, the
+// parser's own error. lockgen's spec validation calls it too, so a schedule
+// that lockgen generate accepts is one that RunJobs parses.
 func ParseSchedule(spec, tz string) (Schedule, error) {
 	loc := time.UTC
 	if tz != "" {

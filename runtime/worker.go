@@ -88,11 +88,19 @@ type WorkerConfig struct {
 	// (any node's); default Lease/2. Negative: never.
 	RescueEvery time.Duration
 	// ShutdownGrace is how long Run, once ctx ends, lets running handlers
-	// finish before it cancels their contexts; default 30s. Handlers that
+	// finish before it cancels their contexts; default
+	// DefaultShutdownGrace. Handlers that
 	// still run one Lease after that are left behind: Run returns, and
 	// their runs are rescued and run again.
 	ShutdownGrace time.Duration
 }
+
+// WorkerOption changes a WorkerConfig: the generated RunJobs applies its
+// options to NodeConfig.Worker, the template of every queue's worker.
+type WorkerOption func(*WorkerConfig)
+
+// DefaultShutdownGrace is the default of WorkerConfig.ShutdownGrace.
+const DefaultShutdownGrace = 30 * time.Second
 
 // Worker claims and runs due runs of one queue. Start it with Run.
 type Worker struct {
@@ -140,7 +148,7 @@ func (j *Jobs) NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg.RescueEvery = cfg.Lease / 2
 	}
 	if cfg.ShutdownGrace <= 0 {
-		cfg.ShutdownGrace = 30 * time.Second
+		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
 	w := &Worker{jobs: j, cfg: cfg, singletons: map[string]*Lock{}}
 	for name, h := range cfg.Handlers {

@@ -297,10 +297,10 @@ func TestInitGenerateCheckBuild(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join(dir, "internal", "locks", "lockgen.go"))
 	require.NoError(t, err)
 	assert.Contains(t, string(src), "\npackage applocks\n")
-	assert.Contains(t, string(src), "func (l *Locks) WithOrderLock(ctx context.Context, orderID int64, fn func(ctx context.Context, lease *runtime.Lease) error) error {")
-	assert.Contains(t, string(src), "func (l *Locks) RunAsMaster(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {")
+	assert.Contains(t, string(src), "func (l *Locks) WithOrderLock(ctx context.Context, orderID int64, fn func(ctx context.Context, lease *Lease) error) error {")
+	assert.Contains(t, string(src), "func (l *Locks) RunAsMaster(ctx context.Context, fn func(ctx context.Context, lease *Lease) error, opts ...LeaderOption) error {")
 	assert.Contains(t, string(src), "func (l *Locks) IsMasterLeader() bool {")
-	assert.Contains(t, string(src), "func (l *Locks) MasterLeader(ctx context.Context) (runtime.Holder, error) {")
+	assert.Contains(t, string(src), "func (l *Locks) MasterLeader(ctx context.Context) (Holder, error) {")
 
 	goBuild(t, dir)
 }
@@ -397,8 +397,8 @@ func TestStarterShowsEverySection(t *testing.T) {
 	require.Equal(t, exitOK, code, stderr)
 	src, err := os.ReadFile(filepath.Join(dir, "internal", "locks", "lockgen_jobs.go"))
 	require.NoError(t, err)
-	assert.Contains(t, string(src), "func (l *Locks) EnqueueSendReceipt(ctx context.Context, args SendReceiptArgs, opts ...runtime.EnqueueOption) (int64, error) {")
-	assert.Contains(t, string(src), "NightlyReport(ctx context.Context, run *runtime.Run) error")
+	assert.Contains(t, string(src), "func (l *Locks) EnqueueSendReceipt(ctx context.Context, args SendReceiptArgs, opts ...EnqueueOption) (int64, error) {")
+	assert.Contains(t, string(src), "NightlyReport(ctx context.Context, run *Run) error")
 	goBuild(t, dir)
 }
 

@@ -25,7 +25,6 @@ import (
 
 	"github.com/lockgen/lockgen/examples/internal/demodb"
 	"github.com/lockgen/lockgen/examples/jobs/jobs"
-	"github.com/lockgen/lockgen/runtime"
 )
 
 var (
@@ -56,7 +55,7 @@ type runLog struct {
 	receipts map[int64]int // order ID -> completed handlings
 }
 
-func (h handlers) Tick(ctx context.Context, run *runtime.Run) error {
+func (h handlers) Tick(ctx context.Context, run *jobs.Run) error {
 	h.log.mu.Lock()
 	defer h.log.mu.Unlock()
 	h.log.ticks[run.ScheduledAt]++
@@ -64,7 +63,7 @@ func (h handlers) Tick(ctx context.Context, run *runtime.Run) error {
 	return nil
 }
 
-func (h handlers) SendReceipt(ctx context.Context, run *runtime.Run, args jobs.SendReceiptArgs) error {
+func (h handlers) SendReceipt(ctx context.Context, run *jobs.Run, args jobs.SendReceiptArgs) error {
 	if run.Attempt == 1 {
 		return errors.New("mail server busy") // retried after the job's backoff
 	}
@@ -110,7 +109,7 @@ func run(ctx context.Context, dsns demodb.DSNs, orders int, runFor time.Duration
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- j.RunJobs(ctx, handlers{node: node, log: log}, func(c *runtime.WorkerConfig) { c.PollMin = 20 * time.Millisecond })
+			errs <- j.RunJobs(ctx, handlers{node: node, log: log}, func(c *jobs.WorkerConfig) { c.PollMin = 20 * time.Millisecond })
 		}()
 	}
 	receipts := make([]jobs.SendReceiptArgs, orders)

@@ -31,7 +31,6 @@ import (
 	"github.com/lockgen/lockgen/examples/internal/demodb"
 	"github.com/lockgen/lockgen/examples/leader/locks"
 	"github.com/lockgen/lockgen/lockgenprom"
-	"github.com/lockgen/lockgen/runtime"
 )
 
 //go:embed migrations/0001_leaderdemo_locks.up.sql
@@ -87,14 +86,14 @@ func run(ctx context.Context, dsns demodb.DSNs, nodes, terms int, reg prometheus
 		if err := reg.Register(obs); err != nil {
 			return err
 		}
-		l, err := locks.New(db, locks.WithOwner(name), runtime.WithObserver(obs))
+		l, err := locks.New(db, locks.WithOwner(name), locks.WithObserver(obs))
 		if err != nil {
 			return err
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- l.RunAsScheduler(ctx, func(ctx context.Context, lease *runtime.Lease) error {
+			errs <- l.RunAsScheduler(ctx, func(ctx context.Context, lease *locks.Lease) error {
 				mu.Lock()
 				started++
 				last := started >= terms
@@ -125,11 +124,11 @@ func run(ctx context.Context, dsns demodb.DSNs, nodes, terms int, reg prometheus
 	return all
 }
 
-func logEnd(mu *sync.Mutex, out io.Writer, name string, lease *runtime.Lease, cause error) error {
+func logEnd(mu *sync.Mutex, out io.Writer, name string, lease *locks.Lease, cause error) error {
 	mu.Lock()
 	defer mu.Unlock()
 	why := "stepped down"
-	if errors.Is(cause, runtime.ErrLeaseLost) {
+	if errors.Is(cause, locks.ErrLeaseLost) {
 		why = "lost the lease"
 	} else if cause != nil {
 		why = "stopped"

@@ -26,7 +26,6 @@ import (
 
 	"github.com/lockgen/lockgen/examples/internal/demodb"
 	"github.com/lockgen/lockgen/examples/quickstart/locks"
-	"github.com/lockgen/lockgen/runtime"
 )
 
 //go:embed migrations/0001_quickstart_locks.up.sql
@@ -117,11 +116,11 @@ func run(ctx context.Context, dsns demodb.DSNs, out io.Writer) error {
 // work takes the master lock a few times and, while holding it, an order lock.
 func work(ctx context.Context, l *locks.Locks, name string, rounds int, out io.Writer, mu *sync.Mutex) error {
 	for r := 0; r < rounds; r++ {
-		err := l.WithMasterLock(ctx, func(ctx context.Context, lease *runtime.Lease) error {
+		err := l.WithMasterLock(ctx, func(ctx context.Context, lease *locks.Lease) error {
 			mu.Lock()
 			fmt.Fprintf(out, "%s holds master    token=%d\n", name, lease.Token())
 			mu.Unlock()
-			return l.WithOrderLock(ctx, 42, func(ctx context.Context, order *runtime.Lease) error {
+			return l.WithOrderLock(ctx, 42, func(ctx context.Context, order *locks.Lease) error {
 				mu.Lock()
 				fmt.Fprintf(out, "%s holds order 42  token=%d\n", name, order.Token())
 				mu.Unlock()
@@ -138,7 +137,7 @@ func work(ctx context.Context, l *locks.Locks, name string, rounds int, out io.W
 		}
 		// Read, add, write: safe because the row lock of account 7 is held,
 		// and the write commits atomically with the lock's release.
-		err = l.WithAccountLockTx(ctx, 7, func(ctx context.Context, tx *sql.Tx, lease *runtime.Lease) error {
+		err = l.WithAccountLockTx(ctx, 7, func(ctx context.Context, tx *sql.Tx, lease *locks.Lease) error {
 			var balance int64
 			if err := tx.QueryRowContext(ctx, "SELECT balance FROM quickstart_accounts WHERE id = 7").Scan(&balance); err != nil {
 				return err

@@ -14,7 +14,6 @@ import (
 	"github.com/lockgen/lockgen/examples/internal/demodb"
 	"github.com/lockgen/lockgen/examples/internal/exampletest"
 	"github.com/lockgen/lockgen/examples/quickstart/locks"
-	"github.com/lockgen/lockgen/runtime"
 )
 
 // TestQuickstart runs the example against the test server and checks what
@@ -73,11 +72,11 @@ func TestGeneratedCodeChecksTheServer(t *testing.T) {
 	l, err := locks.New(db)
 	require.NoError(t, err)
 	err = l.CheckServer(ctx)
-	require.ErrorIs(t, err, runtime.ErrInvalid)
+	require.ErrorIs(t, err, locks.ErrInvalid)
 	assert.ErrorContains(t, err, "table quickstart_locks does not exist")
 	assert.ErrorContains(t, err, "migrations/ (relative to lockgen.yaml)")
 	_, err = l.TryMasterLock(ctx)
-	assert.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorIs(t, err, locks.ErrInvalid)
 
 	adminCfg, err := demodb.Config(dsns.Admin)
 	require.NoError(t, err)
@@ -101,6 +100,6 @@ func TestGeneratedCodeChecksTheServer(t *testing.T) {
 	l, err = locks.New(raw)
 	require.NoError(t, err)
 	err = l.CheckServer(ctx)
-	require.ErrorIs(t, err, runtime.ErrInvalid)
+	require.ErrorIs(t, err, locks.ErrInvalid)
 	assert.ErrorContains(t, err, "parseTime=true")
 }

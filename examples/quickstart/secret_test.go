@@ -24,7 +24,6 @@ import (
 	"github.com/lockgen/lockgen/examples/internal/exampletest"
 	"github.com/lockgen/lockgen/examples/quickstart/locks"
 	"github.com/lockgen/lockgen/lockgenprom"
-	"github.com/lockgen/lockgen/runtime"
 )
 
 // lockedBuffer is a bytes.Buffer safe for concurrent writers.
@@ -144,7 +143,7 @@ func TestDSNPasswordNeverInMetricsLogsOrErrors(t *testing.T) {
 		require.NoError(t, err)
 		db := sql.OpenDB(conn)
 		t.Cleanup(func() { _ = db.Close() })
-		l, err := locks.New(db, locks.WithOwner("node"), locks.WithLogger(logger), runtime.WithObserver(obs))
+		l, err := locks.New(db, locks.WithOwner("node"), locks.WithLogger(logger), locks.WithObserver(obs))
 		require.NoError(t, err)
 		return l
 	}
@@ -218,7 +217,7 @@ func TestDSNPasswordNeverInMetricsLogsOrErrors(t *testing.T) {
 	assert.Equal(t, 1.0, counter["lockgen_acquisitions_total lock=account result=error strategy=row"], "%v", counter)
 	assert.Contains(t, allErrs, "Access denied for user '"+user+"'")
 	assert.Contains(t, allErrs, "connection refused")
-	assert.Contains(t, allErrs, runtime.ErrLeaseLost.Error())
+	assert.Contains(t, allErrs, locks.ErrLeaseLost.Error())
 	assert.Contains(t, logs.String(), "lease lost")
 	if t.Failed() {
 		t.Logf("metrics:\n%s\nerrors:\n%s\nlogs:\n%s\ndriver:\n%s", exposition.String(), allErrs, logs.String(), driverLog.String())

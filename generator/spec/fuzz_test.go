@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robfig/cron/v3"
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // FuzzLoad checks that Load never panics, returns either a spec or an
@@ -145,9 +145,8 @@ func checkJobs(t *testing.T, s *Spec) {
 
 // checkSchedule checks a scheduled job's schedule settings.
 func checkSchedule(t *testing.T, j Job) {
-	sched, err := cronParser.Parse(j.Schedule)
-	if err != nil || strings.Contains(j.Schedule, "TZ=") {
-		t.Fatalf("bad schedule %q: %v", j.Schedule, err)
+	if _, err := runtime.ParseSchedule(j.Schedule, j.Timezone); err != nil || strings.Contains(j.Schedule, "TZ=") {
+		t.Fatalf("bad schedule %q in %q: %v", j.Schedule, j.Timezone, err)
 	}
 	if _, err := time.LoadLocation(j.Timezone); err != nil || j.Timezone == "" || j.Timezone == "Local" {
 		t.Fatalf("bad timezone %q", j.Timezone)
@@ -155,8 +154,10 @@ func checkSchedule(t *testing.T, j Job) {
 	if j.CatchUp != CatchUpNone && j.CatchUp != CatchUpOne && j.CatchUp != CatchUpAll {
 		t.Fatalf("bad catch_up %q", j.CatchUp)
 	}
-	if every, ok := sched.(cron.ConstantDelaySchedule); ok && (every.Delay < time.Second || j.MinInterval > every.Delay) {
-		t.Fatalf("bad @every schedule %+v", j)
+	if every, ok := strings.CutPrefix(j.Schedule, cronEvery); ok {
+		if d, err := time.ParseDuration(every); err != nil || d < time.Second || d%time.Second != 0 || j.MinInterval > d {
+			t.Fatalf("bad @every schedule %+v", j)
+		}
 	}
 	if j.MinInterval < 0 || j.MinInterval > maxMinInterval {
 		t.Fatalf("bad min_interval %+v", j)

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"go/token"
 	"regexp"
@@ -9,15 +10,16 @@ import (
 	"time"
 	_ "time/tzdata" // timezone is checked against the same zone database on every machine
 
-	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // Defaults of jobs and queues applied by Load.
 const (
 	// DefaultQueue is the queue of a job that names none. It needs no
 	// declaration under queues:.
-	DefaultQueue = "default"
+	DefaultQueue = runtime.DefaultQueue
 	// DefaultQueueConcurrency is the concurrency of a queue that declares
 	// none, and of the implicit default queue.
 	DefaultQueueConcurrency = 100
@@ -97,8 +99,8 @@ const (
 	maxMaxAttempts     = 1000
 	minBackoff         = 10 * time.Millisecond
 	maxBackoff         = 24 * time.Hour
-	minPriority        = -100
-	maxPriority        = 100
+	minPriority        = -runtime.MaxPriority
+	maxPriority        = runtime.MaxPriority
 	maxMinInterval     = 24 * time.Hour
 	minRetention       = time.Minute
 	maxRetention       = 8760 * time.Hour
@@ -106,9 +108,6 @@ const (
 	minQueueConcurrent = 1
 	maxQueueConcurrent = 10000
 )
-
-// cronParser parses schedules; the runtime must parse them the same way.
-var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // scheduleHint says how to write a schedule.
 const scheduleHint = "use 5 cron fields (minute hour day-of-month month day-of-week), 6 with seconds first, a descriptor such as @daily, or @every 1h"
@@ -318,42 +317,67 @@ func (l *loader) schedule(v value) (string, time.Duration) {
 			return "", 0
 		}
 	}
-	sched, err := parseSchedule(s)
-	if err != nil {
+	err := parseSchedule(s)
+	var never errNeverFires
+	switch {
+	case errors.As(err, &never):
+		l.errorf(v.node, "check that its days exist in its months", "schedule %q never fires", raw)
+		return "", 0
+	case err != nil:
 		l.errorf(v.node, scheduleHint, "invalid schedule %q: %s", raw, err)
 		return "", 0
 	}
-	if _, ok := sched.(cron.ConstantDelaySchedule); ok {
+	if every, ok := strings.CutPrefix(s, cronEvery); ok {
 		// cron rounds the interval down to whole seconds, and up to 1s:
 		// accept only intervals it keeps as written.
-		d, _ := time.ParseDuration(strings.TrimPrefix(s, "@every "))
+		d, _ := time.ParseDuration(every)
 		switch {
 		case d < minEvery:
 			l.errorf(v.node, "use @every 1s or longer", "schedule %q is shorter than the minimum interval of 1s", raw)
 			return "", 0
 		case d%time.Second != 0:
-			l.errorf(v.node, "the scheduler ticks on whole seconds; e.g. @every "+shortDuration(d.Round(time.Second)),
+			l.errorf(v.node, "the scheduler ticks on whole seconds; e.g. @every "+FormatDuration(d.Round(time.Second)),
 				"schedule %q is not a whole number of seconds", raw)
 			return "", 0
 		}
 		return s, d
 	}
-	if sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero() {
-		l.errorf(v.node, "check that its days exist in its months", "schedule %q never fires", raw)
-		return "", 0
-	}
 	return s, 0
 }
 
-// parseSchedule parses a schedule with cronParser. It turns a panic of the
-// parser into an error, so that Load never panics.
-func parseSchedule(s string) (sched cron.Schedule, err error) {
+// cronEvery starts an interval schedule, as the cron parser recognizes it.
+const cronEvery = "@every "
+
+// errNeverFires is a schedule that parses but that the runtime refuses
+// because it has no tick.
+type errNeverFires struct{ error }
+
+// parseSchedule checks s, a schedule without a time zone, with
+// runtime.ParseSchedule: the call the generated RunJobs makes at start, so
+// the spec accepts exactly the schedules the runtime parses, with the same
+// cron parser configuration. A schedule the parser rejects comes back as
+// the parser's own error, which the runtime wraps; a schedule the runtime
+// refuses otherwise (it never fires: ParseSchedule refuses nothing else
+// for an empty time zone and no TZ= prefix) as an errNeverFires. A panic of
+// the parser becomes an error, so that Load never panics.
+func parseSchedule(s string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			sched, err = nil, fmt.Errorf("the cron parser failed: %v", r)
+			err = fmt.Errorf("the cron parser failed: %v", r)
 		}
 	}()
-	return cronParser.Parse(s)
+	if _, err = runtime.ParseSchedule(s, ""); err == nil {
+		return nil
+	}
+	var wrapped interface{ Unwrap() []error }
+	if errors.As(err, &wrapped) {
+		for _, e := range wrapped.Unwrap() {
+			if !errors.Is(e, runtime.ErrInvalid) {
+				return e
+			}
+		}
+	}
+	return errNeverFires{err}
 }
 
 // timezone checks a scheduled job's time zone.
@@ -394,7 +418,7 @@ func (l *loader) catchUp(v value) string {
 func (l *loader) minInterval(v value, schedule string, every time.Duration) time.Duration {
 	d := l.durationRange(v, 0, maxMinInterval)
 	if every > 0 && d > every {
-		l.errorf(v.node, "use at most "+shortDuration(every)+", or a longer schedule",
+		l.errorf(v.node, "use at most "+FormatDuration(every)+", or a longer schedule",
 			"min_interval %s is longer than the interval of schedule %q, so runs would miss ticks", v.node.Value, schedule)
 		return 0
 	}
@@ -606,14 +630,14 @@ func (l *loader) durationRange(v value, lo, hi time.Duration) time.Duration {
 	if !ok {
 		return 0
 	}
-	hint := fmt.Sprintf("use %s to %s, e.g. %s", shortDuration(lo), shortDuration(hi), v.field.example)
+	hint := fmt.Sprintf("use %s to %s, e.g. %s", FormatDuration(lo), FormatDuration(hi), v.field.example)
 	switch {
 	case d < lo && lo == 0:
 		l.errorf(v.node, hint, "%s must not be negative, not %s", v.label, v.node.Value)
 	case d < lo:
-		l.errorf(v.node, hint, "%s %s is shorter than the minimum of %s", v.label, v.node.Value, shortDuration(lo))
+		l.errorf(v.node, hint, "%s %s is shorter than the minimum of %s", v.label, v.node.Value, FormatDuration(lo))
 	case d > hi:
-		l.errorf(v.node, hint, "%s %s is longer than the maximum of %s", v.label, v.node.Value, shortDuration(hi))
+		l.errorf(v.node, hint, "%s %s is longer than the maximum of %s", v.label, v.node.Value, FormatDuration(hi))
 	default:
 		return d
 	}
@@ -634,17 +658,4 @@ func (l *loader) intRange(v value, lo, hi int, about string) int {
 		return 0
 	}
 	return int(n)
-}
-
-// shortDuration formats d like time.Duration.String without the zero
-// units it ends with: "1m", "168h", "1h30m", "10ms", "0s".
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // lockFields are the keys of a lock.
@@ -42,7 +44,7 @@ var keyTypes = []string{"int64", "string", "uuid"}
 
 // Duration limits of a lock.
 const (
-	minTTL  = 100 * time.Millisecond
+	minTTL  = runtime.MinTTL
 	maxTTL  = 24 * time.Hour
 	maxWait = time.Hour
 )
@@ -283,11 +285,11 @@ func (l *loader) ttl(v value) (time.Duration, bool) {
 	case d <= 0:
 		l.errorf(v.node, "e.g. "+v.field.example, "ttl must be positive, not %s", v.node.Value)
 	case d < minTTL:
-		l.errorf(v.node, "a lease must outlast a database round trip; use at least "+minTTL.String(),
-			"ttl %s is shorter than the minimum of %s", v.node.Value, minTTL)
+		l.errorf(v.node, "a lease must outlast a database round trip; use at least "+FormatDuration(minTTL),
+			"ttl %s is shorter than the minimum of %s", v.node.Value, FormatDuration(minTTL))
 	case d > maxTTL:
-		l.errorf(v.node, "a crashed holder keeps the lock for a whole ttl; use at most 24h",
-			"ttl %s is longer than the maximum of 24h", v.node.Value)
+		l.errorf(v.node, "a crashed holder keeps the lock for a whole ttl; use at most "+FormatDuration(maxTTL),
+			"ttl %s is longer than the maximum of %s", v.node.Value, FormatDuration(maxTTL))
 	default:
 		return d, true
 	}
@@ -299,7 +301,7 @@ func (l *loader) renewEvery(v value, ttl time.Duration, ttlOK bool) time.Duratio
 	d, ok := l.duration(v)
 	hint := "e.g. " + v.field.example
 	if ttlOK {
-		hint = fmt.Sprintf("remove it to renew every ttl/3, which is %s", DefaultRenewEvery(ttl))
+		hint = fmt.Sprintf("remove it to renew every ttl/3, which is %s", FormatDuration(DefaultRenewEvery(ttl)))
 	}
 	switch {
 	case !ok:
@@ -308,7 +310,7 @@ func (l *loader) renewEvery(v value, ttl time.Duration, ttlOK bool) time.Duratio
 	case ttlOK && d >= ttl-ttl/10:
 		// The runtime counts a lease as lost ttl/10 before it expires
 		// (runtime.LockConfig.SafetyMargin), so renewals must come sooner.
-		l.errorf(v.node, hint, "renew_every %s must be shorter than ttl - ttl/10 (%s): a lease counts as lost ttl/10 before it expires", v.node.Value, ttl-ttl/10)
+		l.errorf(v.node, hint, "renew_every %s must be shorter than ttl - ttl/10 (%s): a lease counts as lost ttl/10 before it expires", v.node.Value, FormatDuration(ttl-ttl/10))
 	default:
 		return d
 	}
@@ -323,7 +325,7 @@ func (l *loader) wait(v value) time.Duration {
 	case d < 0:
 		l.errorf(v.node, "use 0 to try once, or e.g. "+v.field.example, "wait must not be negative, not %s", v.node.Value)
 	case d > maxWait:
-		l.errorf(v.node, "use at most 1h", "wait %s is longer than the maximum of 1h", v.node.Value)
+		l.errorf(v.node, "use at most "+FormatDuration(maxWait), "wait %s is longer than the maximum of %s", v.node.Value, FormatDuration(maxWait))
 	default:
 		return d
 	}

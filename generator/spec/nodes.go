@@ -207,6 +207,20 @@ func (l *loader) duration(v value) (time.Duration, bool) {
 	return 0, false
 }
 
+// FormatDuration writes d the way a spec writes it: time.Duration.String
+// without the zero units it ends with ("3s", "1m", "1m30s", "168h", "1.5s",
+// "500ms", "0s"). Spec errors and generated doc comments both use it.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // wholeNumber matches decimal whole numbers.
 var wholeNumber = regexp.MustCompile(`^[-+]?[0-9]+$`)
 

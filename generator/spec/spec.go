@@ -6,7 +6,11 @@
 // "file:line:col: what is wrong (how to fix it)", sorted by position.
 package spec
 
-import "time"
+import (
+	"time"
+
+	"github.com/lockgen/lockgen/runtime"
+)
 
 // Pos is a position in the spec file (1-based line and column).
 type Pos struct {
@@ -66,17 +70,17 @@ const (
 	FormatGoose         = "goose"
 )
 
-// Strategies.
+// Strategies, spelled as in the spec and in the runtime.
 const (
 	// StrategyLease is a row that expires by the database clock unless its
 	// holder renews it (the default).
-	StrategyLease = "lease"
+	StrategyLease = string(runtime.StrategyLease)
 	// StrategySession is a server-side named lock (GET_LOCK) on a pinned
 	// connection, plus the lock row for the fencing token.
-	StrategySession = "session"
+	StrategySession = string(runtime.StrategySession)
 	// StrategyRow holds the lock row's row lock (SELECT ... FOR UPDATE) in a
 	// transaction that lasts the critical section; it has no ttl.
-	StrategyRow = "row"
+	StrategyRow = string(runtime.StrategyRow)
 )
 
 // Lock is one declared lock.
@@ -140,14 +144,15 @@ type Key struct {
 }
 
 // Catch-up policies of a scheduled job: what its scheduler does with the
-// ticks it missed while no node was running it.
+// ticks it missed while no node was running it; spelled as in the spec
+// and in the runtime.
 const (
 	// CatchUpNone skips every missed tick.
-	CatchUpNone = "none"
+	CatchUpNone = string(runtime.CatchUpNone)
 	// CatchUpOne runs once for all the missed ticks (the default).
-	CatchUpOne = "one"
+	CatchUpOne = string(runtime.CatchUpOne)
 	// CatchUpAll runs once for every missed tick.
-	CatchUpAll = "all"
+	CatchUpAll = string(runtime.CatchUpAll)
 )
 
 // Arg types: the spec spellings of Arg.Type.
@@ -184,9 +189,9 @@ type Job struct {
 	// (minute hour day-of-month month day-of-week), 6 with seconds first,
 	// a descriptor (@yearly, @annually, @monthly, @weekly, @daily,
 	// @midnight, @hourly) or "@every <duration>" with a whole number of
-	// seconds, at least 1s. It parses with github.com/robfig/cron/v3's
-	// parser with options SecondOptional|Minute|Hour|Dom|Month|Dow|Descriptor,
-	// has no TZ= or CRON_TZ= prefix and fires at least once in five years.
+	// seconds, at least 1s. runtime.ParseSchedule, which the generated
+	// RunJobs calls, accepts it: it has no TZ= or CRON_TZ= prefix and fires
+	// at least once in five years.
 	// Empty for a job that is not scheduled.
 	Schedule string
 	// Timezone is the IANA time zone the Schedule is read in, e.g.

@@ -19,12 +19,72 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 )
 
-// Option configures New. See WithOwner and WithLogger.
+// This package builds only against a runtime that fits the code lockgen
+// generated here: if runtime.RegenerateWithLockgenGenerateV1 is undefined,
+// this package and github.com/lockgen/lockgen/runtime come from different
+// lockgen versions. Run `go tool lockgen generate` with the lockgen of your
+// runtime's version, or require the runtime of your lockgen's.
+const _ = runtime.RegenerateWithLockgenGenerateV1
+
+// Errors, to test with errors.Is. They are the runtime's own values.
+var (
+	// ErrInvalid reports a misuse: a nil argument, an invalid key, owner or
+	// option.
+	ErrInvalid = runtime.ErrInvalid
+	// ErrUnsupported reports a server lockgen cannot run on safely.
+	ErrUnsupported = runtime.ErrUnsupported
+	// ErrLeaseLost is the cause of a holder's context when its lease ended before
+	// it was released.
+	ErrLeaseLost = runtime.ErrLeaseLost
+	// ErrNotAcquired means another holder had the lock for as long as the caller
+	// waited.
+	ErrNotAcquired = runtime.ErrNotAcquired
+	// ErrReleased is the cause of a lease's context after Release, and the error
+	// of a second Release.
+	ErrReleased = runtime.ErrReleased
+)
+
+// Lease is one holding of a lock: its fencing token (Token), its context
+// (Context), Guard and Release.
+type Lease = runtime.Lease
+
+// Holder is who holds a lock, as the database sees it when the Holder and
+// Leader methods read it.
+type Holder = runtime.Holder
+
+// LeaderOption configures a RunAs method: OnElected, OnRevoked, OnNewLeader,
+// PollEvery.
+type LeaderOption = runtime.LeaderOption
+
+// OnElected calls f each time this node is elected, before fn runs.
+func OnElected(f func(lease *Lease)) LeaderOption {
+	return runtime.OnElected(f)
+}
+
+// OnRevoked calls f each time a term ends, with fn's error joined with the
+// release's.
+func OnRevoked(f func(err error)) LeaderOption {
+	return runtime.OnRevoked(f)
+}
+
+// OnNewLeader calls f, while campaigning, each time another holder is seen
+// leading.
+func OnNewLeader(f func(leader Holder)) LeaderOption {
+	return runtime.OnNewLeader(f)
+}
+
+// PollEvery sets the longest pause between two campaign attempts of a
+// follower.
+func PollEvery(d time.Duration) LeaderOption {
+	return runtime.PollEvery(d)
+}
+
+// Option configures New. See WithOwner, WithLogger and WithObserver.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded in the rows of the locks held through
-// the Locks, as the Holder methods report it in runtime.Holder.Owner. It must
-// be 1 to 191 bytes; New fails with runtime.ErrInvalid otherwise. Default:
+// the Locks, as the Holder methods report it in Holder.Owner. It must be 1 to
+// 191 bytes; New fails with ErrInvalid otherwise. Default:
 // "<hostname>-<pid>-<random>", different for every Locks. The holdings of one
 // Locks share its owner and are told apart by their fencing tokens.
 func WithOwner(owner string) Option {
@@ -35,6 +95,13 @@ func WithOwner(owner string) Option {
 // Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
+}
+
+// WithObserver sets the observer of acquisitions, releases, renewal failures,
+// lost leases and leadership changes, for metrics: e.g.
+// github.com/lockgen/lockgen/lockgenprom's. Default: none.
+func WithObserver(obs runtime.Observer) Option {
+	return runtime.WithObserver(obs)
 }
 
 // Names of the declared locks, as stored in the name column of
@@ -61,8 +128,8 @@ type Locks struct {
 // migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
-// New fails with an error wrapping runtime.ErrInvalid when db is nil or an
-// option is invalid.
+// New fails with an error wrapping ErrInvalid when db is nil or an option is
+// invalid.
 func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *sql.DB", runtime.ErrInvalid)
@@ -91,12 +158,12 @@ func (l *Locks) Owner() string {
 }
 
 // CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping runtime.ErrUnsupported when lockgen
-// cannot run safely on it (TiDB or another engine it does not know, MySQL
-// before 8.0, MariaDB before 10.6, session or row locks on a Galera or Group
-// Replication cluster), and with runtime.ErrInvalid when db was opened without
-// parseTime=true or the lock table is missing. Call it at startup to fail
-// fast; `go tool lockgen doctor` prints the same checks.
+// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
+// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
+// MariaDB before 10.6, session or row locks on a Galera or Group Replication
+// cluster), and with ErrInvalid when db was opened without parseTime=true or
+// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
+// doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
 }
@@ -107,66 +174,64 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 // the release error if any.
 //
 // It makes one attempt: if another holder has the lock, WithSchedulerLock
-// returns runtime.ErrNotAcquired at once (the lock declares no wait).
+// returns ErrNotAcquired at once (the lock declares no wait).
 //
 // The lease lasts 3s by the database clock and is renewed every 1s while fn
 // runs. If no renewal succeeds in time, fn's ctx is cancelled with cause
-// runtime.ErrLeaseLost before anyone else can take the lock (ctx.Err() reads
-// the local deadline itself, so the first check after a pause reports the
-// loss), and WithSchedulerLock returns an error wrapping runtime.ErrLeaseLost
-// even if fn returned nil: the critical section may not have been exclusive to
-// its end. A check that returned nil can be stale by the time a write lands:
-// pass lease.Token() with the write, or use lease.Guard in its transaction.
+// ErrLeaseLost before anyone else can take the lock (ctx.Err() reads the local
+// deadline itself, so the first check after a pause reports the loss), and
+// WithSchedulerLock returns an error wrapping ErrLeaseLost even if fn returned
+// nil: the critical section may not have been exclusive to its end. A check
+// that returned nil can be stale by the time a write lands: pass lease.Token()
+// with the write, or use lease.Guard in its transaction.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
 // make.
-func (l *Locks) WithSchedulerLock(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error) error {
+func (l *Locks) WithSchedulerLock(ctx context.Context, fn func(ctx context.Context, lease *Lease) error) error {
 	return l.schedulerLock.With(ctx, "", fn)
 }
 
 // TrySchedulerLock makes one attempt to acquire the scheduler lock, without
-// waiting, and returns runtime.ErrNotAcquired if another holder has it.
+// waiting, and returns ErrNotAcquired if another holder has it.
 //
 // The lease lasts 3s by the database clock and is renewed every 1s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
 //
 // Any other error means the outcome is unknown: the lock may then stay held,
 // unused, for up to 3s.
-func (l *Locks) TrySchedulerLock(ctx context.Context) (*runtime.Lease, error) {
+func (l *Locks) TrySchedulerLock(ctx context.Context) (*Lease, error) {
 	return l.schedulerLock.Try(ctx, "")
 }
 
 // AcquireSchedulerLock acquires the scheduler lock like TrySchedulerLock: the
-// lock declares no wait, so it makes one attempt and returns
-// runtime.ErrNotAcquired if another holder has it.
+// lock declares no wait, so it makes one attempt and returns ErrNotAcquired if
+// another holder has it.
 //
 // The lease lasts 3s by the database clock and is renewed every 1s in the
 // background until lease.Release, which the caller must call. lease.Context()
-// ends when the lease is lost (cause runtime.ErrLeaseLost) or released.
-// lease.Token() is the fencing token of this holding, greater than that of
-// every earlier holding: pass it with the writes that a stale holder must not
-// make.
-func (l *Locks) AcquireSchedulerLock(ctx context.Context) (*runtime.Lease, error) {
+// ends when the lease is lost (cause ErrLeaseLost) or released. lease.Token()
+// is the fencing token of this holding, greater than that of every earlier
+// holding: pass it with the writes that a stale holder must not make.
+func (l *Locks) AcquireSchedulerLock(ctx context.Context) (*Lease, error) {
 	return l.schedulerLock.Acquire(ctx, "")
 }
 
 // SchedulerLockHolder reads who holds the scheduler lock, by the database
 // clock. Holder.Held is false when nobody does (never acquired, released or
 // expired); Holder.Token is the fencing token of the current or last holding.
-func (l *Locks) SchedulerLockHolder(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) SchedulerLockHolder(ctx context.Context) (Holder, error) {
 	return l.schedulerLock.Holder(ctx, "")
 }
 
 // RunAsScheduler campaigns for leadership of the scheduler lock until ctx
 // ends. Each time it is elected it runs fn with a ctx that is cancelled, with
-// cause runtime.ErrLeaseLost, as soon as leadership is lost (and when ctx
-// ends), waits for fn to return, gives leadership up and campaigns again after
-// one poll. fn's lease.Token() is the fencing token of the term.
+// cause ErrLeaseLost, as soon as leadership is lost (and when ctx ends), waits
+// for fn to return, gives leadership up and campaigns again after one poll.
+// fn's lease.Token() is the fencing token of the term.
 //
 // Two leaders never run fn at the same time as long as fn stops when its ctx
 // ends: the lease's local deadline cancels it before the database lets a
@@ -176,14 +241,14 @@ func (l *Locks) SchedulerLockHolder(ctx context.Context) (runtime.Holder, error)
 // follower within about one poll. A leader that crashes is replaced within
 // about its TTL (3s) plus one poll. Followers wait on the server (wait_mode
 // server) and are woken as soon as the leader steps down; they may see a new
-// leader (runtime.OnNewLeader) up to one TTL late.
+// leader (OnNewLeader) up to one TTL late.
 //
-// RunAsScheduler returns nil when ctx ends, and an error wrapping
-// runtime.ErrInvalid for a nil fn or runtime.ErrUnsupported when the strategy
-// cannot run safely on the server; other server errors are logged and retried.
-// Options: runtime.OnElected, runtime.OnRevoked, runtime.OnNewLeader and
-// runtime.PollEvery (default 500ms: the smaller of ttl/4 and 500ms).
-func (l *Locks) RunAsScheduler(ctx context.Context, fn func(ctx context.Context, lease *runtime.Lease) error, opts ...runtime.LeaderOption) error {
+// RunAsScheduler returns nil when ctx ends, and an error wrapping ErrInvalid
+// for a nil fn or ErrUnsupported when the strategy cannot run safely on the
+// server; other server errors are logged and retried. Options: OnElected,
+// OnRevoked, OnNewLeader and PollEvery (default 500ms: the smaller of ttl/4
+// and 500ms).
+func (l *Locks) RunAsScheduler(ctx context.Context, fn func(ctx context.Context, lease *Lease) error, opts ...LeaderOption) error {
 	return l.schedulerLock.RunAsLeader(ctx, fn, opts...)
 }
 
@@ -197,6 +262,6 @@ func (l *Locks) IsSchedulerLeader() bool {
 // observer sees it, by the database clock. Holder.Held is false when nobody
 // leads, Holder.Owner is the leader's owner (see WithOwner), Holder.Token the
 // fencing token of its term and Holder.Remaining what is left of its lease.
-func (l *Locks) SchedulerLeader(ctx context.Context) (runtime.Holder, error) {
+func (l *Locks) SchedulerLeader(ctx context.Context) (Holder, error) {
 	return l.schedulerLock.Holder(ctx, "")
 }

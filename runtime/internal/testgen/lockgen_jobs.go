@@ -22,6 +22,68 @@ type TestArgs struct {
 	N int64 `json:"n"`
 }
 
+// Run is the attempt of a run a handler is given: its ID, Attempt and
+// MaxAttempts, times and Claim.
+type Run = runtime.Run
+
+// RunInfo is a run as JobRun reads it: the Run, its State, Worker, LastError
+// and times.
+type RunInfo = runtime.RunInfo
+
+// RunState is the state of a run: one of the Run* constants.
+type RunState = runtime.RunState
+
+// WorkerConfig tunes the worker of a queue; RunJobs takes changes to it as
+// WorkerOptions.
+type WorkerConfig = runtime.WorkerConfig
+
+// Run states, the values of RunInfo.State.
+const (
+	// RunAvailable is a run waiting to be due or claimed.
+	RunAvailable = runtime.RunAvailable
+	// RunRunning is a run a worker has claimed.
+	RunRunning = runtime.RunRunning
+	// RunCompleted is a run whose handler returned nil.
+	RunCompleted = runtime.RunCompleted
+	// RunDiscarded is a run that failed its last attempt.
+	RunDiscarded = runtime.RunDiscarded
+	// RunCancelled is a run cancelled before it started.
+	RunCancelled = runtime.RunCancelled
+	// RunSkipped records a scheduled tick that was not run (catch-up policy or
+	// min_interval).
+	RunSkipped = runtime.RunSkipped
+)
+
+// EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
+// WithMaxAttempts, WithUniqueKey.
+type EnqueueOption = runtime.EnqueueOption
+
+// Delay makes the run due d after the database clock's now.
+func Delay(d time.Duration) EnqueueOption {
+	return runtime.Delay(d)
+}
+
+// RunAt makes the run due at t, by the client's clock (at once for a past t).
+func RunAt(t time.Time) EnqueueOption {
+	return runtime.RunAt(t)
+}
+
+// WithPriority sets the run's priority, -100 to 100; higher runs first.
+func WithPriority(p int) EnqueueOption {
+	return runtime.WithPriority(p)
+}
+
+// WithMaxAttempts overrides the job's declared max attempts.
+func WithMaxAttempts(n int) EnqueueOption {
+	return runtime.WithMaxAttempts(n)
+}
+
+// WithUniqueKey makes the enqueue return the unfinished run of the job with
+// key, if there is one.
+func WithUniqueKey(key string) EnqueueOption {
+	return runtime.WithUniqueKey(key)
+}
+
 // JobHandlers handles the jobs declared in lockgen.yaml, one method per job,
 // so a missing handler is a compile error. A method returning nil completes
 // the run; an error or a panic fails the attempt, which is retried with
@@ -31,7 +93,7 @@ type TestArgs struct {
 // timeout.
 type JobHandlers interface {
 	// Test handles a run of test (enqueued with EnqueueTest; timeout 10m, 25 attempts).
-	Test(ctx context.Context, run *runtime.Run, args TestArgs) error
+	Test(ctx context.Context, run *Run, args TestArgs) error
 }
 
 var (
@@ -45,28 +107,27 @@ var (
 )
 
 // EnqueueTest enqueues a run of test, due now unless an option says otherwise
-// (runtime.Delay, runtime.RunAt, runtime.WithPriority, runtime.WithUniqueKey,
-// runtime.WithMaxAttempts), and returns its ID; with a unique key that an
-// unfinished run already has, that run's ID. An error means the run may or may
-// not exist.
-func (l *Locks) EnqueueTest(ctx context.Context, args TestArgs, opts ...runtime.EnqueueOption) (int64, error) {
+// (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and returns
+// its ID; with a unique key that an unfinished run already has, that run's ID.
+// An error means the run may or may not exist.
+func (l *Locks) EnqueueTest(ctx context.Context, args TestArgs, opts ...EnqueueOption) (int64, error) {
 	return runtime.EnqueueArgs(ctx, l.jobs, nil, testRun, args, opts...)
 }
 
 // EnqueueTestTx is EnqueueTest in tx: the run exists only if tx commits.
-func (l *Locks) EnqueueTestTx(ctx context.Context, tx *sql.Tx, args TestArgs, opts ...runtime.EnqueueOption) (int64, error) {
+func (l *Locks) EnqueueTestTx(ctx context.Context, tx *sql.Tx, args TestArgs, opts ...EnqueueOption) (int64, error) {
 	return runtime.EnqueueArgs(ctx, l.jobs, tx, testRun, args, opts...)
 }
 
 // EnqueueTestMany enqueues one run of test per element of args, 500 per
 // statement, with opts applied to each. Every run is checked before any is
 // inserted; an error means later batches may not exist.
-func (l *Locks) EnqueueTestMany(ctx context.Context, args []TestArgs, opts ...runtime.EnqueueOption) error {
+func (l *Locks) EnqueueTestMany(ctx context.Context, args []TestArgs, opts ...EnqueueOption) error {
 	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, testRun, args, opts...)
 }
 
-// JobRun reads run id; an error wrapping runtime.ErrRunNotFound when there is none (it may have been pruned).
-func (l *Locks) JobRun(ctx context.Context, id int64) (runtime.RunInfo, error) {
+// JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
+func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
 	return l.jobs.Run(ctx, id)
 }
 
@@ -76,41 +137,53 @@ func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 }
 
 // RetryRun restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state.
+// counted from zero. False when the run is in another state; an error wrapping
+// ErrUniqueKeyTaken when an unfinished run of its job has its unique key.
 func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }
+
+// WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every
+// queue's worker starts from (RunJobs sets Queue, Handlers and Concurrency per
+// queue).
+type WorkerOption = runtime.WorkerOption
 
 // RunJobs runs this node's share of the jobs until ctx ends: a worker per
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
 // (every node inserts each tick; a unique key makes it one run cluster-wide),
 // and pruning of finished runs after each job's retention. When ctx ends it
-// stops claiming, lets running handlers finish for up to 30s, cancels the rest
-// and returns nil. Database errors are logged and retried, never fatal; it
-// fails at once with an error wrapping runtime.ErrInvalid for a nil h. Run it
-// on every node; opts tune the workers (Queue, Handlers and Concurrency are
-// set per queue).
-func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtime.WorkerConfig)) error {
+// stops claiming, lets running handlers finish for up to the workers'
+// ShutdownGrace (default 30s), cancels the rest and returns nil. Database
+// errors are logged and retried, never fatal; it fails at once with an error
+// wrapping ErrInvalid for a nil h. Run it on every node; opts tune the workers
+// (see WorkerOption).
+func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption) error {
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
 	}
 	cfg := runtime.NodeConfig{
-		Handlers: map[string]runtime.QueuedHandler{TestJob: {
-			JobHandler: runtime.JobHandler{
-				Handle:         runtime.HandleArgs(h.Test),
-				BackoffInitial: time.Second,
-				BackoffMax:     time.Hour,
+		Queues: []runtime.QueueConfig{
+			{
+				Name:        "default",
+				Concurrency: 100,
 			},
-			Queue: "default",
-		}},
-		Queues: []runtime.QueueConfig{{
-			Concurrency: 100,
-			Name:        "default",
-		}},
-		Retention: []runtime.Retention{{
-			Job:  TestJob,
-			Keep: 168 * time.Hour,
-		}},
+		},
+		Handlers: map[string]runtime.QueuedHandler{
+			TestJob: {
+				Queue: "default",
+				JobHandler: runtime.JobHandler{
+					Handle:         runtime.HandleArgs(h.Test),
+					BackoffInitial: time.Second,
+					BackoffMax:     time.Hour,
+				},
+			},
+		},
+		Retention: []runtime.Retention{
+			{
+				Job:  TestJob,
+				Keep: 168 * time.Hour,
+			},
+		},
 	}
 	for _, opt := range opts {
 		opt(&cfg.Worker)

@@ -44,6 +44,68 @@ type ReindexArgs struct {
 	Reason string `json:"reason"`
 }
 
+// Run is the attempt of a run a handler is given: its ID, Attempt and
+// MaxAttempts, times and Claim.
+type Run = runtime.Run
+
+// RunInfo is a run as JobRun reads it: the Run, its State, Worker, LastError
+// and times.
+type RunInfo = runtime.RunInfo
+
+// RunState is the state of a run: one of the Run* constants.
+type RunState = runtime.RunState
+
+// WorkerConfig tunes the worker of a queue; RunJobs takes changes to it as
+// WorkerOptions.
+type WorkerConfig = runtime.WorkerConfig
+
+// Run states, the values of RunInfo.State.
+const (
+	// RunAvailable is a run waiting to be due or claimed.
+	RunAvailable = runtime.RunAvailable
+	// RunRunning is a run a worker has claimed.
+	RunRunning = runtime.RunRunning
+	// RunCompleted is a run whose handler returned nil.
+	RunCompleted = runtime.RunCompleted
+	// RunDiscarded is a run that failed its last attempt.
+	RunDiscarded = runtime.RunDiscarded
+	// RunCancelled is a run cancelled before it started.
+	RunCancelled = runtime.RunCancelled
+	// RunSkipped records a scheduled tick that was not run (catch-up policy or
+	// min_interval).
+	RunSkipped = runtime.RunSkipped
+)
+
+// EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
+// WithMaxAttempts, WithUniqueKey.
+type EnqueueOption = runtime.EnqueueOption
+
+// Delay makes the run due d after the database clock's now.
+func Delay(d time.Duration) EnqueueOption {
+	return runtime.Delay(d)
+}
+
+// RunAt makes the run due at t, by the client's clock (at once for a past t).
+func RunAt(t time.Time) EnqueueOption {
+	return runtime.RunAt(t)
+}
+
+// WithPriority sets the run's priority, -100 to 100; higher runs first.
+func WithPriority(p int) EnqueueOption {
+	return runtime.WithPriority(p)
+}
+
+// WithMaxAttempts overrides the job's declared max attempts.
+func WithMaxAttempts(n int) EnqueueOption {
+	return runtime.WithMaxAttempts(n)
+}
+
+// WithUniqueKey makes the enqueue return the unfinished run of the job with
+// key, if there is one.
+func WithUniqueKey(key string) EnqueueOption {
+	return runtime.WithUniqueKey(key)
+}
+
 // JobHandlers handles the jobs declared in lockgen.yaml, one method per job,
 // so a missing handler is a compile error. A method returning nil completes
 // the run; an error or a panic fails the attempt, which is retried with
@@ -53,13 +115,13 @@ type ReindexArgs struct {
 // timeout.
 type JobHandlers interface {
 	// NightlyReport handles a run of nightly_report (scheduled "0 3 * * *" in Asia/Shanghai; timeout 30m, 3 attempts). It is a cluster-wide singleton: one run at a time, holding the lock lockgen_job:nightly_report.
-	NightlyReport(ctx context.Context, run *runtime.Run) error
+	NightlyReport(ctx context.Context, run *Run) error
 	// SendSMS handles a run of send_sms (enqueued with EnqueueSendSMS; timeout 10m, 5 attempts).
-	SendSMS(ctx context.Context, run *runtime.Run, args SendSMSArgs) error
+	SendSMS(ctx context.Context, run *Run, args SendSMSArgs) error
 	// Reindex handles a run of reindex (scheduled "@every 30s" in UTC, enqueued with EnqueueReindex; timeout 10m, 25 attempts). Scheduled runs get zero args.
-	Reindex(ctx context.Context, run *runtime.Run, args ReindexArgs) error
+	Reindex(ctx context.Context, run *Run, args ReindexArgs) error
 	// RebuildCache handles a run of rebuild_cache (enqueued with EnqueueRebuildCache; timeout 10m, 25 attempts).
-	RebuildCache(ctx context.Context, run *runtime.Run) error
+	RebuildCache(ctx context.Context, run *Run) error
 }
 
 var (
@@ -95,64 +157,61 @@ var (
 )
 
 // EnqueueSendSMS enqueues a run of send_sms, due now unless an option says
-// otherwise (runtime.Delay, runtime.RunAt, runtime.WithPriority,
-// runtime.WithUniqueKey, runtime.WithMaxAttempts), and returns its ID; with a
-// unique key that an unfinished run already has, that run's ID. An error means
-// the run may or may not exist.
-func (l *Locks) EnqueueSendSMS(ctx context.Context, args SendSMSArgs, opts ...runtime.EnqueueOption) (int64, error) {
+// otherwise (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and
+// returns its ID; with a unique key that an unfinished run already has, that
+// run's ID. An error means the run may or may not exist.
+func (l *Locks) EnqueueSendSMS(ctx context.Context, args SendSMSArgs, opts ...EnqueueOption) (int64, error) {
 	return runtime.EnqueueArgs(ctx, l.jobs, nil, sendSMSRun, args, opts...)
 }
 
 // EnqueueSendSMSTx is EnqueueSendSMS in tx: the run exists only if tx commits.
-func (l *Locks) EnqueueSendSMSTx(ctx context.Context, tx *sql.Tx, args SendSMSArgs, opts ...runtime.EnqueueOption) (int64, error) {
+func (l *Locks) EnqueueSendSMSTx(ctx context.Context, tx *sql.Tx, args SendSMSArgs, opts ...EnqueueOption) (int64, error) {
 	return runtime.EnqueueArgs(ctx, l.jobs, tx, sendSMSRun, args, opts...)
 }
 
 // EnqueueSendSMSMany enqueues one run of send_sms per element of args, 500 per
 // statement, with opts applied to each. Every run is checked before any is
 // inserted; an error means later batches may not exist.
-func (l *Locks) EnqueueSendSMSMany(ctx context.Context, args []SendSMSArgs, opts ...runtime.EnqueueOption) error {
+func (l *Locks) EnqueueSendSMSMany(ctx context.Context, args []SendSMSArgs, opts ...EnqueueOption) error {
 	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, sendSMSRun, args, opts...)
 }
 
 // EnqueueReindex enqueues a run of reindex, due now unless an option says
-// otherwise (runtime.Delay, runtime.RunAt, runtime.WithPriority,
-// runtime.WithUniqueKey, runtime.WithMaxAttempts), and returns its ID; with a
-// unique key that an unfinished run already has, that run's ID. An error means
-// the run may or may not exist.
-func (l *Locks) EnqueueReindex(ctx context.Context, args ReindexArgs, opts ...runtime.EnqueueOption) (int64, error) {
+// otherwise (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and
+// returns its ID; with a unique key that an unfinished run already has, that
+// run's ID. An error means the run may or may not exist.
+func (l *Locks) EnqueueReindex(ctx context.Context, args ReindexArgs, opts ...EnqueueOption) (int64, error) {
 	return runtime.EnqueueArgs(ctx, l.jobs, nil, reindexRun, args, opts...)
 }
 
 // EnqueueReindexTx is EnqueueReindex in tx: the run exists only if tx commits.
-func (l *Locks) EnqueueReindexTx(ctx context.Context, tx *sql.Tx, args ReindexArgs, opts ...runtime.EnqueueOption) (int64, error) {
+func (l *Locks) EnqueueReindexTx(ctx context.Context, tx *sql.Tx, args ReindexArgs, opts ...EnqueueOption) (int64, error) {
 	return runtime.EnqueueArgs(ctx, l.jobs, tx, reindexRun, args, opts...)
 }
 
 // EnqueueReindexMany enqueues one run of reindex per element of args, 500 per
 // statement, with opts applied to each. Every run is checked before any is
 // inserted; an error means later batches may not exist.
-func (l *Locks) EnqueueReindexMany(ctx context.Context, args []ReindexArgs, opts ...runtime.EnqueueOption) error {
+func (l *Locks) EnqueueReindexMany(ctx context.Context, args []ReindexArgs, opts ...EnqueueOption) error {
 	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, reindexRun, args, opts...)
 }
 
 // EnqueueRebuildCache enqueues a run of rebuild_cache, due now unless an
-// option says otherwise (runtime.Delay, runtime.RunAt, runtime.WithPriority,
-// runtime.WithUniqueKey, runtime.WithMaxAttempts), and returns its ID; with a
-// unique key that an unfinished run already has, that run's ID. An error means
-// the run may or may not exist.
-func (l *Locks) EnqueueRebuildCache(ctx context.Context, opts ...runtime.EnqueueOption) (int64, error) {
+// option says otherwise (Delay, RunAt, WithPriority, WithUniqueKey,
+// WithMaxAttempts), and returns its ID; with a unique key that an unfinished
+// run already has, that run's ID. An error means the run may or may not exist.
+func (l *Locks) EnqueueRebuildCache(ctx context.Context, opts ...EnqueueOption) (int64, error) {
 	return runtime.EnqueueArgs(ctx, l.jobs, nil, rebuildCacheRun, struct{}{}, opts...)
 }
 
 // EnqueueRebuildCacheTx is EnqueueRebuildCache in tx: the run exists only if
 // tx commits.
-func (l *Locks) EnqueueRebuildCacheTx(ctx context.Context, tx *sql.Tx, opts ...runtime.EnqueueOption) (int64, error) {
+func (l *Locks) EnqueueRebuildCacheTx(ctx context.Context, tx *sql.Tx, opts ...EnqueueOption) (int64, error) {
 	return runtime.EnqueueArgs(ctx, l.jobs, tx, rebuildCacheRun, struct{}{}, opts...)
 }
 
-// JobRun reads run id; an error wrapping runtime.ErrRunNotFound when there is none (it may have been pruned).
-func (l *Locks) JobRun(ctx context.Context, id int64) (runtime.RunInfo, error) {
+// JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
+func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
 	return l.jobs.Run(ctx, id)
 }
 
@@ -162,80 +221,94 @@ func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 }
 
 // RetryRun restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state.
+// counted from zero. False when the run is in another state; an error wrapping
+// ErrUniqueKeyTaken when an unfinished run of its job has its unique key.
 func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }
+
+// WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every
+// queue's worker starts from (RunJobs sets Queue, Handlers and Concurrency per
+// queue).
+type WorkerOption = runtime.WorkerOption
 
 // RunJobs runs this node's share of the jobs until ctx ends: a worker per
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
 // (every node inserts each tick; a unique key makes it one run cluster-wide),
 // and pruning of finished runs after each job's retention. When ctx ends it
-// stops claiming, lets running handlers finish for up to 30s, cancels the rest
-// and returns nil. Database errors are logged and retried, never fatal; it
-// fails at once with an error wrapping runtime.ErrInvalid for a nil h. Run it
-// on every node; opts tune the workers (Queue, Handlers and Concurrency are
-// set per queue).
-func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtime.WorkerConfig)) error {
+// stops claiming, lets running handlers finish for up to the workers'
+// ShutdownGrace (default 30s), cancels the rest and returns nil. Database
+// errors are logged and retried, never fatal; it fails at once with an error
+// wrapping ErrInvalid for a nil h. Run it on every node; opts tune the workers
+// (see WorkerOption).
+func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption) error {
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
 	}
 	cfg := runtime.NodeConfig{
+		Queues: []runtime.QueueConfig{
+			{
+				Name:        "default",
+				Concurrency: 50,
+			},
+			{
+				Name:        "mail",
+				Concurrency: 5,
+			},
+		},
 		Handlers: map[string]runtime.QueuedHandler{
 			NightlyReportJob: {
+				Queue: "default",
 				JobHandler: runtime.JobHandler{
 					Handle:         h.NightlyReport,
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
 					Singleton:      true,
 				},
-				Queue: "default",
-			},
-			RebuildCacheJob: {
-				JobHandler: runtime.JobHandler{
-					Handle:         h.RebuildCache,
-					BackoffInitial: time.Second,
-					BackoffMax:     time.Hour,
-				},
-				Queue: "default",
-			},
-			ReindexJob: {
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.Reindex),
-					BackoffInitial: time.Second,
-					BackoffMax:     time.Hour,
-				},
-				Queue: "default",
 			},
 			SendSMSJob: {
+				Queue: "mail",
 				JobHandler: runtime.JobHandler{
 					Handle:         runtime.HandleArgs(h.SendSMS),
 					BackoffInitial: 2 * time.Second,
 					BackoffMax:     5 * time.Minute,
 				},
-				Queue: "mail",
+			},
+			ReindexJob: {
+				Queue: "default",
+				JobHandler: runtime.JobHandler{
+					Handle:         runtime.HandleArgs(h.Reindex),
+					BackoffInitial: time.Second,
+					BackoffMax:     time.Hour,
+				},
+			},
+			RebuildCacheJob: {
+				Queue: "default",
+				JobHandler: runtime.JobHandler{
+					Handle:         h.RebuildCache,
+					BackoffInitial: time.Second,
+					BackoffMax:     time.Hour,
+				},
 			},
 		},
-		Queues: []runtime.QueueConfig{{
-			Concurrency: 50,
-			Name:        "default",
-		}, {
-			Concurrency: 5,
-			Name:        "mail",
-		}},
-		Retention: []runtime.Retention{{
-			Job:  NightlyReportJob,
-			Keep: 168 * time.Hour,
-		}, {
-			Job:  SendSMSJob,
-			Keep: 24 * time.Hour,
-		}, {
-			Job:  ReindexJob,
-			Keep: 168 * time.Hour,
-		}, {
-			Job:  RebuildCacheJob,
-			Keep: 168 * time.Hour,
-		}},
+		Retention: []runtime.Retention{
+			{
+				Job:  NightlyReportJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  SendSMSJob,
+				Keep: 24 * time.Hour,
+			},
+			{
+				Job:  ReindexJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  RebuildCacheJob,
+				Keep: 168 * time.Hour,
+			},
+		},
 	}
 	nightlyReportSchedule, err := runtime.ParseSchedule("0 3 * * *", "Asia/Shanghai")
 	if err != nil {
@@ -245,7 +318,7 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtim
 		Name:        NightlyReportJob,
 		Queue:       "default",
 		Schedule:    nightlyReportSchedule,
-		CatchUp:     "one",
+		CatchUp:     runtime.CatchUpOne,
 		MinInterval: time.Hour,
 		MaxAttempts: 3,
 		Timeout:     30 * time.Minute,
@@ -258,7 +331,7 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...func(*runtim
 		Name:        ReindexJob,
 		Queue:       "default",
 		Schedule:    reindexSchedule,
-		CatchUp:     "all",
+		CatchUp:     runtime.CatchUpAll,
 		MaxAttempts: 25,
 		Timeout:     10 * time.Minute,
 	})

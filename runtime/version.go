@@ -1,0 +1,16 @@
+package runtime
+
+// RegenerateWithLockgenGenerateV1 is the compile-time version guard of
+// generated code. Every package lockgen generates for this runtime refers to
+// it (const _ = runtime.RegenerateWithLockgenGenerateV1), so generated code
+// and a runtime that do not fit together fail to build with
+// "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
+// run time: the generated package and this module come from different
+// lockgen versions, and the fix is to run `go tool lockgen generate` with the
+// lockgen of the runtime's version (or to require the runtime of the tool's).
+//
+// When a change makes the runtime unable to run code generated before it,
+// or the generator emit code that an older runtime cannot run, add
+// RegenerateWithLockgenGenerateV2, make the generator refer to it, and
+// delete the versions whose generated code this runtime no longer runs.
+const RegenerateWithLockgenGenerateV1 = true
