@@ -120,11 +120,13 @@ func TestGuardMisuse(t *testing.T) {
 	require.ErrorIs(t, lease.Guard(ctx, tx), runtime.ErrReleased)
 }
 
-// galeraLeaseStore is a lease store without the server probe on a node
-// that reports wsrep_on (with the probe, the server's own wsrep_on decides).
+// galeraLeaseStore is a store on a node that reports wsrep_on. It hides its
+// pool (driver.Target.DB), so the runtime skips the server probe, which
+// would ask the real server's wsrep_on instead.
 type galeraLeaseStore struct{ driver.Store }
 
 func (galeraLeaseStore) ServerGalera(context.Context) (bool, error) { return true, nil }
+func (galeraLeaseStore) Server() driver.Target                      { return driver.Target{} }
 
 // TestGuardRefusedOnGalera: Galera does not replicate LOCK IN SHARE MODE,
 // so a guarded transaction on one node could commit after a new holder

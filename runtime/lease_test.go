@@ -76,6 +76,8 @@ func TestStatementCounts(t *testing.T) {
 	n := newNode(t, db, runtime.WithClock(frozenClock{now: time.Now()}))
 	l := n.lock(t, runtime.LockConfig{Name: "counted", TTL: time.Minute})
 	ctx := context.Background()
+	// The server probe, once per Client, is not part of any operation.
+	require.NoError(t, n.client.CheckServer(ctx))
 
 	before := counter.Count()
 	lease, err := l.Try(ctx, "")

@@ -63,7 +63,7 @@ func TestServerNamesMissingTables(t *testing.T) {
 	_, err := j.Enqueue(ctx, nil, newRun("x"))
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	assert.ErrorContains(t, err, "table lockgen_runs does not exist")
-	assert.ErrorContains(t, err, "queries/schema.sql")
+	assert.ErrorContains(t, err, lockgendb.Store{}.Server().Migrations, "the error names where the migrations are")
 
 	c, err := runtime.NewClient(lockgendb.NewStore(db))
 	require.NoError(t, err)

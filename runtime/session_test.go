@@ -184,13 +184,6 @@ func TestSessionRefusedOnGalera(t *testing.T) {
 	_, err = l.Try(context.Background(), "")
 	require.ErrorIs(t, err, runtime.ErrUnsupported)
 	assert.Contains(t, err.Error(), "Galera")
-
-	plain, err := runtime.NewClient(lockgendb.NewStore(tdb.Open(t)))
-	require.NoError(t, err)
-	l, err = plain.Lock(runtime.LockConfig{Name: "nosession", Strategy: runtime.StrategySession, TTL: time.Second})
-	require.NoError(t, err)
-	_, err = l.Try(context.Background(), "")
-	require.ErrorIs(t, err, runtime.ErrInvalid, "a store without session support")
 }
 
 func TestSessionLockNames(t *testing.T) {

@@ -13,7 +13,6 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
-	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // serverWaitCfg is a lease lock whose waiters wait on the server.
@@ -169,10 +168,6 @@ func TestWaitOnServerConfig(t *testing.T) {
 		_, err := sessionNode(t, db).client.Lock(cfg)
 		assert.ErrorIs(t, err, runtime.ErrInvalid, "strategy %s", cfg.Strategy)
 	}
-	plain, err := runtime.NewClient(lockgendb.NewStore(db))
-	require.NoError(t, err)
-	_, err = plain.Lock(serverWaitCfg("x"))
-	assert.ErrorIs(t, err, runtime.ErrInvalid, "a Store without GET_LOCK")
 }
 
 // TestWaitOnServerLocalHolder: while the holder is in the same process, the
