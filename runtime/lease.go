@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -282,123 +281,6 @@ func (ls *Lease) renew() bool {
 	return ls.held.renew(ls, left)
 }
 
-// leaseHolding is what a Lease of the lease strategy holds besides its
-// row: nothing, or the wake lock of a lock with WaitOnServer.
-type leaseHolding struct {
-	// wake is the wake lock; nil without WaitOnServer, when the server did
-	// not grant it, or once its connection failed. The holding renews and
-	// frees its row on wake's pinned connection. Only the renewal loop
-	// changes it, and Release reads it after that loop ended.
-	wake *wakeHolding
-}
-
-// start arms the watchdog and renews in the Lock's batches (a keyed lock's
-// holding without a wake lock) or in a loop of its own.
-func (h *leaseHolding) start(ls *Lease) {
-	ls.startWatchdog()
-	if b := ls.lock.batcher; b != nil && h.wake == nil {
-		ls.batched = true
-		b.add(ls)
-	} else {
-		go ls.renewLoop()
-	}
-}
-
-// renew renews on the wake lock's connection when there is one, else
-// through the pool.
-func (h *leaseHolding) renew(ls *Lease, left time.Duration) bool {
-	if h.wake != nil {
-		if renewed, ok := h.renewOnWake(ls, left); ok {
-			return renewed
-		}
-	}
-	return ls.renewRow(left)
-}
-
-// release frees the row, on the wake lock's connection when there is one.
-func (h *leaseHolding) release(ctx context.Context, ls *Lease, _ bool) error {
-	if h.wake != nil {
-		return h.releaseOnWake(ctx, ls)
-	}
-	return ls.releaseRow(ctx, false)
-}
-
-func (h *leaseHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
-	return ls.guardRow(ctx, tx)
-}
-
-func (h *leaseHolding) tx() *sql.Tx { return nil }
-
-// renewRow renews the lease row through the pool. On an unknown outcome it
-// re-reads the row and decides by owner and token, which stay the same for
-// the whole holding.
-func (ls *Lease) renewRow(left time.Duration) bool {
-	cfg := ls.lock.cfg
-	ctx, cancel := context.WithTimeout(ls.renewCtx, left)
-	defer cancel()
-	store := ls.lock.client.store
-	sent := ls.clock.Now()
-	ok, err := store.LeaseRenew(ctx, ls.id, cfg.TTL)
-	if err == nil {
-		if !ok {
-			ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
-			return false
-		}
-		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
-		return true
-	}
-	if ls.renewCtx.Err() != nil {
-		return false // released meanwhile
-	}
-	sent = ls.clock.Now()
-	row, found, gerr := store.LeaseGet(ctx, ls.id.Name, ls.id.Key)
-	if gerr != nil {
-		ls.lock.client.observer.RenewFailed(ls.id.Name, ls.lock.cfg.Strategy)
-		ls.lock.client.logger.Warn("lockgen: lease renewal failed", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "error", err, "reread_error", gerr)
-		return false
-	}
-	if !ls.holds(row, found) {
-		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), err))
-		return false
-	}
-	ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
-	return false // retry soon: the renewal may not have applied
-}
-
-// renewOnWake renews on the wake lock's pinned connection, which the
-// holding owns, so that its renewals never wait for a pool its own wake
-// lock may have exhausted. done is false when the connection failed: the
-// wake lock is then dropped (the server frees it with the connection) and
-// the caller renews through the pool.
-func (h *leaseHolding) renewOnWake(ls *Lease, left time.Duration) (renewed, done bool) {
-	cfg := ls.lock.cfg
-	// Not tied to renewCtx: cancelling a statement makes the driver close
-	// the pinned connection, which would drop the wake lock under a
-	// Release that only wants the renewals to stop.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ls.renewCtx), left)
-	defer cancel()
-	sent := ls.clock.Now()
-	ok, err := h.wake.conn.Renew(ctx, ls.id, cfg.TTL)
-	switch {
-	case err == nil && ok:
-		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
-		return true, true
-	case err == nil:
-		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
-		return false, true
-	}
-	ls.lock.client.logger.Debug("lockgen: renewal on the wake lock's connection failed; dropping the wake lock", "lock", ls.id.Name, "key", ls.id.Key, "error", err)
-	_ = h.wake.conn.Discard()
-	h.wake = nil
-	ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
-	return false, false
-}
-
-// holds reports whether row shows this holding still in force.
-func (ls *Lease) holds(row driver.LeaseRow, found bool) bool {
-	return found && row.Owner == ls.id.Owner && row.Token == ls.id.Token && row.Remaining > 0
-}
-
 // Guard checks, inside tx (the caller's own transaction on the same
 // database as the lock table), that this holding is still current: same
 // owner and token, unexpired by the database clock. It then holds a shared
@@ -428,26 +310,6 @@ func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 		return err
 	}
 	return ls.held.guard(ctx, ls, tx)
-}
-
-// guardRow is Guard for the holdings that keep their row by its token
-// (lease and session): a shared lock on the row, in tx, if it still
-// shows this holding.
-func (ls *Lease) guardRow(ctx context.Context, tx *sql.Tx) error {
-	// The probe ran at the acquire (generated stores), so this needs no
-	// second connection while tx holds one.
-	galera, err := ls.lock.client.galeraNode(ctx)
-	if err != nil {
-		return err
-	}
-	if galera {
-		// Galera certifies writes, not shared locks: the guard's LOCK IN
-		// SHARE MODE is not replicated, so a guarded transaction on one
-		// node could commit after a new holder acquired on another.
-		return fmt.Errorf("%w: Guard on a Galera cluster (wsrep_on): shared row locks are not replicated, so another node's holder could acquire before the guarded writes commit; check the fencing token in the write itself", ErrUnsupported)
-	}
-	ok, err := ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
-	return ls.guardResult(ok, err)
 }
 
 // guardResult is Guard's error for a check that found the holding current
@@ -499,58 +361,6 @@ func (ls *Lease) Release(ctx context.Context) error {
 		return lost
 	}
 	return err
-}
-
-// releaseOnWake frees the row on the wake lock's pinned connection (through
-// the pool if that fails), then gives the wake lock back: the waiter it
-// wakes finds the row free.
-func (h *leaseHolding) releaseOnWake(ctx context.Context, ls *Lease) error {
-	defer ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
-	ok, err := h.wake.conn.Free(fctx, ls.id)
-	cancel()
-	if err != nil {
-		_ = h.wake.conn.Discard() // frees the wake lock too
-		return ls.releaseRow(ctx, true)
-	}
-	h.wake.release(ctx)
-	if !ok {
-		return fmt.Errorf("%w: %s: it had expired before release", ErrLeaseLost, ls.describe())
-	}
-	return nil
-}
-
-// releaseRow frees the row through the pool; unsure: an earlier attempt
-// may have freed it already.
-func (ls *Lease) releaseRow(ctx context.Context, unsure bool) error {
-	cfg := ls.lock.cfg
-	store := ls.lock.client.store
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.TTL)
-	defer cancel()
-	b := backoff{next: 10 * time.Millisecond, max: cfg.TTL / 4}
-	for retried := unsure; ; retried = true {
-		ok, err := store.LeaseRelease(ctx, ls.id)
-		if err == nil {
-			// After an attempt with an unknown outcome, "not held" most
-			// likely means that attempt applied.
-			if !ok && !retried {
-				return fmt.Errorf("%w: %s: it had expired before release", ErrLeaseLost, ls.describe())
-			}
-			return nil
-		}
-		// Outcome unknown: done if the row no longer shows this holding.
-		row, found, gerr := store.LeaseGet(ctx, ls.id.Name, ls.id.Key)
-		if gerr == nil && !ls.holds(row, found) {
-			return nil
-		}
-		t := ls.clock.NewTimer(b.step())
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("lockgen: release %s token %d: outcome unknown, the row frees itself within its ttl: %w", ls.describe(), ls.id.Token, errors.Join(err, context.Cause(ctx)))
-		case <-t.C():
-		}
-	}
 }
 
 func (ls *Lease) describe() string { return ls.lock.describe(ls.id.Key) }

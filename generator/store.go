@@ -1,0 +1,407 @@
+package generator
+
+import (
+	"github.com/dave/jennifer/jen"
+)
+
+// storeGlue is lockgendb/lockgen_store.go: driver.Store (and, with jobs,
+// driver.JobStore) over the sqlc queries of the same package.
+func storeGlue(m *model) *jen.File {
+	f := newStoreFile(m)
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("Store")
+	q := jen.Id("s").Dot("q")
+	id := func(field string) *jen.Statement { return jen.Id("id").Dot(field) }
+	ttlUs := jen.Id("ttl").Dot("Microseconds").Call()
+
+	f.Comment(m.storeDoc())
+	fields := []jen.Code{
+		jen.Id("q").Op("*").Add(db("Queries")),
+		jen.Id("db").Op("*").Qual("database/sql", "DB"),
+	}
+	if len(m.Jobs) > 0 {
+		fields = append(fields, jen.Id("inserts").Op("*").Add(dr("InsertStmts")).Comment("the prepared multi-row inserts of runs"))
+	}
+	f.Type().Id("Store").Struct(fields...)
+	f.Line()
+	f.Comment(m.storeGuardDoc())
+	if len(m.Jobs) > 0 {
+		f.Var().Defs(
+			jen.Id("_").Add(dr("Store")).Op("=").Id("Store").Values(),
+			jen.Id("_").Add(dr("JobStore")).Op("=").Id("Store").Values(),
+		)
+	} else {
+		f.Var().Id("_").Add(dr("Store")).Op("=").Id("Store").Values()
+	}
+	f.Line()
+	f.Comment(m.newStoreDoc())
+	storeFields := []jen.Code{jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")}
+	if len(m.Jobs) > 0 {
+		storeFields = append(storeFields, jen.Id("inserts").Op(":").Add(dr("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.RunsTable)))
+	}
+	f.Func().Id("NewStore").Params(jen.Id("db").Op("*").Qual("database/sql", "DB")).Id("Store").Block(
+		jen.Return(jen.Id("Store").Values(storeFields...)),
+	)
+
+	f.Line()
+	f.Comment(m.serverDoc())
+	target := []kv{{"DB", jen.Id("s").Dot("db")}, {"LocksTable", jen.Lit(m.Table)}}
+	if m.RunsTable != "" {
+		target = append(target, kv{"RunsTable", jen.Lit(m.RunsTable)})
+	}
+	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())})
+	f.Func().Params(recv.Clone()).Id("Server").Params().Add(dr("Target")).Block(
+		jen.Return(literal(dr("Target"), target...)),
+	)
+
+	f.Line()
+	f.Comment(leaseAcquireDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseAcquire").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Id("token").Int64(), jen.Err().Error()).Block(
+		jen.List(jen.Id("res"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseAcquire").Call(jen.Id("ctx"), literal(db("LeaseAcquireParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"TtlUs", ttlUs.Clone()},
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+	)
+
+	f.Line()
+	f.Comment(leaseRenewDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseRenew").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseRenew").Call(jen.Id("ctx"), literal(db("LeaseRenewParams"),
+			kv{"TtlUs", ttlUs.Clone()}, kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(leaseReleaseDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseRelease").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
+	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
+			kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(leaseGetDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseGet").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key")).String(),
+	).Params(jen.Id("row").Add(dr("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("r"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseGet").Call(jen.Id("ctx"), literal(db("LeaseGetParams"), kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")})),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
+			jen.Return(dr("LeaseRow").Values(), jen.False(), jen.Nil()),
+		),
+		jen.If(jen.Err().Op("!=").Nil()).Block(
+			jen.Return(dr("LeaseRow").Values(), jen.False(), jen.Err()),
+		),
+		jen.Return(literal(dr("LeaseRow"),
+			kv{"Owner", jen.Id("r").Dot("Owner")},
+			kv{"Token", jen.Id("r").Dot("Token")},
+			kv{"AcquiredAt", jen.Id("r").Dot("AcquiredAt")},
+			kv{"ExpiresAt", jen.Id("r").Dot("ExpiresAt")},
+			kv{"Remaining", jen.Qual("time", "Duration").Call(jen.Id("r").Dot("RemainingUs")).Op("*").Qual("time", "Microsecond")},
+		), jen.True(), jen.Nil()),
+	)
+
+	f.Line()
+	f.Comment(leaseGuardDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseGuard").Params(
+		ctx.Clone(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.Id("id").Add(dr("LeaseID")),
+	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op("=").Add(q.Clone()).Dot("WithTx").Call(jen.Id("tx")).Dot("LeaseGuard").Call(jen.Id("ctx"), literal(db("LeaseGuardParams"),
+			kv{"Name", id("Name")}, kv{"LockKey", id("Key")}, kv{"Owner", id("Owner")}, kv{"Token", id("Token")},
+		)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
+			jen.Return(jen.False(), jen.Nil()),
+		),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
+	batchGlue(f, m)
+	f.Line()
+	f.Comment(leasePruneDoc)
+	f.Func().Params(recv.Clone()).Id("LeasePrune").Params(
+		ctx.Clone(), jen.Id("name").String(), jen.Id("olderThan").Qual("time", "Duration"), jen.Id("limit").Int(),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(q.Clone().Dot("LeasePrune").Call(jen.Id("ctx"), literal(db("LeasePruneParams"),
+			kv{"Name", jen.Id("name")}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))},
+		))),
+	)
+	sessionGlue(f, m)
+	rowGlue(f, m)
+	if len(m.Jobs) > 0 {
+		jobsGlue(f, m)
+	}
+	return f
+}
+
+// batchGlue adds the batched lease methods of Store.
+func batchGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("Store")
+	q := jen.Id("s").Dot("q")
+
+	f.Line()
+	f.Comment(leaseRenewManyDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseRenewMany").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("owner")).String(), jen.Id("keys").Index().String(),
+		jen.Id("tokens").Index().Int64(), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.Id("holdings").Op(":=").Make(jen.Index().Qual("database/sql", "NullString"), jen.Len(jen.Id("keys"))),
+		jen.For(jen.List(jen.Id("i"), jen.Id("k")).Op(":=").Range().Id("keys")).Block(
+			jen.Id("holdings").Index(jen.Id("i")).Op("=").Qual("database/sql", "NullString").Values(jen.Dict{
+				jen.Id("String"): jen.Id("k").Op("+").Lit(":").Op("+").Qual("strconv", "FormatInt").Call(jen.Id("tokens").Index(jen.Id("i")), jen.Lit(10)),
+				jen.Id("Valid"):  jen.True(),
+			}),
+		),
+		jen.Return(q.Clone().Dot("LeaseRenewMany").Call(jen.Id("ctx"), literal(db("LeaseRenewManyParams"),
+			kv{"TtlUs", jen.Id("ttl").Dot("Microseconds").Call()}, kv{"Name", jen.Id("name")}, kv{"Owner", jen.Id("owner")},
+			kv{"LockKeys", jen.Id("keys")}, kv{"Holdings", jen.Id("holdings")},
+		))),
+	)
+
+	f.Line()
+	f.Comment(leaseGetManyDoc)
+	f.Func().Params(recv.Clone()).Id("LeaseGetMany").Params(
+		ctx.Clone(), jen.Id("name").String(), jen.Id("keys").Index().String(),
+	).Params(jen.Map(jen.String()).Add(dr("LeaseRow")), jen.Error()).Block(
+		jen.List(jen.Id("rows"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseGetMany").Call(jen.Id("ctx"), literal(db("LeaseGetManyParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKeys", jen.Id("keys")},
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Id("m").Op(":=").Make(jen.Map(jen.String()).Add(dr("LeaseRow")), jen.Len(jen.Id("rows"))),
+		jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
+			jen.Id("m").Index(jen.Id("r").Dot("LockKey")).Op("=").Add(literal(dr("LeaseRow"),
+				kv{"Owner", jen.Id("r").Dot("Owner")},
+				kv{"Token", jen.Id("r").Dot("Token")},
+				kv{"Remaining", jen.Qual("time", "Duration").Call(jen.Id("r").Dot("RemainingUs")).Op("*").Qual("time", "Microsecond")},
+			)),
+		),
+		jen.Return(jen.Id("m"), jen.Nil()),
+	)
+}
+
+// sessionGlue adds the session strategy's methods of Store and the
+// sessionConn type to the store glue.
+func sessionGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("Store")
+	crecv := jen.Id("c").Id("sessionConn")
+	lockName := jen.Id("lockName").String()
+	isOne := func(call *jen.Statement) []jen.Code {
+		return []jen.Code{
+			jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(call),
+			jen.Return(jen.Id("n").Op("==").Lit(1), jen.Err()),
+		}
+	}
+
+	f.Line()
+	f.Comment(m.sessionNamespaceDoc())
+	f.Func().Params(recv.Clone()).Id("SessionNamespace").Params().String().Block(
+		jen.Return(jen.Lit(m.TablePrefix)),
+	)
+
+	f.Line()
+	f.Comment(sessionConnDoc)
+	f.Func().Params(recv.Clone()).Id("SessionConn").Params(ctx.Clone()).Params(dr("SessionConn"), jen.Error()).Block(
+		jen.List(jen.Id("conn"), jen.Err()).Op(":=").Id("s").Dot("db").Dot("Conn").Call(jen.Id("ctx")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Return(jen.Id("sessionConn").Values(
+			jen.Id("conn").Op(":").Id("conn"),
+			jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("conn")),
+		), jen.Nil()),
+	)
+
+	f.Line()
+	f.Comment(sessionIsUsedDoc)
+	f.Func().Params(recv.Clone()).Id("SessionIsUsed").Params(ctx.Clone(), lockName.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("s").Dot("q").Dot("SessionIsUsed").Call(jen.Id("ctx"), jen.Id("lockName")))...,
+	)
+
+	f.Line()
+	f.Comment(serverGaleraDoc)
+	f.Func().Params(recv.Clone()).Id("ServerGalera").Params(ctx.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("s").Dot("q").Dot("ServerGalera").Call(jen.Id("ctx")))...,
+	)
+
+	f.Line()
+	f.Comment(sessionConnTypeDoc)
+	f.Type().Id("sessionConn").Struct(
+		jen.Id("conn").Op("*").Qual("database/sql", "Conn"),
+		jen.Id("q").Op("*").Add(db("Queries")),
+	)
+
+	f.Line()
+	f.Comment(getLockDoc)
+	f.Func().Params(crecv.Clone()).Id("GetLock").Params(
+		ctx.Clone(), lockName.Clone(), jen.Id("timeout").Qual("time", "Duration"),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(jen.Id("c").Dot("q").Dot("SessionGetLock").Call(jen.Id("ctx"), literal(db("SessionGetLockParams"),
+			kv{"LockName", jen.Id("lockName")}, kv{"TimeoutUs", jen.Id("timeout").Dot("Microseconds").Call()},
+		))),
+	)
+
+	f.Line()
+	f.Comment(holdsLockDoc)
+	f.Func().Params(crecv.Clone()).Id("HoldsLock").Params(ctx.Clone(), lockName.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("c").Dot("q").Dot("SessionHoldsLock").Call(jen.Id("ctx"), jen.Id("lockName")))...,
+	)
+
+	f.Line()
+	f.Comment(releaseLockDoc)
+	f.Func().Params(crecv.Clone()).Id("ReleaseLock").Params(ctx.Clone(), lockName.Clone()).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(jen.Id("c").Dot("q").Dot("SessionReleaseLock").Call(jen.Id("ctx"), jen.Id("lockName"))),
+	)
+
+	f.Line()
+	f.Comment(sessionTokenDoc)
+	f.Func().Params(crecv.Clone()).Id("Token").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionToken").Call(jen.Id("ctx"), literal(db("SessionTokenParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")},
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+	)
+
+	f.Line()
+	f.Comment(freeDoc)
+	f.Func().Params(crecv.Clone()).Id("Free").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(connRenewDoc)
+	f.Func().Params(crecv.Clone()).Id("Renew").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRenew").Call(jen.Id("ctx"), literal(db("LeaseRenewParams"),
+			kv{"TtlUs", jen.Id("ttl").Dot("Microseconds").Call()}, kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(closeDoc)
+	f.Func().Params(crecv.Clone()).Id("Close").Params().Error().Block(
+		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),
+	)
+
+	f.Line()
+	f.Comment(discardDoc)
+	f.Func().Params(crecv.Clone()).Id("Discard").Params().Error().Block(
+		jen.Id("_").Op("=").Id("c").Dot("conn").Dot("Raw").Call(
+			jen.Func().Params(jen.Any()).Error().Block(jen.Return(jen.Qual("database/sql/driver", "ErrBadConn"))),
+		),
+		jen.Comment("Raw's ErrBadConn closed it already: Close then says ErrConnDone."),
+		jen.If(jen.Err().Op(":=").Id("c").Dot("conn").Dot("Close").Call(), jen.Err().Op("!=").Nil().Op("&&").Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrConnDone"))).Block(
+			jen.Return(jen.Err()),
+		),
+		jen.Return(jen.Nil()),
+	)
+}
+
+// rowGlue adds the row strategy's methods of Store and the rowTx type to
+// the store glue.
+func rowGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("Store")
+	trecv := jen.Id("t").Id("rowTx")
+	nameKey := jen.List(jen.Id("name"), jen.Id("key")).String()
+	params := func(typ string, kvs ...kv) *jen.Statement { return literal(db(typ), kvs...) }
+	nk := []kv{{"Name", jen.Id("name")}, {"LockKey", jen.Id("key")}}
+
+	f.Line()
+	f.Comment(rowBeginDoc)
+	f.Func().Params(recv.Clone()).Id("RowBegin").Params(ctx.Clone(), jen.Id("lockWait").Qual("time", "Duration")).Params(dr("RowTx"), jen.Error()).Block(
+		jen.List(jen.Id("rc"), jen.Err()).Op(":=").Add(dr("BeginRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Id("lockWait")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Return(jen.Id("rowTx").Values(
+			jen.Id("RowConn").Op(":").Id("rc"),
+			jen.Id("q").Op(":").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("rc").Dot("Tx").Call()),
+		), jen.Nil()),
+	)
+
+	f.Line()
+	f.Comment(rowPeekDoc)
+	f.Func().Params(recv.Clone()).Id("RowPeek").Params(ctx.Clone(), nameKey.Clone()).Params(
+		jen.Id("row").Add(dr("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error(),
+	).Block(
+		jen.Err().Op("=").Add(dr("PeekRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("tx").Op("*").Qual("database/sql", "Tx")).Error().Block(
+			jen.List(jen.Id("row"), jen.Id("found"), jen.Err()).Op("=").Id("Store").Values(
+				jen.Id("q").Op(":").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("tx")),
+			).Dot("LeaseGet").Call(jen.Id("ctx"), jen.Id("name"), jen.Id("key")),
+			jen.Return(jen.Err()),
+		)),
+		jen.Return(jen.Id("row"), jen.Id("found"), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(rowTxTypeDoc)
+	f.Type().Id("rowTx").Struct(
+		jen.Op("*").Add(dr("RowConn")),
+		jen.Id("q").Op("*").Add(db("Queries")),
+	)
+
+	f.Line()
+	f.Comment(lockNowaitDoc)
+	f.Func().Params(trecv.Clone()).Id("LockNowait").Params(ctx.Clone(), nameKey.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowLockNowait").Call(jen.Id("ctx"), params("RowLockNowaitParams", nk...)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(jen.Return(jen.False(), jen.Nil())),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(lockWaitDoc)
+	f.Func().Params(trecv.Clone()).Id("LockWait").Params(ctx.Clone(), nameKey.Clone()).Error().Block(
+		jen.Return(jen.Id("t").Dot("q").Dot("RowLock").Call(jen.Id("ctx"), params("RowLockParams", nk...))),
+	)
+
+	f.Line()
+	f.Comment(rowTakeDoc)
+	f.Func().Params(trecv.Clone()).Id("Take").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowTake").Call(jen.Id("ctx"), params("RowTakeParams", append(nk, kv{"Owner", jen.Id("owner")})...)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+	)
+
+	f.Line()
+	f.Comment(rowHoldsDoc)
+	f.Func().Params(trecv.Clone()).Id("Holds").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowHolds").Call(jen.Id("ctx"), literal(db("RowHoldsParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(jen.Return(jen.False(), jen.Nil())),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(rowFreeDoc)
+	f.Func().Params(trecv.Clone()).Id("Free").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+}

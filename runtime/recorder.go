@@ -1,0 +1,281 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime/driver"
+)
+
+// recorder records outcomes: completions in batches, failures and
+// give-backs one by one. add never blocks the worker loop. An outcome stays
+// queued until it is recorded: while the database is unreachable, the
+// recorder retries with backoff and the worker heartbeats the queued runs'
+// claims (so a finished run is not rescued and run again just because its
+// outcome could not be written yet) and claims no new runs once
+// maxUnrecorded are queued. An outcome the server rejects (a MySQL error,
+// not a lost connection) recordTries times is dropped, and so is every
+// outcome still queued after close and recordTries more rounds: their runs
+// stay running until their deadline passes and are rescued and run again
+// (at least once).
+type recorder struct {
+	w      *Worker
+	mu     sync.Mutex
+	queue  []outcome
+	closed bool
+	signal chan struct{}
+	// rejected counts the server's rejections per queued outcome; only
+	// loop uses it.
+	rejected map[*Run]int
+}
+
+func newRecorder(w *Worker) *recorder {
+	return &recorder{w: w, signal: make(chan struct{}, 1), rejected: map[*Run]int{}}
+}
+
+// maxUnrecorded is how many outcomes may wait to be recorded before the
+// worker stops claiming.
+func (r *recorder) maxUnrecorded() int {
+	return max(r.w.cfg.Concurrency, 4*r.w.cfg.CompleteBatch)
+}
+
+func (r *recorder) add(o outcome) {
+	r.mu.Lock()
+	r.queue = append(r.queue, o)
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *recorder) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.poke()
+}
+
+func (r *recorder) poke() {
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+}
+
+// unrecorded returns how many outcomes wait to be recorded.
+func (r *recorder) unrecorded() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
+// claims returns the claims of the runs whose outcomes wait to be
+// recorded, for the worker's heartbeat.
+func (r *recorder) claims() []driver.Claim {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	claims := make([]driver.Claim, len(r.queue))
+	for i, o := range r.queue {
+		claims[i] = driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
+	}
+	return claims
+}
+
+func (r *recorder) loop() {
+	cfg := r.w.cfg
+	clock := r.w.jobs.client.clock
+	log := r.w.jobs.client.logger
+	var since time.Time // when the oldest queued outcome arrived
+	failures := 0       // rounds in a row that ended on an error
+	roundsClosed := 0   // failed rounds since close
+	for {
+		r.mu.Lock()
+		items, closed := slices.Clone(r.queue), r.closed
+		r.mu.Unlock()
+		if len(items) == 0 {
+			if closed {
+				return
+			}
+			since = time.Time{}
+			<-r.signal
+			continue
+		}
+		if since.IsZero() {
+			since = clock.Now()
+		}
+		// Let completions gather into a batch for up to CompleteEvery;
+		// after a failure, back off.
+		var wait time.Duration
+		switch {
+		case failures > 0:
+			wait = min(time.Duration(1<<min(failures-1, 10))*50*time.Millisecond, max(cfg.Lease/4, 50*time.Millisecond))
+		case !closed && len(items) < cfg.CompleteBatch:
+			wait = cfg.CompleteEvery - clock.Now().Sub(since)
+		}
+		if wait > 0 {
+			t := clock.NewTimer(wait)
+			select {
+			case <-t.C():
+			case <-r.signal:
+				if failures == 0 {
+					t.Stop()
+					continue // more outcomes, or closed: maybe flush now
+				}
+				r.poke() // backing off: keep the news for the next round
+				<-t.C()
+			}
+		}
+		done, err := r.record(items)
+		r.mu.Lock()
+		r.queue = slices.DeleteFunc(r.queue, func(o outcome) bool { return done[o.run] })
+		left := len(r.queue)
+		r.mu.Unlock()
+		since = time.Time{}
+		if err == nil {
+			failures = 0
+			continue
+		}
+		failures++
+		if closed {
+			if roundsClosed++; roundsClosed >= recordTries {
+				log.Error("lockgen: could not record the outcomes of finished runs before stopping; they will be rescued and run again", "queue", cfg.Queue, "runs", left, "error", err)
+				return
+			}
+		}
+		if failures == 1 || failures == transientTries || failures%10 == 0 {
+			warnUnlessTransient(log, "lockgen: recording outcomes failed; retrying while heartbeating their runs", err, failures, "queue", cfg.Queue, "runs", left)
+		}
+	}
+}
+
+// recordTries is how often the server may reject an outcome, and how many
+// failed rounds the recorder makes after close, before it gives up.
+const recordTries = 5
+
+// record writes items' outcomes and returns the ones it is done with
+// (recorded, or given up after recordTries rejections) and the first
+// error. A lost connection or a timeout ends the round at once: the
+// statements after it would most likely wait as long.
+func (r *recorder) record(items []outcome) (map[*Run]bool, error) {
+	done := map[*Run]bool{}
+	var firstErr error
+	// settle notes the result of one statement for its outcomes and
+	// reports whether the round may go on.
+	settle := func(os []outcome, err error) bool {
+		if err == nil {
+			for _, o := range os {
+				done[o.run] = true
+				delete(r.rejected, o.run)
+			}
+			return true
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		var me *mysql.MySQLError
+		if !errors.As(err, &me) {
+			return false
+		}
+		for _, o := range os {
+			if r.rejected[o.run]++; r.rejected[o.run] >= recordTries {
+				r.w.jobs.client.logger.Error("lockgen: the database rejects a run's outcome; the run will be rescued and run again", "job", o.run.Job, "run", o.run.ID, "error", err)
+				done[o.run] = true
+				delete(r.rejected, o.run)
+			}
+		}
+		return true
+	}
+	var completed []outcome
+	for _, o := range items {
+		var err error
+		switch {
+		case errors.Is(o.err, errSingletonBusy):
+			err = r.snooze(o)
+		case o.err != nil:
+			err = r.fail(o)
+		default:
+			completed = append(completed, o)
+			continue
+		}
+		if !settle([]outcome{o}, err) {
+			return done, firstErr
+		}
+	}
+	for len(completed) > 0 {
+		n := min(len(completed), r.w.cfg.CompleteBatch)
+		if !settle(completed[:n], r.complete(completed[:n])) {
+			return done, firstErr
+		}
+		completed = completed[n:]
+	}
+	return done, firstErr
+}
+
+// statement runs one recording statement, bounded by the lease.
+func (r *recorder) statement(fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
+	defer cancel()
+	return fn(ctx)
+}
+
+func (r *recorder) complete(items []outcome) error {
+	claims := make([]driver.Claim, len(items))
+	for i, o := range items {
+		claims[i] = driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
+	}
+	var n int64
+	err := r.statement(func(ctx context.Context) (err error) {
+		n, err = r.w.jobs.store.RunsComplete(ctx, claims)
+		return err
+	})
+	if err == nil && int(n) < len(claims) {
+		r.w.jobs.client.logger.Info("lockgen: runs completed after they were rescued; their new attempts go on", "runs", len(claims)-int(n))
+	}
+	return err
+}
+
+// snooze gives back a run whose singleton lock was held elsewhere.
+func (r *recorder) snooze(o outcome) error {
+	delay := SingletonRetry/2 + rand.N(SingletonRetry/2+1)
+	return r.statement(func(ctx context.Context) error {
+		_, err := r.w.jobs.store.RunSnooze(ctx, driver.Claim{ID: o.run.ID, Claim: o.run.Claim}, delay)
+		return err
+	})
+}
+
+func (r *recorder) fail(o outcome) error {
+	text := errorText(o.err)
+	backoff := r.w.backoff(o.run.Job, o.run.Attempt)
+	err := r.statement(func(ctx context.Context) error {
+		_, err := r.w.jobs.store.RunFail(ctx, driver.Claim{ID: o.run.ID, Claim: o.run.Claim}, text, backoff)
+		return err
+	})
+	if err == nil {
+		r.w.jobs.client.logger.Info("lockgen: run failed", "job", o.run.Job, "run", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
+	}
+	return err
+}
+
+// maxErrorText bounds the error text kept with a run (the column is a TEXT).
+const maxErrorText = 60000
+
+// errorText is err's text as the runs table keeps it: valid UTF-8 (a
+// strict server rejects anything else, and the outcome would never be
+// recorded), cut at a character boundary to maxErrorText bytes.
+func errorText(err error) string {
+	text := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(text) > maxErrorText {
+		n := maxErrorText
+		for n > 0 && !utf8.RuneStart(text[n]) {
+			n--
+		}
+		text = text[:n]
+	}
+	return text
+}
