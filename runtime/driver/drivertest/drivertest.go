@@ -45,22 +45,16 @@ func Run(t *testing.T, open Open) {
 	t.Run("Session", func(t *testing.T) { t.Parallel(); testSession(t, open(t).Store) })
 	t.Run("Row", func(t *testing.T) { t.Parallel(); testRow(t, open(t).Store) })
 	t.Run("Server", func(t *testing.T) { t.Parallel(); testServer(t, open(t).Store) })
-	t.Run("Jobs", func(t *testing.T) {
-		t.Parallel()
-		js := open(t).Jobs
-		if js == nil {
-			t.Skip("the store has no job statements")
-		}
-		testJobs(t, js)
-	})
-	t.Run("JobsRescue", func(t *testing.T) {
-		t.Parallel()
-		js := open(t).Jobs
-		if js == nil {
-			t.Skip("the store has no job statements")
-		}
-		testJobsRescue(t, js)
-	})
+	for name, test := range map[string]func(*testing.T, driver.JobStore){"Jobs": testJobs, "JobsRescue": testJobsRescue} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			js := open(t).Jobs
+			if js == nil {
+				t.Skip("the store has no job statements")
+			}
+			test(t, js)
+		})
+	}
 }
 
 // seq makes lock names unique across the subtests of one process.
