@@ -56,16 +56,19 @@ func storeGlue(m *model) *jen.File {
 	)
 
 	f.Line()
-	f.Comment(leaseAcquireDoc)
-	f.Func().Params(recv.Clone()).Id("LeaseAcquire").Params(
-		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(), jen.Id("ttl").Qual("time", "Duration"),
-	).Params(jen.Id("token").Int64(), jen.Err().Error()).Block(
-		jen.List(jen.Id("res"), jen.Err()).Op(":=").Add(q.Clone()).Dot("LeaseAcquire").Call(jen.Id("ctx"), literal(db("LeaseAcquireParams"),
-			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"TtlUs", ttlUs.Clone()},
-		)),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
-		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
-	)
+	for _, acquire := range []struct{ name, doc string }{{"LeaseAcquire", leaseAcquireDoc}, {"LeaseTakeover", leaseTakeoverDoc}} {
+		f.Comment(acquire.doc)
+		f.Func().Params(recv.Clone()).Id(acquire.name).Params(
+			ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(), jen.Id("ttl").Qual("time", "Duration"),
+		).Params(jen.Id("token").Int64(), jen.Err().Error()).Block(
+			jen.List(jen.Id("res"), jen.Err()).Op(":=").Add(q.Clone()).Dot(acquire.name).Call(jen.Id("ctx"), literal(db(acquire.name+"Params"),
+				kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"TtlUs", ttlUs.Clone()},
+			)),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+			jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+		)
+		f.Line()
+	}
 
 	f.Line()
 	f.Comment(leaseRenewDoc)

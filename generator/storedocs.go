@@ -37,7 +37,10 @@ func (m *model) sessionNamespaceDoc() string {
 
 const (
 	leaseAcquireDoc = "// LeaseAcquire implements driver.Store. The fencing token is the statement's\n" +
-		"// LastInsertId; it is 0 when another holder has the row."
+		"// LastInsertId; it is 0 when another holder has the row, and\n" +
+		"// driver.SessionHeld when the row shows a session-strategy holding."
+	leaseTakeoverDoc = "// LeaseTakeover implements driver.Store: LeaseAcquire that also takes a row\n" +
+		"// marked by a session holding whose server-side lock is free."
 	leaseRenewDoc = "// LeaseRenew implements driver.Store. ok is true when the statement changed\n" +
 		"// the row: id still held it and it had not expired."
 	leaseReleaseDoc = "// LeaseRelease implements driver.Store. ok is true when the statement\n" +

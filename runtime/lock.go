@@ -228,7 +228,7 @@ func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Le
 	b := backoff{next: retryBackoff, max: 20 * retryBackoff}
 	for attempt := 0; ; attempt++ {
 		sent := clock.Now()
-		token, err := l.client.store.LeaseAcquire(ctx, l.cfg.Name, key, l.client.owner, l.cfg.TTL)
+		token, err := l.acquireRow(ctx, key)
 		if err != nil {
 			if !IsTransient(err) || ctx.Err() != nil {
 				return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
@@ -255,6 +255,19 @@ func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Le
 		}
 		return newLease(ctx, l, key, token, sent, &leaseHolding{wake: l.holdWake(ctx, key, wake, sent)}), nil
 	}
+}
+
+// acquireRow runs the acquire statement for key: LeaseAcquire, then, for a
+// row that shows a session holding (a node on strategy session, as during a
+// rolling change), LeaseTakeover, which takes it only if that holding's
+// server-side lock is free. It returns the new token, or 0.
+func (l *Lock) acquireRow(ctx context.Context, key string) (int64, error) {
+	store := l.client.store
+	token, err := store.LeaseAcquire(ctx, l.cfg.Name, key, l.client.owner, l.cfg.TTL)
+	if err != nil || token != driver.SessionHeld {
+		return token, err
+	}
+	return store.LeaseTakeover(ctx, l.cfg.Name, key, l.client.owner, l.cfg.TTL)
 }
 
 // Acquire acquires the lock for key, waiting up to the lock's Wait (and

@@ -43,6 +43,11 @@ type Target struct {
 	Migrations string
 }
 
+// SessionHeld is what LeaseAcquire returns for a row that shows a
+// session-strategy holding: never a fencing token (tokens start at the
+// database clock in microseconds).
+const SessionHeld = 1
+
 // Store runs the lock statements of every strategy. The code lockgen
 // generates implements it with sqlc's typed queries for the application's
 // lock table.
@@ -53,10 +58,15 @@ type Store interface {
 	ServerGalera(ctx context.Context) (bool, error)
 
 	// LeaseAcquire takes the row (name, key) for owner for ttl if it is
-	// missing, released or expired by the database clock, or marked by a
-	// session holding whose connection is gone. It returns the new
-	// fencing token, or 0 when the row is held by someone else.
+	// missing, released or expired by the database clock. It returns the
+	// new fencing token, 0 when the row is held by someone else, or
+	// SessionHeld when it shows a session-strategy holding, which
+	// LeaseTakeover may take.
 	LeaseAcquire(ctx context.Context, name, key, owner string, ttl time.Duration) (token int64, err error)
+	// LeaseTakeover is LeaseAcquire that also takes a row marked by a
+	// session holding whose server-side lock is free (its holder's
+	// connection is gone). It returns the new token, or 0.
+	LeaseTakeover(ctx context.Context, name, key, owner string, ttl time.Duration) (token int64, err error)
 	// LeaseRenew extends the lease to ttl from now by the database clock if
 	// id still holds it and it has not expired. ok is false otherwise.
 	LeaseRenew(ctx context.Context, id LeaseID, ttl time.Duration) (ok bool, err error)

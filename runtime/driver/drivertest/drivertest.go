@@ -43,6 +43,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("LeaseBatch", func(t *testing.T) { t.Parallel(); testLeaseBatch(t, open(t).Store) })
 	t.Run("LeasePrune", func(t *testing.T) { t.Parallel(); testLeasePrune(t, open(t).Store) })
 	t.Run("Session", func(t *testing.T) { t.Parallel(); testSession(t, open(t).Store) })
+	t.Run("LeaseTakeover", func(t *testing.T) { t.Parallel(); testLeaseTakeover(t, open(t).Store) })
 	t.Run("Row", func(t *testing.T) { t.Parallel(); testRow(t, open(t).Store) })
 	t.Run("Server", func(t *testing.T) { t.Parallel(); testServer(t, open(t).Store) })
 	for name, test := range map[string]func(*testing.T, driver.JobStore){"Jobs": testJobs, "JobsRescue": testJobsRescue} {
@@ -300,6 +301,41 @@ func testSession(t *testing.T, s driver.Store) {
 		return err == nil && !used
 	}, 5*time.Second, 20*time.Millisecond, "the server frees a discarded connection's lock")
 	require.NoError(t, c1.Close())
+}
+
+// testLeaseTakeover: a row that shows a session holding is reported to
+// LeaseAcquire as SessionHeld and left alone; LeaseTakeover takes it only
+// once the holding's server-side lock is free.
+func testLeaseTakeover(t *testing.T, s driver.Store) {
+	ctx := context.Background()
+	name := uniqueName("takeover")
+	conn, err := s.SessionConn(ctx)
+	require.NoError(t, err)
+	got, err := conn.GetLock(ctx, s.SessionNamespace()+name, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, got)
+	held, err := conn.Token(ctx, name, "", "a")
+	require.NoError(t, err)
+
+	tok, err := s.LeaseAcquire(ctx, name, "", "b", time.Minute)
+	require.NoError(t, err)
+	assert.EqualValues(t, driver.SessionHeld, tok, "a session holding is reported, not taken")
+	tok, err = s.LeaseTakeover(ctx, name, "", "b", time.Minute)
+	require.NoError(t, err)
+	assert.Zero(t, tok, "a live session holding is not taken")
+	row, _, err := s.LeaseGet(ctx, name, "")
+	require.NoError(t, err)
+	assert.Equal(t, "a", row.Owner)
+	assert.Equal(t, held, row.Token)
+
+	require.NoError(t, conn.Discard(), "the session holder dies")
+	require.Eventually(t, func() bool {
+		used, err := s.SessionIsUsed(ctx, s.SessionNamespace()+name)
+		return err == nil && !used
+	}, 5*time.Second, 20*time.Millisecond)
+	tok, err = s.LeaseTakeover(ctx, name, "", "b", time.Minute)
+	require.NoError(t, err)
+	assert.Greater(t, tok, held, "a dead session holding is taken, with a higher token")
 }
 
 func testRow(t *testing.T, s driver.Store) {

@@ -45,9 +45,25 @@ func (s Store) Server() driver.Target {
 }
 
 // LeaseAcquire implements driver.Store. The fencing token is the statement's
-// LastInsertId; it is 0 when another holder has the row.
+// LastInsertId; it is 0 when another holder has the row, and
+// driver.SessionHeld when the row shows a session-strategy holding.
 func (s Store) LeaseAcquire(ctx context.Context, name, key, owner string, ttl time.Duration) (token int64, err error) {
 	res, err := s.q.LeaseAcquire(ctx, LeaseAcquireParams{
+		Name:    name,
+		LockKey: key,
+		Owner:   owner,
+		TtlUs:   ttl.Microseconds(),
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// LeaseTakeover implements driver.Store: LeaseAcquire that also takes a row
+// marked by a session holding whose server-side lock is free.
+func (s Store) LeaseTakeover(ctx context.Context, name, key, owner string, ttl time.Duration) (token int64, err error) {
+	res, err := s.q.LeaseTakeover(ctx, LeaseTakeoverParams{
 		Name:    name,
 		LockKey: key,
 		Owner:   owner,
