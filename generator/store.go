@@ -376,14 +376,17 @@ func rowGlue(f *jen.File, m *model) {
 	)
 
 	f.Line()
-	f.Comment(rowTakeDoc)
-	f.Func().Params(trecv.Clone()).Id("Take").Params(
-		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
-	).Params(jen.Int64(), jen.Error()).Block(
-		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowTake").Call(jen.Id("ctx"), params("RowTakeParams", append(nk, kv{"Owner", jen.Id("owner")})...)),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
-		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
-	)
+	for _, take := range []struct{ method, query, doc string }{{"Take", "RowTake", rowTakeDoc}, {"Takeover", "RowTakeover", rowTakeoverDoc}} {
+		f.Comment(take.doc)
+		f.Func().Params(trecv.Clone()).Id(take.method).Params(
+			ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+		).Params(jen.Int64(), jen.Error()).Block(
+			jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("t").Dot("q").Dot(take.query).Call(jen.Id("ctx"), params(take.query+"Params", append(nk, kv{"Owner", jen.Id("owner")})...)),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+			jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+		)
+		f.Line()
+	}
 
 	f.Line()
 	f.Comment(rowHoldsDoc)

@@ -95,7 +95,10 @@ const (
 	lockWaitDoc = "// LockWait implements driver.RowTx: it creates the lock row or waits for\n" +
 		"// its row lock."
 	rowTakeDoc = "// Take implements driver.RowTx: it records the holding in the locked row\n" +
-		"// and returns the new fencing token, the statement's LastInsertId."
+		"// and returns the new fencing token, the statement's LastInsertId (or 0, or\n" +
+		"// driver.SessionHeld)."
+	rowTakeoverDoc = "// Takeover implements driver.RowTx: Take that also takes a row marked by a\n" +
+		"// session holding whose server-side lock is free."
 	rowHoldsDoc = "// Holds implements driver.RowTx: whether the holding id is still in force\n" +
 		"// in the transaction (false after the server rolled it back)."
 	rowFreeDoc = "// Free implements driver.RowTx: it marks the row free, in the holding's\n" +

@@ -92,6 +92,11 @@ func (l *Lock) tryRowOnce(ctx context.Context, rs driver.Store, key string, wait
 	}
 	// A separate statement, so that its clock reads after the grant.
 	token, err := rtx.Take(ctx, l.cfg.Name, key, l.client.owner)
+	if err == nil && token == driver.SessionHeld {
+		// The row shows a session holding: take it only if that holding's
+		// server-side lock is free (see Lock.acquireRow).
+		token, err = rtx.Takeover(ctx, l.cfg.Name, key, l.client.owner)
+	}
 	if err != nil {
 		return fail(err)
 	}

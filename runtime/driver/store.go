@@ -153,9 +153,14 @@ type RowTx interface {
 	// to the transaction's lock wait timeout.
 	LockWait(ctx context.Context, name, key string) error
 	// Take records the holding in the row locked by LockNowait or LockWait
-	// and returns its fencing token, or 0 when the committed row shows a
-	// live lease of another strategy (as during a rolling change).
+	// and returns its fencing token, 0 when the committed row shows a live
+	// lease of another strategy (as during a rolling change), or
+	// SessionHeld when it shows a session holding, which Takeover may
+	// take.
 	Take(ctx context.Context, name, key, owner string) (int64, error)
+	// Takeover is Take that also takes a row marked by a session holding
+	// whose server-side lock is free. It returns the new token, or 0.
+	Takeover(ctx context.Context, name, key, owner string) (int64, error)
 	// RestoreLockWait gives the connection back its previous
 	// innodb_lock_wait_timeout, so fn's statements and later users of the
 	// pooled connection are not affected by the lock's wait.

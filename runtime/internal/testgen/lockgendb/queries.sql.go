@@ -462,11 +462,10 @@ const rowTake = `-- name: RowTake :execresult
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE
-    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64 AND HEX(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) NOT REGEXP '^(..)*(00|4[1-9A-F]|5[0-9A]|[89A-F].)', CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
-    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
-    owner       = IF(expires_at = '1000-01-01 00:00:00', ?, owner),
-    acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
-    expires_at  = IF(expires_at = '1000-01-01 00:00:00', '1970-01-01 00:00:02', expires_at)
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), IF(LAST_INSERT_ID(expires_at = '9999-12-31 23:59:59') = 1, token, token)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), ?, owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02', expires_at)
 `
 
 type RowTakeParams struct {
@@ -483,14 +482,44 @@ type RowTakeParams struct {
 // this statement starts after that holder's bump, so the next holding still
 // gets a greater token. A committed live lease of the same lock (a node
 // still running the lease strategy) is never taken: LastInsertId is then 0;
-// a session holding whose server-side lock is free is (see LeaseAcquire,
-// which also explains the 1000-01-01 mark).
+// for a row that shows a session holding it is 1 (never a token), and
+// RowTakeover takes the row if that holding's server-side lock is free (see
+// LeaseAcquire and LeaseTakeover).
 // The holding's expiry is the row sentinel 1970-01-01 00:00:02, in the
 // past: the row lock alone excludes others, and a holding committed by
 // mistake (fn committing the transaction itself) looks free, never held
 // forever, and is not taken for a session holding.
 func (q *Queries) RowTake(ctx context.Context, arg RowTakeParams) (sql.Result, error) {
 	return q.db.ExecContext(ctx, rowTake,
+		arg.Name,
+		arg.LockKey,
+		arg.Owner,
+		arg.Owner,
+	)
+}
+
+const rowTakeover = `-- name: RowTakeover :execresult
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
+ON DUPLICATE KEY UPDATE
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64 AND HEX(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) NOT REGEXP '^(..)*(00|4[1-9A-F]|5[0-9A]|[89A-F].)', CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('lockgen_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at = '1000-01-01 00:00:00', ?, owner),
+    acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at = '1000-01-01 00:00:00', '1970-01-01 00:00:02', expires_at)
+`
+
+type RowTakeoverParams struct {
+	Name    string
+	LockKey string
+	Owner   string
+}
+
+// RowTakeover is RowTake for a row that showed a session holding: it also
+// takes a row marked by a session holding whose server-side lock is free
+// (see LeaseTakeover, which also explains the 1000-01-01 mark).
+func (q *Queries) RowTakeover(ctx context.Context, arg RowTakeoverParams) (sql.Result, error) {
+	return q.db.ExecContext(ctx, rowTakeover,
 		arg.Name,
 		arg.LockKey,
 		arg.Owner,

@@ -194,12 +194,25 @@ ON DUPLICATE KEY UPDATE token = token;
 -- this statement starts after that holder's bump, so the next holding still
 -- gets a greater token. A committed live lease of the same lock (a node
 -- still running the lease strategy) is never taken: LastInsertId is then 0;
--- a session holding whose server-side lock is free is (see LeaseAcquire,
--- which also explains the 1000-01-01 mark).
+-- for a row that shows a session holding it is 1 (never a token), and
+-- RowTakeover takes the row if that holding's server-side lock is free (see
+-- LeaseAcquire and LeaseTakeover).
 -- The holding's expiry is the row sentinel 1970-01-01 00:00:02, in the
 -- past: the row lock alone excludes others, and a holding committed by
 -- mistake (fn committing the transaction itself) looks free, never held
 -- forever, and is not taken for a session holding.
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), IF(LAST_INSERT_ID(expires_at = '9999-12-31 23:59:59') = 1, token, token)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02', expires_at);
+
+-- name: RowTakeover :execresult
+-- RowTakeover is RowTake for a row that showed a session holding: it also
+-- takes a row marked by a session holding whose server-side lock is free
+-- (see LeaseTakeover, which also explains the 1000-01-01 mark).
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE

@@ -364,9 +364,24 @@ func (t rowTx) LockWait(ctx context.Context, name, key string) error {
 }
 
 // Take implements driver.RowTx: it records the holding in the locked row
-// and returns the new fencing token, the statement's LastInsertId.
+// and returns the new fencing token, the statement's LastInsertId (or 0, or
+// driver.SessionHeld).
 func (t rowTx) Take(ctx context.Context, name, key, owner string) (int64, error) {
 	res, err := t.q.RowTake(ctx, RowTakeParams{
+		Name:    name,
+		LockKey: key,
+		Owner:   owner,
+	})
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// Takeover implements driver.RowTx: Take that also takes a row marked by a
+// session holding whose server-side lock is free.
+func (t rowTx) Takeover(ctx context.Context, name, key, owner string) (int64, error) {
+	res, err := t.q.RowTakeover(ctx, RowTakeoverParams{
 		Name:    name,
 		LockKey: key,
 		Owner:   owner,
