@@ -2,16 +2,17 @@
 // the contract the runtime relies on, statement by statement, on a real
 // server: fencing tokens that only rise, renew and release only by the
 // holder, expiry by the database clock, the session and row strategies'
-// connections, and the runs table's claims. The runtime's tests run it
-// against the store lockgen generates (runtime/internal/testgen), and
-// the examples against theirs, so every generated store meets it.
+// connections, and the runs table's claims. Run checks the lock
+// statements and RunJobs the job statements, so a store generated without
+// jobs runs Run alone. The runtime's tests run both against the store
+// lockgen generates for them (runtime/internal/testgen), and the jobs
+// example against its own (table prefix jobsdemo_).
 //
 // It is for lockgen's own tests; it is not a stable API.
 package drivertest
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -23,38 +24,35 @@ import (
 	"github.com/lockgen/lockgen/runtime/driver"
 )
 
-// Stores is what the suite runs against: a store of every strategy's
-// statements, and its job statements (nil to skip the job tests).
-type Stores struct {
-	Store driver.Store
-	Jobs  driver.JobStore
+// Open returns a store of a database whose tables exist. It is called once
+// per subtest, and subtests run in parallel; the names the suite uses are
+// unique, so the stores may share a database.
+type Open func(t *testing.T) driver.Store
+
+// OpenJobs is Open for the job statements.
+type OpenJobs func(t *testing.T) driver.JobStore
+
+// Run runs every check of the lock statements as a subtest of t.
+func Run(t *testing.T, open Open) {
+	for name, test := range map[string]func(*testing.T, driver.Store){
+		"Lease":         testLease,
+		"LeaseExpiry":   testLeaseExpiry,
+		"LeaseGuard":    testLeaseGuard,
+		"LeaseBatch":    testLeaseBatch,
+		"LeasePrune":    testLeasePrune,
+		"Session":       testSession,
+		"LeaseTakeover": testLeaseTakeover,
+		"Row":           testRow,
+		"Server":        testServer,
+	} {
+		t.Run(name, func(t *testing.T) { t.Parallel(); test(t, open(t)) })
+	}
 }
 
-// Open returns the stores of a database whose tables exist and are empty
-// of the names the suite uses; it is called once per subtest, which may
-// run in parallel with others.
-type Open func(t *testing.T) Stores
-
-// Run runs every check of the suite as a subtest of t.
-func Run(t *testing.T, open Open) {
-	t.Run("Lease", func(t *testing.T) { t.Parallel(); testLease(t, open(t).Store) })
-	t.Run("LeaseExpiry", func(t *testing.T) { t.Parallel(); testLeaseExpiry(t, open(t).Store) })
-	t.Run("LeaseGuard", func(t *testing.T) { t.Parallel(); testLeaseGuard(t, open(t).Store) })
-	t.Run("LeaseBatch", func(t *testing.T) { t.Parallel(); testLeaseBatch(t, open(t).Store) })
-	t.Run("LeasePrune", func(t *testing.T) { t.Parallel(); testLeasePrune(t, open(t).Store) })
-	t.Run("Session", func(t *testing.T) { t.Parallel(); testSession(t, open(t).Store) })
-	t.Run("LeaseTakeover", func(t *testing.T) { t.Parallel(); testLeaseTakeover(t, open(t).Store) })
-	t.Run("Row", func(t *testing.T) { t.Parallel(); testRow(t, open(t).Store) })
-	t.Run("Server", func(t *testing.T) { t.Parallel(); testServer(t, open(t).Store) })
+// RunJobs runs every check of the job statements as a subtest of t.
+func RunJobs(t *testing.T, open OpenJobs) {
 	for name, test := range map[string]func(*testing.T, driver.JobStore){"Jobs": testJobs, "JobsRescue": testJobsRescue} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			js := open(t).Jobs
-			if js == nil {
-				t.Skip("the store has no job statements")
-			}
-			test(t, js)
-		})
+		t.Run(name, func(t *testing.T) { t.Parallel(); test(t, open(t)) })
 	}
 }
 
@@ -520,30 +518,21 @@ func testJobs(t *testing.T, js driver.JobStore) {
 	require.True(t, found)
 	assert.True(t, last.Equal(tick.Add(time.Hour)), "the newest tick, skipped or not: %v", last)
 
-	db := txDB(t, js)
-	if db != nil {
-		tx, err := db.BeginTx(ctx, nil)
-		require.NoError(t, err)
-		many := []driver.NewRun{newRun(job + "-many"), newRun(job + "-many")}
-		require.NoError(t, js.RunInsertMany(ctx, tx, many))
-		require.NoError(t, tx.Rollback())
-		none, err := js.RunsClaim(ctx, job+"-many", "w", 10, time.Minute)
-		require.NoError(t, err)
-		assert.Empty(t, none, "runs inserted in a rolled back transaction do not exist")
-	}
+	// A job store runs on the pool of the lock store it comes with (the
+	// generated Store is both), and the caller's transaction is on it too.
+	s, ok := js.(driver.Store)
+	require.True(t, ok, "the job store is also a driver.Store, whose pool the caller's transaction is on")
+	tx, err := s.Server().DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, js.RunInsertMany(ctx, tx, []driver.NewRun{newRun(job + "-many"), newRun(job + "-many")}))
+	require.NoError(t, tx.Rollback())
+	none, err := js.RunsClaim(ctx, job+"-many", "w", 10, time.Minute)
+	require.NoError(t, err)
+	assert.Empty(t, none, "runs inserted in a rolled back transaction do not exist")
 	require.NoError(t, js.RunInsertMany(ctx, nil, []driver.NewRun{newRun(job + "-many"), newRun(job + "-many")}))
 	many, err := js.RunsClaim(ctx, job+"-many", "w", 10, time.Minute)
 	require.NoError(t, err)
 	assert.Len(t, many, 2)
-}
-
-// txDB is the pool of js when it is also a driver.Store.
-func txDB(t *testing.T, js driver.JobStore) *sql.DB {
-	t.Helper()
-	if s, ok := js.(driver.Store); ok {
-		return s.Server().DB
-	}
-	return nil
 }
 
 func testJobsRescue(t *testing.T, js driver.JobStore) {

@@ -3,6 +3,7 @@ package drivertest_test
 import (
 	"testing"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/driver/drivertest"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
@@ -12,8 +13,6 @@ import (
 // the default table prefix (runtime/internal/testgen), on a fresh database
 // per subtest, as the least-privilege user applications use.
 func TestGeneratedStore(t *testing.T) {
-	drivertest.Run(t, func(t *testing.T) drivertest.Stores {
-		s := lockgendb.NewStore(testdb.New(t).Open(t))
-		return drivertest.Stores{Store: s, Jobs: s}
-	})
+	drivertest.Run(t, func(t *testing.T) driver.Store { return lockgendb.NewStore(testdb.New(t).Open(t)) })
+	drivertest.RunJobs(t, func(t *testing.T) driver.JobStore { return lockgendb.NewStore(testdb.New(t).Open(t)) })
 }
