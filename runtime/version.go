@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV1 is the compile-time version guard of
+// RegenerateWithLockgenGenerateV2 is the compile-time version guard of
 // generated code. Every package lockgen generates for this runtime refers to
-// it (const _ = runtime.RegenerateWithLockgenGenerateV1), so generated code
+// it (const _ = runtime.RegenerateWithLockgenGenerateV2), so generated code
 // and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -10,7 +10,11 @@ package runtime
 // lockgen of the runtime's version (or to require the runtime of the tool's).
 //
 // When a change makes the runtime unable to run code generated before it,
-// or the generator emit code that an older runtime cannot run, add
-// RegenerateWithLockgenGenerateV2, make the generator refer to it, and
-// delete the versions whose generated code this runtime no longer runs.
-const RegenerateWithLockgenGenerateV1 = true
+// or the generator emit code that an older runtime cannot run, add the next
+// version, make the generator refer to it, and delete the versions whose
+// generated code this runtime no longer runs.
+//
+// V2: LeaseAcquire and RowTake report a session holding as
+// driver.SessionHeld (1), which a V1 runtime would take for a token, and
+// the generated store has LeaseTakeover and RowTx.Takeover.
+const RegenerateWithLockgenGenerateV2 = true
