@@ -1,0 +1,132 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
+)
+
+// proc is one worker slot: its proxy, and the process of its current
+// incarnation.
+type proc struct {
+	id    int
+	proxy *tcpproxy.Proxy
+	dsn   string
+	tz    string
+	mu    sync.Mutex
+	inc   int
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	// exited is closed when the current incarnation's process exits.
+	exited chan struct{}
+	// killed says the controller killed the current incarnation.
+	killed bool
+}
+
+// settings are what differs between the workers: the session time zone
+// and sql_mode in the DSN, and the process's local time zone (TZ). The
+// driver's loc is UTC for all: the runtime refuses any other (a node
+// whose loc differed would store other DATETIME values for the same
+// instant).
+var settings = []struct{ zone, sqlMode, tz string }{
+	{"'+00:00'", "", "UTC"},
+	{"SYSTEM", "", "America/New_York"},
+	{"'+05:30'", "", "Asia/Kolkata"},
+	{"'-05:00'", "'NO_ENGINE_SUBSTITUTION'", "Pacific/Chatham"},
+	{"'+13:00'", "", "Europe/Berlin"},
+}
+
+func (c *Controller) newProc(i int, adminCfg *mysql.Config) (*proc, error) {
+	proxy, err := tcpproxy.Start(adminCfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	s := settings[i%len(settings)]
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = appUser, appPass, "tcp", proxy.Addr(), database
+	cfg.ParseTime, cfg.InterpolateParams = true, true
+	cfg.Timeout = time.Second
+	cfg.Loc = time.UTC
+	cfg.Params = map[string]string{"time_zone": s.zone}
+	if s.sqlMode != "" {
+		cfg.Params["sql_mode"] = s.sqlMode
+	}
+	return &proc{id: i, proxy: proxy, dsn: cfg.FormatDSN(), tz: s.tz}, nil
+}
+
+// spawn starts p's next incarnation.
+func (c *Controller) spawn(p *proc) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.inc++
+	log, err := os.Create(filepath.Join(c.cfg.Dir, fmt.Sprintf("p%d-i%d.log", p.id, p.inc)))
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, "-proc", fmt.Sprint(p.id), "-inc", fmt.Sprint(p.inc), "-dsn", p.dsn, "-history", c.hist)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), "TZ="+p.tz)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("chaos: starting worker %d: %w", p.id, err)
+	}
+	p.cmd, p.stdin, p.killed = cmd, stdin, false
+	exited := make(chan struct{})
+	p.exited = exited
+	inc := p.inc
+	go func() {
+		err := cmd.Wait()
+		_ = log.Close()
+		p.mu.Lock()
+		killed := p.killed
+		p.mu.Unlock()
+		if !killed {
+			c.mu.Lock()
+			c.crashes = append(c.crashes, fmt.Sprintf("p%d.%d exited by itself: %v", p.id, inc, err))
+			c.mu.Unlock()
+		}
+		close(exited)
+	}()
+	return nil
+}
+
+// kill SIGKILLs p's current incarnation and waits for it to exit.
+func (c *Controller) kill(p *proc) {
+	p.mu.Lock()
+	p.killed = true
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
+func (c *Controller) killAll() {
+	for _, p := range c.procs {
+		c.kill(p)
+	}
+}
+
+func (c *Controller) signal(p *proc, sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(sig)
+}
+
+func (c *Controller) command(p *proc, line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, _ = io.WriteString(p.stdin, line+"\n")
+}
