@@ -56,7 +56,7 @@ bench: mariadb ## print the lock round-trip table, the handoff latency per strat
 	cd examples && $(GO) run ./bench
 	cd runtime && $(GO) test -run '^$$' -bench Handoff -benchtime 500x .
 	cd runtime && $(GO) test -run '^$$' -bench Hold10kLeases -benchtime 1x .
-	cd runtime && $(GO) test -run '^$$' -bench JobsTable -benchtime 1x -timeout 20m .
+	cd runtime && $(GO) test -run '^$$' -bench JobsTable -benchtime 1x -timeout 20m ./jobs
 
 bench-mysql: db ## the same tables against MySQL (LOCKGEN_TEST_MYSQL_DSN, default 127.0.0.1:3307)
 	$(MAKE) bench LOCKGEN_DSN="$(MYSQL_DSN)" LOCKGEN_TEST_DSN="$(MYSQL_DSN)"
@@ -66,4 +66,4 @@ demo: mariadb ## generate the quickstart's code and run it against MariaDB
 
 fuzz: ## fuzz the spec loader, then job argument decoding, for a minute each
 	$(GO) test ./generator/spec -run '^$$' -fuzz FuzzLoad -fuzztime 60s
-	cd runtime && $(GO) test . -run '^$$' -fuzz FuzzHandleArgs -fuzztime 60s
+	cd runtime && $(GO) test ./jobs -run '^$$' -fuzz FuzzHandleArgs -fuzztime 60s

@@ -80,9 +80,17 @@ func newFile(m *model) *jen.File {
 	f := jen.NewFile(m.Package)
 	f.HeaderComment(templates.Header)
 	f.ImportName(runtimePath, "runtime")
+	if m.Package == "jobs" {
+		f.ImportAlias(jobsPath, "lockgenjobs") // not the package's own name
+	} else {
+		f.ImportName(jobsPath, "jobs")
+	}
 	f.ImportName(m.DBImport, m.DBPackage)
 	return f
 }
+
+// jb refers to an exported name of the runtime's jobs package.
+func jb(name string) *jen.Statement { return jen.Qual(jobsPath, name) }
 
 // rt refers to an exported name of the runtime package.
 func rt(name string) *jen.Statement { return jen.Qual(runtimePath, name) }
@@ -146,7 +154,7 @@ func wrappers(m *model) *jen.File {
 	f.Type().Id("Locks").StructFunc(func(g *jen.Group) {
 		g.Id("client").Op("*").Add(rt("Client"))
 		if len(m.Jobs) > 0 {
-			g.Id("jobs").Op("*").Add(rt("Jobs"))
+			g.Id("jobs").Op("*").Add(jb("Client"))
 		}
 		for _, lk := range m.Locks {
 			g.Id(lk.Field).Op("*").Add(rt("Lock"))
@@ -188,7 +196,7 @@ func newBody(g *jen.Group, m *model) {
 	g.Id("l").Op(":=").Op("&").Id("Locks").Values(jen.Id("client").Op(":").Id("client"))
 	if len(m.Jobs) > 0 {
 		g.If(
-			jen.List(jen.Id("l").Dot("jobs"), jen.Err()).Op("=").Add(rt("NewJobs")).Call(jen.Id("client"), jen.Id("store")),
+			jen.List(jen.Id("l").Dot("jobs"), jen.Err()).Op("=").Add(jb("NewClient")).Call(jen.Id("client"), jen.Id("store")),
 			jen.Err().Op("!=").Nil(),
 		).Block(jen.Return(jen.Nil(), jen.Err()))
 	}

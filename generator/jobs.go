@@ -7,7 +7,7 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/lockgen/lockgen/generator/spec"
-	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // Names of the job files lockgen writes.
@@ -85,7 +85,7 @@ func jobsGo(m *model) *jen.File {
 	recv := func() *jen.Statement { return jen.Id(m.Receiver).Op("*").Id("Locks") }
 	ctx := func() *jen.Statement { return jen.Id("ctx").Qual("context", "Context") }
 	opts := func() *jen.Statement { return jen.Id("opts").Op("...").Id("EnqueueOption") }
-	jobs := jen.Id(m.Receiver).Dot("jobs")
+	client := jen.Id(m.Receiver).Dot("jobs")
 
 	f.Comment("Job names, as stored in the runs table.")
 	f.Const().DefsFunc(func(g *jen.Group) {
@@ -133,7 +133,7 @@ func jobsGo(m *model) *jen.File {
 				kvs = append(kvs, kv{"Priority", jen.Lit(j.Priority)})
 			}
 			kvs = append(kvs, kv{"MaxAttempts", jen.Lit(j.MaxAttempts)}, kv{"Timeout", durationExpr(j.Timeout)})
-			g.Id(j.RunVar).Op("=").Add(literal(rt("NewRun"), kvs...))
+			g.Id(j.RunVar).Op("=").Add(literal(jb("NewRun"), kvs...))
 		}
 	})
 
@@ -157,51 +157,51 @@ func jobsGo(m *model) *jen.File {
 			"WithPriority, WithUniqueKey, WithMaxAttempts), and returns its ID; with a unique key that an unfinished run "+
 			"already has, that run's ID. An error means the run may or may not exist.", j.Enqueue, j.Name)))
 		f.Func().Params(recv()).Id(j.Enqueue).Params(params()...).Params(jen.Int64(), jen.Error()).Block(
-			jen.Return(rt("EnqueueArgs").Call(jen.Id("ctx"), jobs.Clone(), jen.Nil(), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
+			jen.Return(jb("EnqueueArgs").Call(jen.Id("ctx"), client.Clone(), jen.Nil(), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
 		)
 		f.Line()
 		f.Comment(comment(fmt.Sprintf("%s is %s in tx: the run exists only if tx commits.", j.EnqueueTx, j.Enqueue)))
 		f.Func().Params(recv()).Id(j.EnqueueTx).Params(params(jen.Id("tx").Op("*").Qual("database/sql", "Tx"))...).Params(jen.Int64(), jen.Error()).Block(
-			jen.Return(rt("EnqueueArgs").Call(jen.Id("ctx"), jobs.Clone(), jen.Id("tx"), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
+			jen.Return(jb("EnqueueArgs").Call(jen.Id("ctx"), client.Clone(), jen.Id("tx"), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
 		)
 		if j.EnqueueMany == "" {
 			continue
 		}
 		f.Line()
 		f.Comment(comment(fmt.Sprintf("%s enqueues one run of %s per element of args, %d per statement, with opts applied to each. "+
-			"Every run is checked before any is inserted; an error means later batches may not exist.", j.EnqueueMany, j.Name, runtime.MaxEnqueueBatch)))
+			"Every run is checked before any is inserted; an error means later batches may not exist.", j.EnqueueMany, j.Name, jobs.MaxEnqueueBatch)))
 		f.Func().Params(recv()).Id(j.EnqueueMany).Params(ctx(), jen.Id("args").Index().Id(j.ArgsType), opts()).Error().Block(
-			jen.Return(rt("EnqueueArgsMany").Call(jen.Id("ctx"), jobs.Clone(), jen.Nil(), jen.Id(j.RunVar), jen.Id("args"), jen.Id("opts").Op("..."))),
+			jen.Return(jb("EnqueueArgsMany").Call(jen.Id("ctx"), client.Clone(), jen.Nil(), jen.Id(j.RunVar), jen.Id("args"), jen.Id("opts").Op("..."))),
 		)
 	}
 
 	f.Line()
 	f.Comment("JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).")
 	f.Func().Params(recv()).Id("JobRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Id("RunInfo"), jen.Error()).Block(
-		jen.Return(jobs.Clone().Dot("Run").Call(jen.Id("ctx"), jen.Id("id"))),
+		jen.Return(client.Clone().Dot("Get").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
 	f.Comment("CancelRun cancels run id if it has not started; false when it is running or finished.")
 	f.Func().Params(recv()).Id("CancelRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Bool(), jen.Error()).Block(
-		jen.Return(jobs.Clone().Dot("Cancel").Call(jen.Id("ctx"), jen.Id("id"))),
+		jen.Return(client.Clone().Dot("Cancel").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
 	f.Comment(comment("RetryRun restores a discarded or cancelled run: due now, with its attempts counted from zero. False when the run is in another state; " +
 		"an error wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique key."))
 	f.Func().Params(recv()).Id("RetryRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Bool(), jen.Error()).Block(
-		jen.Return(jobs.Clone().Dot("Retry").Call(jen.Id("ctx"), jen.Id("id"))),
+		jen.Return(client.Clone().Dot("Retry").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 
 	f.Line()
 	f.Comment(comment("WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every queue's worker starts from " +
 		"(RunJobs sets Queue, Handlers and Concurrency per queue)."))
-	f.Type().Id("WorkerOption").Op("=").Add(rt("WorkerOption"))
+	f.Type().Id("WorkerOption").Op("=").Add(jb("WorkerOption"))
 
 	f.Line()
 	f.Comment(comment("RunJobs runs this node's share of the jobs until ctx ends: a worker per queue claiming due runs " +
 		"(FOR UPDATE SKIP LOCKED, in batches), the scheduler (every node inserts each tick; a unique key makes it one run cluster-wide), " +
 		"and pruning of finished runs after each job's retention. When ctx ends it stops claiming, lets running handlers finish for up to " +
-		"the workers' ShutdownGrace (default " + spec.FormatDuration(runtime.DefaultShutdownGrace) + "), cancels the rest and returns nil. Database errors are logged and retried, never fatal; it fails at once with an error " +
+		"the workers' ShutdownGrace (default " + spec.FormatDuration(jobs.DefaultShutdownGrace) + "), cancels the rest and returns nil. Database errors are logged and retried, never fatal; it fails at once with an error " +
 		"wrapping ErrInvalid for a nil h. Run it on every node; opts tune the workers (see WorkerOption)."))
 	f.Func().Params(recv()).Id("RunJobs").Params(ctx(), jen.Id("h").Id("JobHandlers"), jen.Id("opts").Op("...").Id("WorkerOption")).Error().BlockFunc(func(g *jen.Group) {
 		g.If(jen.Id("h").Op("==").Nil()).Block(
@@ -216,27 +216,27 @@ func jobsGo(m *model) *jen.File {
 		for _, j := range m.Jobs {
 			var handle jen.Code = jen.Id("h").Dot(j.GoName)
 			if j.ArgsType != "" {
-				handle = rt("HandleArgs").Call(jen.Id("h").Dot(j.GoName))
+				handle = jb("HandleArgs").Call(jen.Id("h").Dot(j.GoName))
 			}
 			handlers = append(handlers, jen.Id(j.NameConst).Op(":").Add(values(
 				kv{"Queue", jen.Lit(j.Queue)},
-				kv{"JobHandler", literal(rt("JobHandler"), j.handlerFields(handle)...)},
+				kv{"JobHandler", literal(jb("JobHandler"), j.handlerFields(handle)...)},
 			)))
 			retention = append(retention, values(kv{"Job", jen.Id(j.NameConst)}, kv{"Keep", durationExpr(j.Retention)}))
 		}
-		g.Id("cfg").Op(":=").Add(literal(rt("NodeConfig"),
-			kv{"Queues", jen.Index().Add(rt("QueueConfig")).Add(list(queues))},
-			kv{"Handlers", jen.Map(jen.String()).Add(rt("QueuedHandler")).Add(list(handlers))},
-			kv{"Retention", jen.Index().Add(rt("Retention")).Add(list(retention))},
+		g.Id("cfg").Op(":=").Add(literal(jb("NodeConfig"),
+			kv{"Queues", jen.Index().Add(jb("QueueConfig")).Add(list(queues))},
+			kv{"Handlers", jen.Map(jen.String()).Add(jb("QueuedHandler")).Add(list(handlers))},
+			kv{"Retention", jen.Index().Add(jb("Retention")).Add(list(retention))},
 		))
 		for _, j := range m.Jobs {
 			if !j.Scheduled() {
 				continue
 			}
 			sched := spec.LowerCamelCase(j.Name) + "Schedule"
-			g.List(jen.Id(sched), jen.Err()).Op(":=").Add(rt("ParseSchedule")).Call(jen.Lit(j.Schedule), jen.Lit(j.Timezone))
+			g.List(jen.Id(sched), jen.Err()).Op(":=").Add(jb("ParseSchedule")).Call(jen.Lit(j.Schedule), jen.Lit(j.Timezone))
 			g.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err()))
-			kvs := []kv{{"Name", jen.Id(j.NameConst)}, {"Queue", jen.Lit(j.Queue)}, {"Schedule", jen.Id(sched)}, {"CatchUp", rt(j.CatchUpConst)}}
+			kvs := []kv{{"Name", jen.Id(j.NameConst)}, {"Queue", jen.Lit(j.Queue)}, {"Schedule", jen.Id(sched)}, {"CatchUp", jb(j.CatchUpConst)}}
 			if j.MinInterval != 0 {
 				kvs = append(kvs, kv{"MinInterval", durationExpr(j.MinInterval)})
 			}
@@ -244,17 +244,17 @@ func jobsGo(m *model) *jen.File {
 				kvs = append(kvs, kv{"Priority", jen.Lit(j.Priority)})
 			}
 			kvs = append(kvs, kv{"MaxAttempts", jen.Lit(j.MaxAttempts)}, kv{"Timeout", durationExpr(j.Timeout)})
-			g.Id("cfg").Dot("Scheduled").Op("=").Append(jen.Id("cfg").Dot("Scheduled"), literal(rt("ScheduledJob"), kvs...))
+			g.Id("cfg").Dot("Scheduled").Op("=").Append(jen.Id("cfg").Dot("Scheduled"), literal(jb("ScheduledJob"), kvs...))
 		}
 		g.For(jen.List(jen.Id("_"), jen.Id("opt")).Op(":=").Range().Id("opts")).Block(
 			jen.Id("opt").Call(jen.Op("&").Id("cfg").Dot("Worker")),
 		)
-		g.Return(jobs.Clone().Dot("RunNode").Call(jen.Id("ctx"), jen.Id("cfg")))
+		g.Return(client.Clone().Dot("RunNode").Call(jen.Id("ctx"), jen.Id("cfg")))
 	})
 	return f
 }
 
-// handlerFields are the runtime.JobHandler fields of j.
+// handlerFields are the jobs.JobHandler fields of j.
 func (j jobModel) handlerFields(handle jen.Code) []kv {
 	kvs := []kv{{"Handle", handle}, {"BackoffInitial", durationExpr(j.BackoffInitial)}, {"BackoffMax", durationExpr(j.BackoffMax)}}
 	if j.Concurrency == 1 {

@@ -28,6 +28,10 @@ const runtimePath = "github.com/lockgen/lockgen/runtime"
 // generated store implements.
 const driverPath = runtimePath + "/driver"
 
+// jobsPath is the import path of the runtime's jobs package, which the
+// generated job methods call.
+const jobsPath = runtimePath + "/jobs"
+
 // versionGuard is the runtime constant every generated package refers to,
 // so that it fails to build against a runtime it does not fit (see
 // runtime.RegenerateWithLockgenGenerateV2).

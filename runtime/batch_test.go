@@ -18,13 +18,14 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // TestManyLeasesRenewInBatches: a client holding 200 keys renews them in
 // batched statements, not one statement per lease, and keeps them all.
 func TestManyLeasesRenewInBatches(t *testing.T) {
 	tdb := testdb.New(t)
-	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	n := newNode(t, db)

@@ -126,6 +126,14 @@ func NewClient(store driver.Store, opts ...Option) (*Client, error) {
 // Owner returns the identity this client records in the rows it holds.
 func (c *Client) Owner() string { return c.owner }
 
+// Clock returns the clock the client was given (WithClock), the system
+// clock by default.
+func (c *Client) Clock() Clock { return c.clock }
+
+// Logger returns the logger the client was given (WithLogger),
+// slog.Default() by default.
+func (c *Client) Logger() *slog.Logger { return c.logger }
+
 func defaultOwner() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {

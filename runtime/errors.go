@@ -1,6 +1,10 @@
 package runtime
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
+)
 
 // Sentinel errors; test for them with errors.Is.
 var (
@@ -18,3 +22,8 @@ var (
 	// ErrInvalid reports a misuse of the API (nil fn, empty key, bad config).
 	ErrInvalid = errors.New("lockgen: invalid argument")
 )
+
+// IsTransient reports whether err is a server error after which the same
+// autocommit statement can be retried at once: a deadlock (1213) or a lock
+// wait timeout (1205). Both roll the statement back entirely.
+func IsTransient(err error) bool { return servererr.IsTransient(err) }

@@ -25,9 +25,3 @@ func QueueLenForTest(c *Client, name, key string) int {
 func WakeLockNameForTest(namespace, name, key string) string {
 	return wakeLockName(namespace, name, key)
 }
-
-// EncodeArgsForTest encodes args as EnqueueArgs does for job.
-func EncodeArgsForTest[T any](job string, args T) ([]byte, error) {
-	r, err := withArgs(NewRun{Job: job}, args, nil)
-	return r.Args, err
-}

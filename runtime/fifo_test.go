@@ -13,6 +13,7 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // TestLocalWaitersAreServedInArrivalOrder: with a clock whose timers never
@@ -21,7 +22,7 @@ import (
 // they wait.
 func TestLocalWaitersAreServedInArrivalOrder(t *testing.T) {
 	tdb := testdb.New(t)
-	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	n := newNode(t, db, runtime.WithClock(frozenClock{now: time.Now()}))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 const frozenChildEnv = "LOCKGEN_TEST_FROZEN_CHILD"
@@ -92,7 +93,7 @@ func runFrozenChild() int {
 // read nil (10 of 16 freezes).
 func TestFrozenHolderSeesLossAtFirstCheck(t *testing.T) {
 	tdb := testdb.New(t)
-	child, lines := startChild(t, frozenChildEnv, tdb.Config.FormatDSN())
+	child, lines := testkit.StartChild(t, frozenChildEnv, tdb.Config.FormatDSN())
 	next := func() string {
 		line, err := lines.ReadString('\n')
 		require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // BenchmarkHandoff measures, per strategy, how long a contended lock stays
@@ -44,7 +45,7 @@ func benchHandoff(b *testing.B, strategy runtime.Strategy, waitOnServer bool) {
 	var counters []*stmtcount.Connector
 	var locks []*runtime.Lock
 	for i := 0; i < contenders; i++ {
-		c := stmtcount.Wrap(mysqlConnector(b, tdb.Config))
+		c := stmtcount.Wrap(testkit.Connector(b, tdb.Config))
 		db := sql.OpenDB(c)
 		b.Cleanup(func() { _ = db.Close() })
 		client, err := runtime.NewClient(lockgendb.NewStore(db))

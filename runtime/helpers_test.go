@@ -3,7 +3,6 @@ package runtime_test
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"sync"
@@ -11,22 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/driver"
-	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
-	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
-
-// jobsStore is what a test's job node runs on: the generated store, or a
-// wrapper of it that injects faults or counts statements.
-type jobsStore interface {
-	driver.Store
-	driver.JobStore
-}
 
 // node is one simulated application node: its own pool and Client.
 type node struct {
@@ -209,28 +198,6 @@ func (s *faultStore) LeaseGet(ctx context.Context, name, key string) (driver.Lea
 	return row, found, err
 }
 
-// openViaProxy opens a pool on tdb's database through a fault proxy that
-// the test owns, dialling with a one-second timeout.
-func openViaProxy(t testing.TB, tdb *testdb.DB) (*tcpproxy.Proxy, *sql.DB) {
-	t.Helper()
-	proxy, err := tcpproxy.Start(tdb.Config.Addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = proxy.Close() })
-	cfg := tdb.Config.Clone()
-	cfg.Addr = proxy.Addr()
-	cfg.Timeout = time.Second
-	db := sql.OpenDB(mysqlConnector(t, cfg))
-	t.Cleanup(func() { _ = db.Close() })
-	return proxy, db
-}
-
-func mysqlConnector(t testing.TB, cfg *mysql.Config) sqldriver.Connector {
-	t.Helper()
-	c, err := mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	return c
-}
-
 // contend runs workers goroutines per lock (each lock standing for a node),
 // each taking the lock perWorker times with With, and fails the test on any
 // error, on two holders inside at once, or on a token that does not exceed
@@ -290,105 +257,3 @@ func (c *pausedClock) advance(d time.Duration) {
 
 func (c *pausedClock) NewTimer(time.Duration) runtime.Timer          { return frozenTimer{} }
 func (c *pausedClock) AfterFunc(time.Duration, func()) runtime.Timer { return frozenTimer{} }
-
-// manualClock moves only when the test advances it, and its timers fire
-// when it reaches their deadline: it stands for a node whose process is
-// paused (SIGSTOP, a suspended VM) for as long as the test does not advance
-// it, and one long advance is that node waking up late.
-type manualClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers map[*manualTimer]struct{} // the pending ones
-}
-
-func newManualClock(now time.Time) *manualClock {
-	return &manualClock{now: now, timers: map[*manualTimer]struct{}{}}
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// advance moves the clock by d and fires the timers it reaches.
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.at.After(c.now) {
-			c.fireLocked(t)
-		}
-	}
-}
-
-// sleepingUntil reports whether a pending timer fires at exactly at.
-func (c *manualClock) sleepingUntil(at time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for t := range c.timers {
-		if t.at.Equal(at) {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *manualClock) fireLocked(t *manualTimer) {
-	delete(c.timers, t)
-	if t.f != nil {
-		go t.f()
-		return
-	}
-	select {
-	case t.ch <- c.now:
-	default:
-	}
-}
-
-func (c *manualClock) start(t *manualTimer, d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t.at = c.now.Add(d)
-	if d <= 0 {
-		c.fireLocked(t)
-		return
-	}
-	c.timers[t] = struct{}{}
-}
-
-func (c *manualClock) NewTimer(d time.Duration) runtime.Timer {
-	t := &manualTimer{c: c, ch: make(chan time.Time, 1)}
-	c.start(t, d)
-	return t
-}
-
-func (c *manualClock) AfterFunc(d time.Duration, f func()) runtime.Timer {
-	t := &manualTimer{c: c, f: f}
-	c.start(t, d)
-	return t
-}
-
-type manualTimer struct {
-	c  *manualClock
-	at time.Time
-	ch chan time.Time
-	f  func()
-}
-
-func (t *manualTimer) C() <-chan time.Time { return t.ch }
-
-func (t *manualTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	_, pending := t.c.timers[t]
-	delete(t.c.timers, t)
-	return pending
-}
-
-func (t *manualTimer) Reset(d time.Duration) bool {
-	pending := t.Stop()
-	t.c.start(t, d)
-	return pending
-}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // TestHostileKeysAreHeldAsThemselves: every hostile key, on every strategy
@@ -21,10 +22,10 @@ import (
 // and keys that differ only in case, a NUL byte, accents or escaping are
 // separate holdings.
 func TestHostileKeysAreHeldAsThemselves(t *testing.T) {
-	for _, conf := range injectionConfigs {
+	for _, conf := range testkit.InjectionConfigs {
 		for _, strategy := range []runtime.Strategy{runtime.StrategyLease, runtime.StrategySession, runtime.StrategyRow} {
-			t.Run(conf.label+"/"+string(strategy), func(t *testing.T) {
-				testHostileKeys(t, strategy, conf.apply)
+			t.Run(conf.Label+"/"+string(strategy), func(t *testing.T) {
+				testHostileKeys(t, strategy, conf.Apply)
 			})
 		}
 	}
@@ -33,8 +34,8 @@ func TestHostileKeysAreHeldAsThemselves(t *testing.T) {
 func testHostileKeys(t *testing.T, strategy runtime.Strategy, apply func(*mysql.Config)) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
-	dbA, counter := openInjection(t, tdb, apply)
-	dbB, _ := openInjection(t, tdb, apply)
+	dbA, counter := testkit.OpenInjection(t, tdb, apply)
+	dbB, _ := testkit.OpenInjection(t, tdb, apply)
 	// A short name, so that short keys make plain (unhashed) GET_LOCK
 	// names; the database's random suffix keeps it apart from other
 	// tests' (GET_LOCK names are server-wide).
@@ -50,22 +51,22 @@ func testHostileKeys(t *testing.T, strategy runtime.Strategy, apply func(*mysql.
 	require.NoError(t, err)
 
 	// Refusals first, while no holding renews on a's pool.
-	for _, tc := range hostile {
-		if why := limitedRefusal(tc.v); why != "" {
+	for _, tc := range testkit.Hostile {
+		if why := testkit.LimitedRefusal(tc.V); why != "" {
 			before := counter.Count()
-			_, err := a.Try(ctx, tc.v)
-			require.ErrorIs(t, err, runtime.ErrInvalid, tc.label)
-			assert.Contains(t, err.Error(), why, tc.label)
-			_, err = a.Acquire(ctx, tc.v)
-			require.ErrorIs(t, err, runtime.ErrInvalid, tc.label)
-			_, err = a.Holder(ctx, tc.v)
-			require.ErrorIs(t, err, runtime.ErrInvalid, tc.label)
-			err = a.With(ctx, tc.v, func(context.Context, *runtime.Lease) error {
-				t.Errorf("%s: fn ran for a refused key", tc.label)
+			_, err := a.Try(ctx, tc.V)
+			require.ErrorIs(t, err, runtime.ErrInvalid, tc.Label)
+			assert.Contains(t, err.Error(), why, tc.Label)
+			_, err = a.Acquire(ctx, tc.V)
+			require.ErrorIs(t, err, runtime.ErrInvalid, tc.Label)
+			_, err = a.Holder(ctx, tc.V)
+			require.ErrorIs(t, err, runtime.ErrInvalid, tc.Label)
+			err = a.With(ctx, tc.V, func(context.Context, *runtime.Lease) error {
+				t.Errorf("%s: fn ran for a refused key", tc.Label)
 				return nil
 			})
-			require.ErrorIs(t, err, runtime.ErrInvalid, tc.label)
-			assert.Equal(t, before, counter.Count(), "%s: refused before any statement", tc.label)
+			require.ErrorIs(t, err, runtime.ErrInvalid, tc.Label)
+			assert.Equal(t, before, counter.Count(), "%s: refused before any statement", tc.Label)
 		}
 	}
 	held := map[string]*runtime.Lease{}
@@ -75,19 +76,19 @@ func testHostileKeys(t *testing.T, strategy runtime.Strategy, apply func(*mysql.
 			_ = l.Release(context.Background())
 		}
 	})
-	for _, tc := range hostile {
-		if limitedRefusal(tc.v) != "" {
+	for _, tc := range testkit.Hostile {
+		if testkit.LimitedRefusal(tc.V) != "" {
 			continue
 		}
-		lease, err := a.Try(ctx, tc.v)
-		require.NoError(t, err, tc.label)
-		held[tc.v] = lease
+		lease, err := a.Try(ctx, tc.V)
+		require.NoError(t, err, tc.Label)
+		held[tc.V] = lease
 		all = append(all, lease)
-		h, err := b.Holder(ctx, tc.v)
-		require.NoError(t, err, tc.label)
-		assert.Equal(t, runtime.Holder{Held: true, Owner: "holder-a", Token: lease.Token()}, runtime.Holder{Held: h.Held, Owner: h.Owner, Token: h.Token}, tc.label)
-		_, err = b.Try(ctx, tc.v)
-		require.ErrorIs(t, err, runtime.ErrNotAcquired, "%s: another node cannot take a held key", tc.label)
+		h, err := b.Holder(ctx, tc.V)
+		require.NoError(t, err, tc.Label)
+		assert.Equal(t, runtime.Holder{Held: true, Owner: "holder-a", Token: lease.Token()}, runtime.Holder{Held: h.Held, Owner: h.Owner, Token: h.Token}, tc.Label)
+		_, err = b.Try(ctx, tc.V)
+		require.ErrorIs(t, err, runtime.ErrNotAcquired, "%s: another node cannot take a held key", tc.Label)
 	}
 
 	// Each held key is one row whose key is exactly its bytes, and no
@@ -114,7 +115,7 @@ func testHostileKeys(t *testing.T, strategy runtime.Strategy, apply func(*mysql.
 	}
 
 	// Keys that differ only in a way a server could fold are two holdings.
-	for _, p := range distinct {
+	for _, p := range testkit.Distinct {
 		la, err := a.Try(ctx, p[0])
 		require.NoError(t, err, "%q", p[0])
 		all = append(all, la)

@@ -19,6 +19,7 @@ import (
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // TestLeaderElectionNeverOverlaps: three nodes campaign; leaders step down
@@ -189,7 +190,7 @@ var killedLeaderConfig = runtime.LockConfig{Name: "killed-leader", TTL: 3 * time
 // one TTL, with a higher token, and not before the database let it.
 func TestKilledLeaderProcessIsReplaced(t *testing.T) {
 	tdb := testdb.New(t)
-	child, out := startChild(t, leaderChildEnv, tdb.Config.FormatDSN())
+	child, out := testkit.StartChild(t, leaderChildEnv, tdb.Config.FormatDSN())
 	line, err := out.ReadString('\n')
 	require.NoError(t, err)
 	childToken, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "elected ")), 10, 64)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 func TestTryAcquireReleaseAndTokens(t *testing.T) {
@@ -68,7 +68,7 @@ func TestTryAcquireReleaseAndTokens(t *testing.T) {
 // each, counted on the real driver's connections.
 func TestStatementCounts(t *testing.T) {
 	tdb := testdb.New(t)
-	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	require.NoError(t, db.Ping())
@@ -217,7 +217,7 @@ func TestLostConnectionCancelsBeforeExpiry(t *testing.T) {
 
 func testLostConnection(t *testing.T, skew time.Duration) {
 	tdb := testdb.New(t)
-	proxy, pdb := openViaProxy(t, tdb)
+	proxy, pdb := testkit.OpenViaProxy(t, tdb)
 
 	observer := tdb.Open(t)
 	holder := newNode(t, pdb, runtime.WithClock(skewedClock{offset: skew}))
@@ -299,8 +299,8 @@ func TestSessionTimeZonesAgree(t *testing.T) {
 	east, west := tdb.Config.Clone(), tdb.Config.Clone()
 	east.Params = map[string]string{"time_zone": "'+13:00'"}
 	west.Params = map[string]string{"time_zone": "'-12:00'"}
-	dbEast := sql.OpenDB(mysqlConnector(t, east))
-	dbWest := sql.OpenDB(mysqlConnector(t, west))
+	dbEast := sql.OpenDB(testkit.Connector(t, east))
+	dbWest := sql.OpenDB(testkit.Connector(t, west))
 	t.Cleanup(func() { _ = dbEast.Close(); _ = dbWest.Close() })
 	var tzE, tzW string
 	require.NoError(t, dbEast.QueryRow("SELECT @@session.time_zone").Scan(&tzE))
@@ -629,7 +629,7 @@ func TestKeysAndOwnersMustBeUTF8(t *testing.T) {
 	tdb := testdb.New(t)
 	cfg := tdb.Config.Clone()
 	cfg.Params = map[string]string{"sql_mode": "''"} // not strict: the server would truncate
-	counter := stmtcount.Wrap(mysqlConnector(t, cfg))
+	counter := stmtcount.Wrap(testkit.Connector(t, cfg))
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	ctx := context.Background()

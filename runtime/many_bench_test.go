@@ -12,6 +12,7 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // BenchmarkHold10kLeases holds 10,000 keys of one lock (ttl 3s, renewal
@@ -21,7 +22,7 @@ import (
 func BenchmarkHold10kLeases(b *testing.B) {
 	const leases, window = 10000, 5 * time.Second
 	tdb := testdb.New(b)
-	counter := stmtcount.Wrap(mysqlConnector(b, tdb.Config))
+	counter := stmtcount.Wrap(testkit.Connector(b, tdb.Config))
 	db := sql.OpenDB(counter)
 	db.SetMaxOpenConns(16)
 	b.Cleanup(func() { _ = db.Close() })

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
 )
 
 // abortOnRelease makes the release of a row holding roll its transaction
@@ -52,7 +53,7 @@ func (l *Lock) tryRow(ctx context.Context, key string, wait time.Duration) (*Lea
 	for attempt := 0; ; attempt++ {
 		left := wait - l.client.clock.Now().Sub(start)
 		lease, err := l.tryRowOnce(ctx, rs, key, max(left, 0))
-		if !isDeadlock(err) || attempt == maxRetries || ctx.Err() != nil {
+		if !servererr.IsDeadlock(err) || attempt == maxRetries || ctx.Err() != nil {
 			return lease, err
 		}
 		// A deadlock while creating the row (two first acquirers): the
@@ -72,9 +73,9 @@ func (l *Lock) tryRowOnce(ctx context.Context, rs driver.Store, key string, wait
 	fail := func(err error) (*Lease, error) {
 		_ = rtx.Rollback()
 		switch {
-		case isLockWaitFailure(err):
+		case servererr.IsLockWaitFailure(err):
 			return nil, ErrNotAcquired
-		case isDeadlock(err):
+		case servererr.IsDeadlock(err):
 			return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
 		}
 		return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)

@@ -14,6 +14,7 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // rowNode is a node whose store also runs the row strategy.
@@ -262,7 +263,7 @@ func TestRowConfigAndLeader(t *testing.T) {
 // exists; the release is 3 (row freed, COMMIT, autocommit restored).
 func TestRowStatements(t *testing.T) {
 	tdb := testdb.New(t)
-	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	ctx := context.Background()

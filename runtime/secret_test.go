@@ -23,6 +23,8 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers (loggers).
@@ -117,7 +119,7 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 	stores := map[*runtime.Client]lockgendb.Store{}
 	client := func(cfg *mysql.Config) *runtime.Client {
 		cfg.Logger = driverLogger
-		db := sql.OpenDB(mysqlConnector(t, cfg))
+		db := sql.OpenDB(testkit.Connector(t, cfg))
 		t.Cleanup(func() { _ = db.Close() })
 		store := lockgendb.NewStore(db)
 		c, err := runtime.NewClient(store, runtime.WithLogger(logger), runtime.WithObserver(obs), runtime.WithOwner("pw-node"))
@@ -153,11 +155,11 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 		require.NoError(t, err, "the user with the password holds %s", l.Config().Name)
 		held = append(held, lease)
 	}
-	j, err := runtime.NewJobs(c, stores[c])
+	j, err := jobs.NewClient(c, stores[c])
 	require.NoError(t, err)
 	started := make(chan struct{}, 1)
-	w, err := j.NewWorker(runtime.WorkerConfig{Lease: time.Second, PollMin: 5 * time.Millisecond, ShutdownGrace: time.Second, Handlers: map[string]runtime.JobHandler{
-		"pw-job": {Handle: func(ctx context.Context, _ *runtime.Run) error {
+	w, err := j.NewWorker(jobs.WorkerConfig{Lease: time.Second, PollMin: 5 * time.Millisecond, ShutdownGrace: time.Second, Handlers: map[string]jobs.JobHandler{
+		"pw-job": {Handle: func(ctx context.Context, _ *jobs.Run) error {
 			started <- struct{}{}
 			<-ctx.Done()
 			return context.Cause(ctx)
@@ -167,7 +169,7 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 	wctx, stopWorker := context.WithCancel(ctx)
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- w.Run(wctx) }()
-	_, err = j.Enqueue(ctx, nil, runtime.NewRun{Job: "pw-job", MaxAttempts: 1, Timeout: time.Minute})
+	_, err = j.Enqueue(ctx, nil, jobs.NewRun{Job: "pw-job", MaxAttempts: 1, Timeout: time.Minute})
 	require.NoError(t, err)
 	<-started
 
@@ -189,7 +191,7 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 	for _, lease := range held {
 		note(lease.Release(ctx))
 	}
-	_, err = j.Enqueue(ctx, nil, runtime.NewRun{Job: "pw-job", MaxAttempts: 1, Timeout: time.Minute})
+	_, err = j.Enqueue(ctx, nil, jobs.NewRun{Job: "pw-job", MaxAttempts: 1, Timeout: time.Minute})
 	note(err)
 	time.Sleep(1500 * time.Millisecond) // heartbeats fail, the run's lease is lost
 	proxy.Restore()
@@ -205,11 +207,11 @@ func TestDSNPasswordNeverShows(t *testing.T) {
 		_, err := l.Try(ctx, "")
 		note(err)
 	}
-	j, err = runtime.NewJobs(c, stores[c])
+	j, err = jobs.NewClient(c, stores[c])
 	require.NoError(t, err)
-	_, err = j.Enqueue(ctx, nil, runtime.NewRun{Job: "pw-job", MaxAttempts: 1, Timeout: time.Minute})
+	_, err = j.Enqueue(ctx, nil, jobs.NewRun{Job: "pw-job", MaxAttempts: 1, Timeout: time.Minute})
 	note(err)
-	w, err = j.NewWorker(runtime.WorkerConfig{PollMin: 50 * time.Millisecond, Handlers: map[string]runtime.JobHandler{"pw-job": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	w, err = j.NewWorker(jobs.WorkerConfig{PollMin: 50 * time.Millisecond, Handlers: map[string]jobs.JobHandler{"pw-job": {Handle: func(context.Context, *jobs.Run) error { return nil }}}})
 	require.NoError(t, err)
 	// A worker logs what it cannot do and goes on until stopped.
 	wctx, stopWorker = context.WithTimeout(ctx, time.Second)

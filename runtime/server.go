@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -69,9 +68,13 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 	return refusal(r, f, target)
 }
 
-// checkServerOutside is checkServer for a call that may run in tx: with a
-// transaction it only uses a kept answer (see knownRefusal).
-func (c *Client) checkServerOutside(ctx context.Context, tx *sql.Tx, f probe.Feature) error {
+// CheckFeature is CheckServer for feature f of the probe: probe.Lease,
+// probe.Session, probe.Jobs (which also needs the runs table). With a
+// non-nil tx it never probes, since the probe would need a second
+// connection of a pool the caller's transaction may have exhausted: it
+// returns only a refusal that an earlier check of this Client found, and
+// nil otherwise.
+func (c *Client) CheckFeature(ctx context.Context, tx *sql.Tx, f probe.Feature) error {
 	if tx != nil {
 		return c.knownRefusal(f)
 	}
@@ -124,21 +127,6 @@ func refusal(r *probe.Report, f probe.Feature, target driver.Target) error {
 		// A user without privileges on a table does not see it either.
 		return fmt.Errorf("%w: table %s does not exist in database %q, or user %s has no privilege on it: apply %s with your migration tool, and grant the application's user SELECT, INSERT, UPDATE, DELETE on lockgen's tables", ErrInvalid,
 			strings.Join(missing, " and "), r.Database, r.User, where)
-	}
-	return nil
-}
-
-// checkServerAtStart is checkServer for the loops that run until ctx ends
-// (workers, the scheduler): a refusal ends them at once, while a probe
-// that could not reach the server is only logged, since those loops retry
-// database errors anyway.
-func (c *Client) checkServerAtStart(ctx context.Context, f probe.Feature) error {
-	err := c.checkServer(ctx, f)
-	if err == nil || errors.Is(err, ErrUnsupported) || errors.Is(err, ErrInvalid) {
-		return err
-	}
-	if ctx.Err() == nil {
-		c.logger.Warn("lockgen: could not check the server; going on", "error", err)
 	}
 	return nil
 }

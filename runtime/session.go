@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
 )
 
 // maxSessionLockName is GET_LOCK's limit on lock names.
@@ -73,7 +74,7 @@ func (c *Client) isGalera(ctx context.Context) (bool, error) {
 	// Not under g.mu: each first caller waits only for its own query,
 	// bounded by its own ctx (concurrent first callers may each ask).
 	galera, err := c.store.ServerGalera(ctx)
-	if isUnknownVariable(err) { // MySQL has no wsrep_on: not Galera
+	if servererr.IsUnknownVariable(err) { // MySQL has no wsrep_on: not Galera
 		galera, err = false, nil
 	}
 	if err != nil {

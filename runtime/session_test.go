@@ -15,6 +15,7 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // sessionNode is a node whose locks use the session strategy.
@@ -45,7 +46,7 @@ func TestSessionMutualExclusion(t *testing.T) {
 // release is RELEASE_LOCK plus freeing the row; Holder tells who holds it.
 func TestSessionStatementsAndHolder(t *testing.T) {
 	tdb := testdb.New(t)
-	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute}
@@ -84,7 +85,7 @@ func TestSessionStatementsAndHolder(t *testing.T) {
 // no polling) and gets the lock when the holder releases it.
 func TestSessionWaitsOnTheServer(t *testing.T) {
 	tdb := testdb.New(t)
-	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
 	wdb := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = wdb.Close() })
 	name := uniqueName(t, tdb)

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/internal/timing"
 )
 
 // wakeups queues the waiters of this process per lock row, first come
@@ -122,13 +124,5 @@ func (b *backoff) step() time.Duration {
 // sleepOrWake waits for d on clock, a wake-up (woken may be nil), or the
 // end of ctx (returning its cause).
 func sleepOrWake(ctx context.Context, clock Clock, d time.Duration, woken <-chan struct{}) error {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-woken:
-	case <-t.C():
-	}
-	return nil
+	return timing.SleepOrWake(ctx, clock.NewTimer, d, woken)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
 // serverWaitCfg is a lease lock whose waiters wait on the server.
@@ -48,7 +49,7 @@ func TestWaitOnServerDoesNotPoll(t *testing.T) {
 			cfg := serverWaitCfg("wake")
 			cfg.WaitOnServer = tc.onServer
 			holder := sessionNode(t, tdb.Open(t), runtime.WithOwner("holder")).lock(t, cfg)
-			counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+			counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
 			wdb := sql.OpenDB(counter)
 			t.Cleanup(func() { _ = wdb.Close() })
 			wnode := sessionNode(t, wdb, runtime.WithOwner("waiter"))

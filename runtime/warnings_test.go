@@ -13,7 +13,6 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
@@ -91,7 +90,7 @@ func TestNoStatementWarns(t *testing.T) {
 		}
 		// The multi-row insert, with a key repeated inside the batch and one
 		// already in the table.
-		runs := []runtime.NewRun{
+		runs := []driver.NewRun{
 			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, UniqueKey: "dup"},
 			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, UniqueKey: "dup"},
 			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, ScheduledAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // FuzzLoad checks that Load never panics, returns either a spec or an
@@ -145,7 +145,7 @@ func checkJobs(t *testing.T, s *Spec) {
 
 // checkSchedule checks a scheduled job's schedule settings.
 func checkSchedule(t *testing.T, j Job) {
-	if _, err := runtime.ParseSchedule(j.Schedule, j.Timezone); err != nil || strings.Contains(j.Schedule, "TZ=") {
+	if _, err := jobs.ParseSchedule(j.Schedule, j.Timezone); err != nil || strings.Contains(j.Schedule, "TZ=") {
 		t.Fatalf("bad schedule %q in %q: %v", j.Schedule, j.Timezone, err)
 	}
 	if _, err := time.LoadLocation(j.Timezone); err != nil || j.Timezone == "" || j.Timezone == "Local" {

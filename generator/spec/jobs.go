@@ -11,13 +11,14 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // Defaults of jobs and queues applied by Load.
 const (
 	// DefaultQueue is the queue of a job that names none. It needs no
 	// declaration under queues:.
-	DefaultQueue = runtime.DefaultQueue
+	DefaultQueue = jobs.DefaultQueue
 	// DefaultQueueConcurrency is the concurrency of a queue that declares
 	// none, and of the implicit default queue.
 	DefaultQueueConcurrency = 100
@@ -97,8 +98,8 @@ const (
 	maxMaxAttempts     = 1000
 	minBackoff         = 10 * time.Millisecond
 	maxBackoff         = 24 * time.Hour
-	minPriority        = -runtime.MaxPriority
-	maxPriority        = runtime.MaxPriority
+	minPriority        = -jobs.MaxPriority
+	maxPriority        = jobs.MaxPriority
 	maxMinInterval     = 24 * time.Hour
 	minRetention       = time.Minute
 	maxRetention       = 8760 * time.Hour
@@ -285,7 +286,7 @@ const cronEvery = "@every "
 type errNeverFires struct{ error }
 
 // parseSchedule checks s, a schedule without a time zone, with
-// runtime.ParseSchedule: the call the generated RunJobs makes at start, so
+// jobs.ParseSchedule: the call the generated RunJobs makes at start, so
 // the spec accepts exactly the schedules the runtime parses, with the same
 // cron parser configuration. A schedule the parser rejects comes back as
 // the parser's own error, which the runtime wraps; a schedule the runtime
@@ -298,7 +299,7 @@ func parseSchedule(s string) (err error) {
 			err = fmt.Errorf("the cron parser failed: %v", r)
 		}
 	}()
-	if _, err = runtime.ParseSchedule(s, ""); err == nil {
+	if _, err = jobs.ParseSchedule(s, ""); err == nil {
 		return nil
 	}
 	var wrapped interface{ Unwrap() []error }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // Pos is a position in the spec file (1-based line and column).
@@ -148,11 +149,11 @@ type Key struct {
 // and in the runtime.
 const (
 	// CatchUpNone skips every missed tick.
-	CatchUpNone = string(runtime.CatchUpNone)
+	CatchUpNone = string(jobs.CatchUpNone)
 	// CatchUpOne runs once for all the missed ticks (the default).
-	CatchUpOne = string(runtime.CatchUpOne)
+	CatchUpOne = string(jobs.CatchUpOne)
 	// CatchUpAll runs once for every missed tick.
-	CatchUpAll = string(runtime.CatchUpAll)
+	CatchUpAll = string(jobs.CatchUpAll)
 )
 
 // Arg types: the spec spellings of Arg.Type.
@@ -189,7 +190,7 @@ type Job struct {
 	// (minute hour day-of-month month day-of-week), 6 with seconds first,
 	// a descriptor (@yearly, @annually, @monthly, @weekly, @daily,
 	// @midnight, @hourly) or "@every <duration>" with a whole number of
-	// seconds, at least 1s. runtime.ParseSchedule, which the generated
+	// seconds, at least 1s. jobs.ParseSchedule, which the generated
 	// RunJobs calls, accepts it: it has no TZ= or CRON_TZ= prefix and fires
 	// at least once in five years.
 	// Empty for a job that is not scheduled.

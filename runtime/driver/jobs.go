@@ -104,9 +104,10 @@ func (c Claim) ClaimRef() string {
 	return strconv.FormatInt(c.ID, 10) + ":" + strconv.FormatInt(c.Claim, 10)
 }
 
-// JobStore runs the job statements on the runs table. The code lockgen
-// generates implements it when the spec declares jobs.
+// JobStore is a Store that also runs the job statements on the runs table.
+// The code lockgen generates implements it when the spec declares jobs.
 type JobStore interface {
+	Store
 	// RunInsert inserts r (in tx when not nil) and returns its ID, or the
 	// existing run's ID when r repeats a tick or an active unique key.
 	RunInsert(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error)

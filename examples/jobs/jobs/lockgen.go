@@ -16,6 +16,7 @@ import (
 
 	"github.com/lockgen/lockgen/examples/jobs/jobs/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
+	lockgenjobs "github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -36,10 +37,10 @@ var (
 	// it was released.
 	ErrLeaseLost = runtime.ErrLeaseLost
 	// ErrRunNotFound means no run has the ID (it may have been pruned).
-	ErrRunNotFound = runtime.ErrRunNotFound
+	ErrRunNotFound = lockgenjobs.ErrRunNotFound
 	// ErrUniqueKeyTaken means RetryRun found an unfinished run of the job with the
 	// same unique key.
-	ErrUniqueKeyTaken = runtime.ErrUniqueKeyTaken
+	ErrUniqueKeyTaken = lockgenjobs.ErrUniqueKeyTaken
 )
 
 // Option configures New. See WithOwner and WithLogger.
@@ -63,7 +64,7 @@ func WithLogger(l *slog.Logger) Option {
 // for concurrent use; create one per process (or per node in tests).
 type Locks struct {
 	client *runtime.Client
-	jobs   *runtime.Jobs
+	jobs   *lockgenjobs.Client
 }
 
 // New returns the jobs declared in lockgen.yaml, running their statements on
@@ -89,7 +90,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	l := &Locks{client: client}
-	if l.jobs, err = runtime.NewJobs(client, store); err != nil {
+	if l.jobs, err = lockgenjobs.NewClient(client, store); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
+	lockgenjobs "github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // Job names, as stored in the runs table.
@@ -28,64 +29,64 @@ type SendReceiptArgs struct {
 
 // Run is the attempt of a run a handler is given: its ID, Attempt and
 // MaxAttempts, times and Claim.
-type Run = runtime.Run
+type Run = lockgenjobs.Run
 
 // RunInfo is a run as JobRun reads it: the Run, its State, Worker, LastError
 // and times.
-type RunInfo = runtime.RunInfo
+type RunInfo = lockgenjobs.RunInfo
 
 // RunState is the state of a run: one of the Run* constants.
-type RunState = runtime.RunState
+type RunState = lockgenjobs.RunState
 
 // WorkerConfig tunes the worker of a queue; RunJobs takes changes to it as
 // WorkerOptions.
-type WorkerConfig = runtime.WorkerConfig
+type WorkerConfig = lockgenjobs.WorkerConfig
 
 // Run states, the values of RunInfo.State.
 const (
 	// RunAvailable is a run waiting to be due or claimed.
-	RunAvailable = runtime.RunAvailable
+	RunAvailable = lockgenjobs.RunAvailable
 	// RunRunning is a run a worker has claimed.
-	RunRunning = runtime.RunRunning
+	RunRunning = lockgenjobs.RunRunning
 	// RunCompleted is a run whose handler returned nil.
-	RunCompleted = runtime.RunCompleted
+	RunCompleted = lockgenjobs.RunCompleted
 	// RunDiscarded is a run that failed its last attempt.
-	RunDiscarded = runtime.RunDiscarded
+	RunDiscarded = lockgenjobs.RunDiscarded
 	// RunCancelled is a run cancelled before it started.
-	RunCancelled = runtime.RunCancelled
+	RunCancelled = lockgenjobs.RunCancelled
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
-	RunSkipped = runtime.RunSkipped
+	RunSkipped = lockgenjobs.RunSkipped
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
 // WithMaxAttempts, WithUniqueKey.
-type EnqueueOption = runtime.EnqueueOption
+type EnqueueOption = lockgenjobs.EnqueueOption
 
 // Delay makes the run due d after the database clock's now.
 func Delay(d time.Duration) EnqueueOption {
-	return runtime.Delay(d)
+	return lockgenjobs.Delay(d)
 }
 
 // RunAt makes the run due at t, by the client's clock (at once for a past t).
 func RunAt(t time.Time) EnqueueOption {
-	return runtime.RunAt(t)
+	return lockgenjobs.RunAt(t)
 }
 
 // WithPriority sets the run's priority, -100 to 100; higher runs first.
 func WithPriority(p int) EnqueueOption {
-	return runtime.WithPriority(p)
+	return lockgenjobs.WithPriority(p)
 }
 
 // WithMaxAttempts overrides the job's declared max attempts.
 func WithMaxAttempts(n int) EnqueueOption {
-	return runtime.WithMaxAttempts(n)
+	return lockgenjobs.WithMaxAttempts(n)
 }
 
 // WithUniqueKey makes the enqueue return the unfinished run of the job with
 // key, if there is one.
 func WithUniqueKey(key string) EnqueueOption {
-	return runtime.WithUniqueKey(key)
+	return lockgenjobs.WithUniqueKey(key)
 }
 
 // JobHandlers handles the jobs declared in lockgen.yaml, one method per job,
@@ -104,14 +105,14 @@ type JobHandlers interface {
 
 var (
 	// tickRun is a run of tick with its declared defaults.
-	tickRun = runtime.NewRun{
+	tickRun = lockgenjobs.NewRun{
 		Job:         TickJob,
 		Queue:       "default",
 		MaxAttempts: 1,
 		Timeout:     10 * time.Minute,
 	}
 	// sendReceiptRun is a run of send_receipt with its declared defaults.
-	sendReceiptRun = runtime.NewRun{
+	sendReceiptRun = lockgenjobs.NewRun{
 		Job:         SendReceiptJob,
 		Queue:       "default",
 		MaxAttempts: 3,
@@ -124,25 +125,25 @@ var (
 // and returns its ID; with a unique key that an unfinished run already has,
 // that run's ID. An error means the run may or may not exist.
 func (l *Locks) EnqueueSendReceipt(ctx context.Context, args SendReceiptArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, nil, sendReceiptRun, args, opts...)
+	return lockgenjobs.EnqueueArgs(ctx, l.jobs, nil, sendReceiptRun, args, opts...)
 }
 
 // EnqueueSendReceiptTx is EnqueueSendReceipt in tx: the run exists only if tx
 // commits.
 func (l *Locks) EnqueueSendReceiptTx(ctx context.Context, tx *sql.Tx, args SendReceiptArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, tx, sendReceiptRun, args, opts...)
+	return lockgenjobs.EnqueueArgs(ctx, l.jobs, tx, sendReceiptRun, args, opts...)
 }
 
 // EnqueueSendReceiptMany enqueues one run of send_receipt per element of args,
 // 500 per statement, with opts applied to each. Every run is checked before
 // any is inserted; an error means later batches may not exist.
 func (l *Locks) EnqueueSendReceiptMany(ctx context.Context, args []SendReceiptArgs, opts ...EnqueueOption) error {
-	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, sendReceiptRun, args, opts...)
+	return lockgenjobs.EnqueueArgsMany(ctx, l.jobs, nil, sendReceiptRun, args, opts...)
 }
 
 // JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
 func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
-	return l.jobs.Run(ctx, id)
+	return l.jobs.Get(ctx, id)
 }
 
 // CancelRun cancels run id if it has not started; false when it is running or finished.
@@ -160,7 +161,7 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every
 // queue's worker starts from (RunJobs sets Queue, Handlers and Concurrency per
 // queue).
-type WorkerOption = runtime.WorkerOption
+type WorkerOption = lockgenjobs.WorkerOption
 
 // RunJobs runs this node's share of the jobs until ctx ends: a worker per
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
@@ -175,17 +176,17 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
 	}
-	cfg := runtime.NodeConfig{
-		Queues: []runtime.QueueConfig{
+	cfg := lockgenjobs.NodeConfig{
+		Queues: []lockgenjobs.QueueConfig{
 			{
 				Name:        "default",
 				Concurrency: 20,
 			},
 		},
-		Handlers: map[string]runtime.QueuedHandler{
+		Handlers: map[string]lockgenjobs.QueuedHandler{
 			TickJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
+				JobHandler: lockgenjobs.JobHandler{
 					Handle:         h.Tick,
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
@@ -193,14 +194,14 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 			SendReceiptJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.SendReceipt),
+				JobHandler: lockgenjobs.JobHandler{
+					Handle:         lockgenjobs.HandleArgs(h.SendReceipt),
 					BackoffInitial: 50 * time.Millisecond,
 					BackoffMax:     time.Second,
 				},
 			},
 		},
-		Retention: []runtime.Retention{
+		Retention: []lockgenjobs.Retention{
 			{
 				Job:  TickJob,
 				Keep: 168 * time.Hour,
@@ -211,15 +212,15 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 		},
 	}
-	tickSchedule, err := runtime.ParseSchedule("@every 1s", "UTC")
+	tickSchedule, err := lockgenjobs.ParseSchedule("@every 1s", "UTC")
 	if err != nil {
 		return err
 	}
-	cfg.Scheduled = append(cfg.Scheduled, runtime.ScheduledJob{
+	cfg.Scheduled = append(cfg.Scheduled, lockgenjobs.ScheduledJob{
 		Name:        TickJob,
 		Queue:       "default",
 		Schedule:    tickSchedule,
-		CatchUp:     runtime.CatchUpNone,
+		CatchUp:     lockgenjobs.CatchUpNone,
 		MaxAttempts: 1,
 		Timeout:     10 * time.Minute,
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // Job names, as stored in the runs table.
@@ -24,64 +25,64 @@ type TestArgs struct {
 
 // Run is the attempt of a run a handler is given: its ID, Attempt and
 // MaxAttempts, times and Claim.
-type Run = runtime.Run
+type Run = jobs.Run
 
 // RunInfo is a run as JobRun reads it: the Run, its State, Worker, LastError
 // and times.
-type RunInfo = runtime.RunInfo
+type RunInfo = jobs.RunInfo
 
 // RunState is the state of a run: one of the Run* constants.
-type RunState = runtime.RunState
+type RunState = jobs.RunState
 
 // WorkerConfig tunes the worker of a queue; RunJobs takes changes to it as
 // WorkerOptions.
-type WorkerConfig = runtime.WorkerConfig
+type WorkerConfig = jobs.WorkerConfig
 
 // Run states, the values of RunInfo.State.
 const (
 	// RunAvailable is a run waiting to be due or claimed.
-	RunAvailable = runtime.RunAvailable
+	RunAvailable = jobs.RunAvailable
 	// RunRunning is a run a worker has claimed.
-	RunRunning = runtime.RunRunning
+	RunRunning = jobs.RunRunning
 	// RunCompleted is a run whose handler returned nil.
-	RunCompleted = runtime.RunCompleted
+	RunCompleted = jobs.RunCompleted
 	// RunDiscarded is a run that failed its last attempt.
-	RunDiscarded = runtime.RunDiscarded
+	RunDiscarded = jobs.RunDiscarded
 	// RunCancelled is a run cancelled before it started.
-	RunCancelled = runtime.RunCancelled
+	RunCancelled = jobs.RunCancelled
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
-	RunSkipped = runtime.RunSkipped
+	RunSkipped = jobs.RunSkipped
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
 // WithMaxAttempts, WithUniqueKey.
-type EnqueueOption = runtime.EnqueueOption
+type EnqueueOption = jobs.EnqueueOption
 
 // Delay makes the run due d after the database clock's now.
 func Delay(d time.Duration) EnqueueOption {
-	return runtime.Delay(d)
+	return jobs.Delay(d)
 }
 
 // RunAt makes the run due at t, by the client's clock (at once for a past t).
 func RunAt(t time.Time) EnqueueOption {
-	return runtime.RunAt(t)
+	return jobs.RunAt(t)
 }
 
 // WithPriority sets the run's priority, -100 to 100; higher runs first.
 func WithPriority(p int) EnqueueOption {
-	return runtime.WithPriority(p)
+	return jobs.WithPriority(p)
 }
 
 // WithMaxAttempts overrides the job's declared max attempts.
 func WithMaxAttempts(n int) EnqueueOption {
-	return runtime.WithMaxAttempts(n)
+	return jobs.WithMaxAttempts(n)
 }
 
 // WithUniqueKey makes the enqueue return the unfinished run of the job with
 // key, if there is one.
 func WithUniqueKey(key string) EnqueueOption {
-	return runtime.WithUniqueKey(key)
+	return jobs.WithUniqueKey(key)
 }
 
 // JobHandlers handles the jobs declared in lockgen.yaml, one method per job,
@@ -98,7 +99,7 @@ type JobHandlers interface {
 
 var (
 	// testRun is a run of test with its declared defaults.
-	testRun = runtime.NewRun{
+	testRun = jobs.NewRun{
 		Job:         TestJob,
 		Queue:       "default",
 		MaxAttempts: 25,
@@ -111,24 +112,24 @@ var (
 // its ID; with a unique key that an unfinished run already has, that run's ID.
 // An error means the run may or may not exist.
 func (l *Locks) EnqueueTest(ctx context.Context, args TestArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, nil, testRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, testRun, args, opts...)
 }
 
 // EnqueueTestTx is EnqueueTest in tx: the run exists only if tx commits.
 func (l *Locks) EnqueueTestTx(ctx context.Context, tx *sql.Tx, args TestArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, tx, testRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, testRun, args, opts...)
 }
 
 // EnqueueTestMany enqueues one run of test per element of args, 500 per
 // statement, with opts applied to each. Every run is checked before any is
 // inserted; an error means later batches may not exist.
 func (l *Locks) EnqueueTestMany(ctx context.Context, args []TestArgs, opts ...EnqueueOption) error {
-	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, testRun, args, opts...)
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, testRun, args, opts...)
 }
 
 // JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
 func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
-	return l.jobs.Run(ctx, id)
+	return l.jobs.Get(ctx, id)
 }
 
 // CancelRun cancels run id if it has not started; false when it is running or finished.
@@ -146,7 +147,7 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every
 // queue's worker starts from (RunJobs sets Queue, Handlers and Concurrency per
 // queue).
-type WorkerOption = runtime.WorkerOption
+type WorkerOption = jobs.WorkerOption
 
 // RunJobs runs this node's share of the jobs until ctx ends: a worker per
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
@@ -161,24 +162,24 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
 	}
-	cfg := runtime.NodeConfig{
-		Queues: []runtime.QueueConfig{
+	cfg := jobs.NodeConfig{
+		Queues: []jobs.QueueConfig{
 			{
 				Name:        "default",
 				Concurrency: 100,
 			},
 		},
-		Handlers: map[string]runtime.QueuedHandler{
+		Handlers: map[string]jobs.QueuedHandler{
 			TestJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.Test),
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.Test),
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
 				},
 			},
 		},
-		Retention: []runtime.Retention{
+		Retention: []jobs.Retention{
 			{
 				Job:  TestJob,
 				Keep: 168 * time.Hour,

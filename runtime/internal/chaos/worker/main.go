@@ -118,7 +118,7 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			err := locks.RunJobs(ctx, handlers{w}, func(c *runtime.WorkerConfig) {
+			err := locks.RunJobs(ctx, handlers{w}, func(c *chaosgen.WorkerConfig) {
 				c.Lease = lease
 				c.ShutdownGrace = time.Second
 				c.PollMax = 200 * time.Millisecond
@@ -313,7 +313,7 @@ func (w *worker) enqueue(ctx context.Context) {
 		return
 	}
 	w.seq++
-	delay := runtime.Delay(w.between(0, 2*time.Second))
+	delay := chaosgen.Delay(w.between(0, 2*time.Second))
 	var id int64
 	var err error
 	job := chaosgen.DelayedJob
@@ -337,7 +337,7 @@ func (w *worker) enqueue(ctx context.Context) {
 // context while it works.
 type handlers struct{ w *worker }
 
-func (h handlers) handle(ctx context.Context, run *runtime.Run, length time.Duration) error {
+func (h handlers) handle(ctx context.Context, run *chaosgen.Run, length time.Duration) error {
 	sec := h.w.rec.Section()
 	var tick int64
 	if !run.ScheduledAt.IsZero() {
@@ -350,16 +350,16 @@ func (h handlers) handle(ctx context.Context, run *runtime.Run, length time.Dura
 }
 
 // Tick implements chaosgen.JobHandlers.
-func (h handlers) Tick(ctx context.Context, run *runtime.Run) error {
+func (h handlers) Tick(ctx context.Context, run *chaosgen.Run) error {
 	return h.handle(ctx, run, h.w.between(0, 300*time.Millisecond))
 }
 
 // Single implements chaosgen.JobHandlers.
-func (h handlers) Single(ctx context.Context, run *runtime.Run, _ chaosgen.SingleArgs) error {
+func (h handlers) Single(ctx context.Context, run *chaosgen.Run, _ chaosgen.SingleArgs) error {
 	return h.handle(ctx, run, h.w.between(0, 100*time.Millisecond))
 }
 
 // Delayed implements chaosgen.JobHandlers.
-func (h handlers) Delayed(ctx context.Context, run *runtime.Run, _ chaosgen.DelayedArgs) error {
+func (h handlers) Delayed(ctx context.Context, run *chaosgen.Run, _ chaosgen.DelayedArgs) error {
 	return h.handle(ctx, run, h.w.between(0, 1500*time.Millisecond))
 }

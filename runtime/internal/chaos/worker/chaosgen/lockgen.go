@@ -26,6 +26,7 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/chaos/worker/chaosgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -52,10 +53,10 @@ var (
 	// of a second Release.
 	ErrReleased = runtime.ErrReleased
 	// ErrRunNotFound means no run has the ID (it may have been pruned).
-	ErrRunNotFound = runtime.ErrRunNotFound
+	ErrRunNotFound = jobs.ErrRunNotFound
 	// ErrUniqueKeyTaken means RetryRun found an unfinished run of the job with the
 	// same unique key.
-	ErrUniqueKeyTaken = runtime.ErrUniqueKeyTaken
+	ErrUniqueKeyTaken = jobs.ErrUniqueKeyTaken
 )
 
 // Lease is one holding of a lock: its fencing token (Token), its context
@@ -143,7 +144,7 @@ const (
 // other.
 type Locks struct {
 	client      *runtime.Client
-	jobs        *runtime.Jobs
+	jobs        *jobs.Client
 	leaderLock  *runtime.Lock
 	pollLock    *runtime.Lock
 	serverLock  *runtime.Lock
@@ -181,7 +182,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	l := &Locks{client: client}
-	if l.jobs, err = runtime.NewJobs(client, store); err != nil {
+	if l.jobs, err = jobs.NewClient(client, store); err != nil {
 		return nil, err
 	}
 	if l.leaderLock, err = client.Lock(runtime.LockConfig{

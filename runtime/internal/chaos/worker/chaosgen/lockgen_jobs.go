@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // Job names, as stored in the runs table.
@@ -36,64 +37,64 @@ type DelayedArgs struct {
 
 // Run is the attempt of a run a handler is given: its ID, Attempt and
 // MaxAttempts, times and Claim.
-type Run = runtime.Run
+type Run = jobs.Run
 
 // RunInfo is a run as JobRun reads it: the Run, its State, Worker, LastError
 // and times.
-type RunInfo = runtime.RunInfo
+type RunInfo = jobs.RunInfo
 
 // RunState is the state of a run: one of the Run* constants.
-type RunState = runtime.RunState
+type RunState = jobs.RunState
 
 // WorkerConfig tunes the worker of a queue; RunJobs takes changes to it as
 // WorkerOptions.
-type WorkerConfig = runtime.WorkerConfig
+type WorkerConfig = jobs.WorkerConfig
 
 // Run states, the values of RunInfo.State.
 const (
 	// RunAvailable is a run waiting to be due or claimed.
-	RunAvailable = runtime.RunAvailable
+	RunAvailable = jobs.RunAvailable
 	// RunRunning is a run a worker has claimed.
-	RunRunning = runtime.RunRunning
+	RunRunning = jobs.RunRunning
 	// RunCompleted is a run whose handler returned nil.
-	RunCompleted = runtime.RunCompleted
+	RunCompleted = jobs.RunCompleted
 	// RunDiscarded is a run that failed its last attempt.
-	RunDiscarded = runtime.RunDiscarded
+	RunDiscarded = jobs.RunDiscarded
 	// RunCancelled is a run cancelled before it started.
-	RunCancelled = runtime.RunCancelled
+	RunCancelled = jobs.RunCancelled
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
-	RunSkipped = runtime.RunSkipped
+	RunSkipped = jobs.RunSkipped
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
 // WithMaxAttempts, WithUniqueKey.
-type EnqueueOption = runtime.EnqueueOption
+type EnqueueOption = jobs.EnqueueOption
 
 // Delay makes the run due d after the database clock's now.
 func Delay(d time.Duration) EnqueueOption {
-	return runtime.Delay(d)
+	return jobs.Delay(d)
 }
 
 // RunAt makes the run due at t, by the client's clock (at once for a past t).
 func RunAt(t time.Time) EnqueueOption {
-	return runtime.RunAt(t)
+	return jobs.RunAt(t)
 }
 
 // WithPriority sets the run's priority, -100 to 100; higher runs first.
 func WithPriority(p int) EnqueueOption {
-	return runtime.WithPriority(p)
+	return jobs.WithPriority(p)
 }
 
 // WithMaxAttempts overrides the job's declared max attempts.
 func WithMaxAttempts(n int) EnqueueOption {
-	return runtime.WithMaxAttempts(n)
+	return jobs.WithMaxAttempts(n)
 }
 
 // WithUniqueKey makes the enqueue return the unfinished run of the job with
 // key, if there is one.
 func WithUniqueKey(key string) EnqueueOption {
-	return runtime.WithUniqueKey(key)
+	return jobs.WithUniqueKey(key)
 }
 
 // JobHandlers handles the jobs declared in lockgen.yaml, one method per job,
@@ -114,21 +115,21 @@ type JobHandlers interface {
 
 var (
 	// tickRun is a run of tick with its declared defaults.
-	tickRun = runtime.NewRun{
+	tickRun = jobs.NewRun{
 		Job:         TickJob,
 		Queue:       "default",
 		MaxAttempts: 20,
 		Timeout:     10 * time.Minute,
 	}
 	// singleRun is a run of single with its declared defaults.
-	singleRun = runtime.NewRun{
+	singleRun = jobs.NewRun{
 		Job:         SingleJob,
 		Queue:       "default",
 		MaxAttempts: 20,
 		Timeout:     10 * time.Minute,
 	}
 	// delayedRun is a run of delayed with its declared defaults.
-	delayedRun = runtime.NewRun{
+	delayedRun = jobs.NewRun{
 		Job:         DelayedJob,
 		Queue:       "default",
 		MaxAttempts: 20,
@@ -141,19 +142,19 @@ var (
 // returns its ID; with a unique key that an unfinished run already has, that
 // run's ID. An error means the run may or may not exist.
 func (l *Locks) EnqueueSingle(ctx context.Context, args SingleArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, nil, singleRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, singleRun, args, opts...)
 }
 
 // EnqueueSingleTx is EnqueueSingle in tx: the run exists only if tx commits.
 func (l *Locks) EnqueueSingleTx(ctx context.Context, tx *sql.Tx, args SingleArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, tx, singleRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, singleRun, args, opts...)
 }
 
 // EnqueueSingleMany enqueues one run of single per element of args, 500 per
 // statement, with opts applied to each. Every run is checked before any is
 // inserted; an error means later batches may not exist.
 func (l *Locks) EnqueueSingleMany(ctx context.Context, args []SingleArgs, opts ...EnqueueOption) error {
-	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, singleRun, args, opts...)
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, singleRun, args, opts...)
 }
 
 // EnqueueDelayed enqueues a run of delayed, due now unless an option says
@@ -161,24 +162,24 @@ func (l *Locks) EnqueueSingleMany(ctx context.Context, args []SingleArgs, opts .
 // returns its ID; with a unique key that an unfinished run already has, that
 // run's ID. An error means the run may or may not exist.
 func (l *Locks) EnqueueDelayed(ctx context.Context, args DelayedArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, nil, delayedRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, delayedRun, args, opts...)
 }
 
 // EnqueueDelayedTx is EnqueueDelayed in tx: the run exists only if tx commits.
 func (l *Locks) EnqueueDelayedTx(ctx context.Context, tx *sql.Tx, args DelayedArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, tx, delayedRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, delayedRun, args, opts...)
 }
 
 // EnqueueDelayedMany enqueues one run of delayed per element of args, 500 per
 // statement, with opts applied to each. Every run is checked before any is
 // inserted; an error means later batches may not exist.
 func (l *Locks) EnqueueDelayedMany(ctx context.Context, args []DelayedArgs, opts ...EnqueueOption) error {
-	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, delayedRun, args, opts...)
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, delayedRun, args, opts...)
 }
 
 // JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
 func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
-	return l.jobs.Run(ctx, id)
+	return l.jobs.Get(ctx, id)
 }
 
 // CancelRun cancels run id if it has not started; false when it is running or finished.
@@ -196,7 +197,7 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every
 // queue's worker starts from (RunJobs sets Queue, Handlers and Concurrency per
 // queue).
-type WorkerOption = runtime.WorkerOption
+type WorkerOption = jobs.WorkerOption
 
 // RunJobs runs this node's share of the jobs until ctx ends: a worker per
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
@@ -211,17 +212,17 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
 	}
-	cfg := runtime.NodeConfig{
-		Queues: []runtime.QueueConfig{
+	cfg := jobs.NodeConfig{
+		Queues: []jobs.QueueConfig{
 			{
 				Name:        "default",
 				Concurrency: 16,
 			},
 		},
-		Handlers: map[string]runtime.QueuedHandler{
+		Handlers: map[string]jobs.QueuedHandler{
 			TickJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
+				JobHandler: jobs.JobHandler{
 					Handle:         h.Tick,
 					BackoffInitial: 100 * time.Millisecond,
 					BackoffMax:     time.Second,
@@ -229,8 +230,8 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 			SingleJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.Single),
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.Single),
 					BackoffInitial: 100 * time.Millisecond,
 					BackoffMax:     time.Second,
 					Singleton:      true,
@@ -238,14 +239,14 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 			DelayedJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.Delayed),
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.Delayed),
 					BackoffInitial: 100 * time.Millisecond,
 					BackoffMax:     time.Second,
 				},
 			},
 		},
-		Retention: []runtime.Retention{
+		Retention: []jobs.Retention{
 			{
 				Job:  TickJob,
 				Keep: 168 * time.Hour,
@@ -260,15 +261,15 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 		},
 	}
-	tickSchedule, err := runtime.ParseSchedule("@every 1s", "UTC")
+	tickSchedule, err := jobs.ParseSchedule("@every 1s", "UTC")
 	if err != nil {
 		return err
 	}
-	cfg.Scheduled = append(cfg.Scheduled, runtime.ScheduledJob{
+	cfg.Scheduled = append(cfg.Scheduled, jobs.ScheduledJob{
 		Name:        TickJob,
 		Queue:       "default",
 		Schedule:    tickSchedule,
-		CatchUp:     runtime.CatchUpAll,
+		CatchUp:     jobs.CatchUpAll,
 		MaxAttempts: 20,
 		Timeout:     10 * time.Minute,
 	})

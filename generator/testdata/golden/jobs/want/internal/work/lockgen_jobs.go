@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // Job names, as stored in the runs table.
@@ -46,64 +47,64 @@ type ReindexArgs struct {
 
 // Run is the attempt of a run a handler is given: its ID, Attempt and
 // MaxAttempts, times and Claim.
-type Run = runtime.Run
+type Run = jobs.Run
 
 // RunInfo is a run as JobRun reads it: the Run, its State, Worker, LastError
 // and times.
-type RunInfo = runtime.RunInfo
+type RunInfo = jobs.RunInfo
 
 // RunState is the state of a run: one of the Run* constants.
-type RunState = runtime.RunState
+type RunState = jobs.RunState
 
 // WorkerConfig tunes the worker of a queue; RunJobs takes changes to it as
 // WorkerOptions.
-type WorkerConfig = runtime.WorkerConfig
+type WorkerConfig = jobs.WorkerConfig
 
 // Run states, the values of RunInfo.State.
 const (
 	// RunAvailable is a run waiting to be due or claimed.
-	RunAvailable = runtime.RunAvailable
+	RunAvailable = jobs.RunAvailable
 	// RunRunning is a run a worker has claimed.
-	RunRunning = runtime.RunRunning
+	RunRunning = jobs.RunRunning
 	// RunCompleted is a run whose handler returned nil.
-	RunCompleted = runtime.RunCompleted
+	RunCompleted = jobs.RunCompleted
 	// RunDiscarded is a run that failed its last attempt.
-	RunDiscarded = runtime.RunDiscarded
+	RunDiscarded = jobs.RunDiscarded
 	// RunCancelled is a run cancelled before it started.
-	RunCancelled = runtime.RunCancelled
+	RunCancelled = jobs.RunCancelled
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
-	RunSkipped = runtime.RunSkipped
+	RunSkipped = jobs.RunSkipped
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
 // WithMaxAttempts, WithUniqueKey.
-type EnqueueOption = runtime.EnqueueOption
+type EnqueueOption = jobs.EnqueueOption
 
 // Delay makes the run due d after the database clock's now.
 func Delay(d time.Duration) EnqueueOption {
-	return runtime.Delay(d)
+	return jobs.Delay(d)
 }
 
 // RunAt makes the run due at t, by the client's clock (at once for a past t).
 func RunAt(t time.Time) EnqueueOption {
-	return runtime.RunAt(t)
+	return jobs.RunAt(t)
 }
 
 // WithPriority sets the run's priority, -100 to 100; higher runs first.
 func WithPriority(p int) EnqueueOption {
-	return runtime.WithPriority(p)
+	return jobs.WithPriority(p)
 }
 
 // WithMaxAttempts overrides the job's declared max attempts.
 func WithMaxAttempts(n int) EnqueueOption {
-	return runtime.WithMaxAttempts(n)
+	return jobs.WithMaxAttempts(n)
 }
 
 // WithUniqueKey makes the enqueue return the unfinished run of the job with
 // key, if there is one.
 func WithUniqueKey(key string) EnqueueOption {
-	return runtime.WithUniqueKey(key)
+	return jobs.WithUniqueKey(key)
 }
 
 // JobHandlers handles the jobs declared in lockgen.yaml, one method per job,
@@ -126,14 +127,14 @@ type JobHandlers interface {
 
 var (
 	// nightlyReportRun is a run of nightly_report with its declared defaults.
-	nightlyReportRun = runtime.NewRun{
+	nightlyReportRun = jobs.NewRun{
 		Job:         NightlyReportJob,
 		Queue:       "default",
 		MaxAttempts: 3,
 		Timeout:     30 * time.Minute,
 	}
 	// sendSMSRun is a run of send_sms with its declared defaults.
-	sendSMSRun = runtime.NewRun{
+	sendSMSRun = jobs.NewRun{
 		Job:         SendSMSJob,
 		Queue:       "mail",
 		Priority:    10,
@@ -141,14 +142,14 @@ var (
 		Timeout:     10 * time.Minute,
 	}
 	// reindexRun is a run of reindex with its declared defaults.
-	reindexRun = runtime.NewRun{
+	reindexRun = jobs.NewRun{
 		Job:         ReindexJob,
 		Queue:       "default",
 		MaxAttempts: 25,
 		Timeout:     10 * time.Minute,
 	}
 	// rebuildCacheRun is a run of rebuild_cache with its declared defaults.
-	rebuildCacheRun = runtime.NewRun{
+	rebuildCacheRun = jobs.NewRun{
 		Job:         RebuildCacheJob,
 		Queue:       "default",
 		MaxAttempts: 25,
@@ -161,19 +162,19 @@ var (
 // returns its ID; with a unique key that an unfinished run already has, that
 // run's ID. An error means the run may or may not exist.
 func (l *Locks) EnqueueSendSMS(ctx context.Context, args SendSMSArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, nil, sendSMSRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, sendSMSRun, args, opts...)
 }
 
 // EnqueueSendSMSTx is EnqueueSendSMS in tx: the run exists only if tx commits.
 func (l *Locks) EnqueueSendSMSTx(ctx context.Context, tx *sql.Tx, args SendSMSArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, tx, sendSMSRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, sendSMSRun, args, opts...)
 }
 
 // EnqueueSendSMSMany enqueues one run of send_sms per element of args, 500 per
 // statement, with opts applied to each. Every run is checked before any is
 // inserted; an error means later batches may not exist.
 func (l *Locks) EnqueueSendSMSMany(ctx context.Context, args []SendSMSArgs, opts ...EnqueueOption) error {
-	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, sendSMSRun, args, opts...)
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, sendSMSRun, args, opts...)
 }
 
 // EnqueueReindex enqueues a run of reindex, due now unless an option says
@@ -181,19 +182,19 @@ func (l *Locks) EnqueueSendSMSMany(ctx context.Context, args []SendSMSArgs, opts
 // returns its ID; with a unique key that an unfinished run already has, that
 // run's ID. An error means the run may or may not exist.
 func (l *Locks) EnqueueReindex(ctx context.Context, args ReindexArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, nil, reindexRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, reindexRun, args, opts...)
 }
 
 // EnqueueReindexTx is EnqueueReindex in tx: the run exists only if tx commits.
 func (l *Locks) EnqueueReindexTx(ctx context.Context, tx *sql.Tx, args ReindexArgs, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, tx, reindexRun, args, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, reindexRun, args, opts...)
 }
 
 // EnqueueReindexMany enqueues one run of reindex per element of args, 500 per
 // statement, with opts applied to each. Every run is checked before any is
 // inserted; an error means later batches may not exist.
 func (l *Locks) EnqueueReindexMany(ctx context.Context, args []ReindexArgs, opts ...EnqueueOption) error {
-	return runtime.EnqueueArgsMany(ctx, l.jobs, nil, reindexRun, args, opts...)
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, reindexRun, args, opts...)
 }
 
 // EnqueueRebuildCache enqueues a run of rebuild_cache, due now unless an
@@ -201,18 +202,18 @@ func (l *Locks) EnqueueReindexMany(ctx context.Context, args []ReindexArgs, opts
 // WithMaxAttempts), and returns its ID; with a unique key that an unfinished
 // run already has, that run's ID. An error means the run may or may not exist.
 func (l *Locks) EnqueueRebuildCache(ctx context.Context, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, nil, rebuildCacheRun, struct{}{}, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, rebuildCacheRun, struct{}{}, opts...)
 }
 
 // EnqueueRebuildCacheTx is EnqueueRebuildCache in tx: the run exists only if
 // tx commits.
 func (l *Locks) EnqueueRebuildCacheTx(ctx context.Context, tx *sql.Tx, opts ...EnqueueOption) (int64, error) {
-	return runtime.EnqueueArgs(ctx, l.jobs, tx, rebuildCacheRun, struct{}{}, opts...)
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, rebuildCacheRun, struct{}{}, opts...)
 }
 
 // JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
 func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
-	return l.jobs.Run(ctx, id)
+	return l.jobs.Get(ctx, id)
 }
 
 // CancelRun cancels run id if it has not started; false when it is running or finished.
@@ -230,7 +231,7 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every
 // queue's worker starts from (RunJobs sets Queue, Handlers and Concurrency per
 // queue).
-type WorkerOption = runtime.WorkerOption
+type WorkerOption = jobs.WorkerOption
 
 // RunJobs runs this node's share of the jobs until ctx ends: a worker per
 // queue claiming due runs (FOR UPDATE SKIP LOCKED, in batches), the scheduler
@@ -245,8 +246,8 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 	if h == nil {
 		return fmt.Errorf("%w: nil JobHandlers", runtime.ErrInvalid)
 	}
-	cfg := runtime.NodeConfig{
-		Queues: []runtime.QueueConfig{
+	cfg := jobs.NodeConfig{
+		Queues: []jobs.QueueConfig{
 			{
 				Name:        "default",
 				Concurrency: 50,
@@ -256,10 +257,10 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 				Concurrency: 5,
 			},
 		},
-		Handlers: map[string]runtime.QueuedHandler{
+		Handlers: map[string]jobs.QueuedHandler{
 			NightlyReportJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
+				JobHandler: jobs.JobHandler{
 					Handle:         h.NightlyReport,
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
@@ -268,30 +269,30 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 			SendSMSJob: {
 				Queue: "mail",
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.SendSMS),
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.SendSMS),
 					BackoffInitial: 2 * time.Second,
 					BackoffMax:     5 * time.Minute,
 				},
 			},
 			ReindexJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
-					Handle:         runtime.HandleArgs(h.Reindex),
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.Reindex),
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
 				},
 			},
 			RebuildCacheJob: {
 				Queue: "default",
-				JobHandler: runtime.JobHandler{
+				JobHandler: jobs.JobHandler{
 					Handle:         h.RebuildCache,
 					BackoffInitial: time.Second,
 					BackoffMax:     time.Hour,
 				},
 			},
 		},
-		Retention: []runtime.Retention{
+		Retention: []jobs.Retention{
 			{
 				Job:  NightlyReportJob,
 				Keep: 168 * time.Hour,
@@ -310,28 +311,28 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 		},
 	}
-	nightlyReportSchedule, err := runtime.ParseSchedule("0 3 * * *", "Asia/Shanghai")
+	nightlyReportSchedule, err := jobs.ParseSchedule("0 3 * * *", "Asia/Shanghai")
 	if err != nil {
 		return err
 	}
-	cfg.Scheduled = append(cfg.Scheduled, runtime.ScheduledJob{
+	cfg.Scheduled = append(cfg.Scheduled, jobs.ScheduledJob{
 		Name:        NightlyReportJob,
 		Queue:       "default",
 		Schedule:    nightlyReportSchedule,
-		CatchUp:     runtime.CatchUpOne,
+		CatchUp:     jobs.CatchUpOne,
 		MinInterval: time.Hour,
 		MaxAttempts: 3,
 		Timeout:     30 * time.Minute,
 	})
-	reindexSchedule, err := runtime.ParseSchedule("@every 30s", "UTC")
+	reindexSchedule, err := jobs.ParseSchedule("@every 30s", "UTC")
 	if err != nil {
 		return err
 	}
-	cfg.Scheduled = append(cfg.Scheduled, runtime.ScheduledJob{
+	cfg.Scheduled = append(cfg.Scheduled, jobs.ScheduledJob{
 		Name:        ReindexJob,
 		Queue:       "default",
 		Schedule:    reindexSchedule,
-		CatchUp:     runtime.CatchUpAll,
+		CatchUp:     jobs.CatchUpAll,
 		MaxAttempts: 25,
 		Timeout:     10 * time.Minute,
 	})

@@ -1,8 +1,9 @@
-package runtime_test
+package jobs_test
 
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,11 +18,13 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/chaos"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
-func mustSchedule(t *testing.T, spec, tz string) runtime.Schedule {
+func mustSchedule(t *testing.T, spec, tz string) jobs.Schedule {
 	t.Helper()
-	s, err := runtime.ParseSchedule(spec, tz)
+	s, err := jobs.ParseSchedule(spec, tz)
 	require.NoError(t, err)
 	return s
 }
@@ -37,14 +40,14 @@ func TestParseSchedule(t *testing.T) {
 		{"61 * * * *", ""}, {"@every 1s", "Mars/Olympus"}, {"CRON_TZ=UTC 0 3 * * *", ""}, {"@fortnightly", ""},
 		{"0 0 30 2 *", ""}, // February 30th: never fires
 	} {
-		_, err := runtime.ParseSchedule(bad.spec, bad.tz)
+		_, err := jobs.ParseSchedule(bad.spec, bad.tz)
 		assert.ErrorIs(t, err, runtime.ErrInvalid, "%q in %q", bad.spec, bad.tz)
 	}
 }
 
 // startScheduler runs a scheduler until the returned stop is called (or
 // the test ends).
-func startScheduler(t *testing.T, j *runtime.Jobs, list ...runtime.ScheduledJob) (stop func()) {
+func startScheduler(t *testing.T, j *jobs.Client, list ...jobs.ScheduledJob) (stop func()) {
 	t.Helper()
 	s, err := j.NewScheduler(list)
 	require.NoError(t, err)
@@ -64,11 +67,11 @@ func startScheduler(t *testing.T, j *runtime.Jobs, list ...runtime.ScheduledJob)
 func TestScheduledTicksRunOnceAcrossNodes(t *testing.T) {
 	tdb := testdb.New(t)
 	const ticks = 30
-	job := runtime.ScheduledJob{Name: "heartbeat", Schedule: mustSchedule(t, "@every 1s", ""), MaxAttempts: 3, Timeout: 10 * time.Second}
+	job := jobs.ScheduledJob{Name: "heartbeat", Schedule: mustSchedule(t, "@every 1s", ""), MaxAttempts: 3, Timeout: 10 * time.Second}
 	var mu sync.Mutex
 	ran := map[time.Time]int{}
 	var lateness []time.Duration
-	handler := runtime.JobHandler{Handle: func(ctx context.Context, run *runtime.Run) error {
+	handler := jobs.JobHandler{Handle: func(ctx context.Context, run *jobs.Run) error {
 		mu.Lock()
 		defer mu.Unlock()
 		ran[run.ScheduledAt]++
@@ -80,7 +83,7 @@ func TestScheduledTicksRunOnceAcrossNodes(t *testing.T) {
 		j := jobsNode(t, tdb.Open(t), "node-"+string(rune('a'+i)))
 		stops = append(stops, [2]func(){
 			startScheduler(t, j, job),
-			startWorker(t, j, runtime.WorkerConfig{PollMin: 20 * time.Millisecond, PollMax: 200 * time.Millisecond, Handlers: map[string]runtime.JobHandler{"heartbeat": handler}}),
+			startWorker(t, j, jobs.WorkerConfig{PollMin: 20 * time.Millisecond, PollMax: 200 * time.Millisecond, Handlers: map[string]jobs.JobHandler{"heartbeat": handler}}),
 		})
 	}
 	time.Sleep(ticks / 3 * time.Second)
@@ -128,11 +131,11 @@ func TestSchedulerCatchUp(t *testing.T) {
 	for tick := every.Next(last); !tick.After(time.Now()); tick = every.Next(tick) {
 		missed++
 	}
-	for _, policy := range []runtime.CatchUp{runtime.CatchUpNone, runtime.CatchUpOne, runtime.CatchUpAll} {
+	for _, policy := range []jobs.CatchUp{jobs.CatchUpNone, jobs.CatchUpOne, jobs.CatchUpAll} {
 		name := "catch_up_" + string(policy)
-		_, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: name, ScheduledAt: last, MaxAttempts: 1, Timeout: time.Second})
+		_, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: name, ScheduledAt: last, MaxAttempts: 1, Timeout: time.Second})
 		require.NoError(t, err)
-		stop := startScheduler(t, j, runtime.ScheduledJob{Name: name, Schedule: every, CatchUp: policy, MaxAttempts: 1, Timeout: time.Second})
+		stop := startScheduler(t, j, jobs.ScheduledJob{Name: name, Schedule: every, CatchUp: policy, MaxAttempts: 1, Timeout: time.Second})
 		count := func(state string) int {
 			var n int
 			require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ? AND state = ? AND scheduled_at > ?", name, state, last).Scan(&n))
@@ -140,7 +143,7 @@ func TestSchedulerCatchUp(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return count("available")+count("skipped") == missed }, 10*time.Second, 10*time.Millisecond, string(policy))
 		stop()
-		want := map[runtime.CatchUp]int{runtime.CatchUpNone: 0, runtime.CatchUpOne: 1, runtime.CatchUpAll: missed}[policy]
+		want := map[jobs.CatchUp]int{jobs.CatchUpNone: 0, jobs.CatchUpOne: 1, jobs.CatchUpAll: missed}[policy]
 		assert.Equal(t, want, count("available"), "%s: runs", policy)
 		assert.Equal(t, missed-want, count("skipped"), "%s: skipped ticks are recorded", policy)
 	}
@@ -152,7 +155,7 @@ func TestSchedulerMinInterval(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
 	j := jobsNode(t, db, "node")
-	stop := startScheduler(t, j, runtime.ScheduledJob{Name: "spaced", Schedule: mustSchedule(t, "@every 1s", ""), MinInterval: 1500 * time.Millisecond, MaxAttempts: 1, Timeout: time.Second})
+	stop := startScheduler(t, j, jobs.ScheduledJob{Name: "spaced", Schedule: mustSchedule(t, "@every 1s", ""), MinInterval: 1500 * time.Millisecond, MaxAttempts: 1, Timeout: time.Second})
 	time.Sleep(4500 * time.Millisecond)
 	stop()
 	rows, err := db.Query("SELECT state FROM lockgen_runs WHERE job = 'spaced' ORDER BY scheduled_at")
@@ -205,7 +208,7 @@ type countingInserts struct {
 	inserts atomic.Int32
 }
 
-func (s *countingInserts) RunInsert(ctx context.Context, tx *sql.Tx, r runtime.NewRun) (int64, error) {
+func (s *countingInserts) RunInsert(ctx context.Context, tx *sql.Tx, r jobs.NewRun) (int64, error) {
 	s.inserts.Add(1)
 	return s.Store.RunInsert(ctx, tx, r)
 }
@@ -218,7 +221,7 @@ func TestSchedulerStopsAfterTheLastTick(t *testing.T) {
 	store := &countingInserts{Store: lockgendb.NewStore(tdb.Open(t))}
 	j := jobsOn(t, store, "node")
 	at := time.Now().Add(200 * time.Millisecond).Truncate(time.Millisecond).UTC()
-	startScheduler(t, j, runtime.ScheduledJob{Name: "once", Schedule: onceSchedule{at}, MaxAttempts: 1, Timeout: time.Second})
+	startScheduler(t, j, jobs.ScheduledJob{Name: "once", Schedule: onceSchedule{at}, MaxAttempts: 1, Timeout: time.Second})
 	time.Sleep(time.Second)
 	assert.Equal(t, int32(1), store.inserts.Load(), "the one tick, inserted once")
 	var n int
@@ -246,7 +249,7 @@ func TestScheduleDaylightSaving(t *testing.T) {
 
 // startNode runs j.RunNode(cfg) until the test ends and fails the test if
 // it returns an error.
-func startNode(t *testing.T, j *runtime.Jobs, cfg runtime.NodeConfig) {
+func startNode(t *testing.T, j *jobs.Client, cfg jobs.NodeConfig) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -255,20 +258,20 @@ func startNode(t *testing.T, j *runtime.Jobs, cfg runtime.NodeConfig) {
 }
 
 // jobsWithClock is one node's job API on store, with clock as its clock.
-func jobsWithClock(t *testing.T, store jobsStore, owner string, clock runtime.Clock) *runtime.Jobs {
+func jobsWithClock(t *testing.T, store jobsStore, owner string, clock runtime.Clock) *jobs.Client {
 	t.Helper()
 	c, err := runtime.NewClient(store, runtime.WithOwner(owner), runtime.WithClock(clock))
 	require.NoError(t, err)
-	j, err := runtime.NewJobs(c, store)
+	j, err := jobs.NewClient(c, store)
 	require.NoError(t, err)
 	return j
 }
 
 // waitSleeping waits until the scheduler on clock sleeps until tick: it
 // has handled every tick before.
-func waitSleeping(t *testing.T, clock *manualClock, tick time.Time) {
+func waitSleeping(t *testing.T, clock *testkit.ManualClock, tick time.Time) {
 	t.Helper()
-	require.Eventually(t, func() bool { return clock.sleepingUntil(tick) }, 20*time.Second, time.Millisecond, "the scheduler sleeps until %v", tick)
+	require.Eventually(t, func() bool { return clock.SleepingUntil(tick) }, 20*time.Second, time.Millisecond, "the scheduler sleeps until %v", tick)
 }
 
 // jobTicks reads the ticks that have a run of job, oldest first, each as
@@ -302,9 +305,9 @@ func seconds(lo, hi int) []string {
 // the job's runs and records which ticks ran.
 type lateNode struct {
 	db     *sql.DB
-	clock  *manualClock
+	clock  *testkit.ManualClock
 	first  time.Time // the paused node's first tick
-	others *runtime.Jobs
+	others *jobs.Client
 	mu     sync.Mutex
 	ran    map[time.Time]int
 }
@@ -316,26 +319,26 @@ const (
 
 // newLateNode starts both nodes; the paused node runs its first tick live
 // and then sleeps until the next, until the test advances its clock.
-func newLateNode(t *testing.T, store jobsStore, db *sql.DB, others *runtime.Jobs) *lateNode {
+func newLateNode(t *testing.T, store jobsStore, db *sql.DB, others *jobs.Client) *lateNode {
 	t.Helper()
 	n := &lateNode{db: db, others: others, ran: map[time.Time]int{}}
-	startWorker(t, others, runtime.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
-		lateJob: {Handle: func(ctx context.Context, run *runtime.Run) error {
+	startWorker(t, others, jobs.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]jobs.JobHandler{
+		lateJob: {Handle: func(ctx context.Context, run *jobs.Run) error {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			n.ran[run.ScheduledAt.UTC()]++
 			return nil
 		}},
 	}})
-	n.clock = newManualClock(time.Now().UTC().Truncate(time.Second).Add(500 * time.Millisecond))
+	n.clock = testkit.NewManualClock(time.Now().UTC().Truncate(time.Second).Add(500 * time.Millisecond))
 	n.first = n.clock.Now().Add(500 * time.Millisecond)
-	startNode(t, jobsWithClock(t, store, "paused", n.clock), runtime.NodeConfig{
-		Scheduled:  []runtime.ScheduledJob{{Name: lateJob, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: runtime.CatchUpAll, MaxAttempts: 1, Timeout: 10 * time.Second}},
-		Retention:  []runtime.Retention{{Job: lateJob, Keep: lateKeep}},
+	startNode(t, jobsWithClock(t, store, "paused", n.clock), jobs.NodeConfig{
+		Scheduled:  []jobs.ScheduledJob{{Name: lateJob, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: jobs.CatchUpAll, MaxAttempts: 1, Timeout: 10 * time.Second}},
+		Retention:  []jobs.Retention{{Job: lateJob, Keep: lateKeep}},
 		PruneEvery: time.Hour, // never, by the manual clock
 	})
 	waitSleeping(t, n.clock, n.first)
-	n.clock.advance(time.Second)
+	n.clock.Advance(time.Second)
 	waitSleeping(t, n.clock, n.first.Add(time.Second))
 	require.Equal(t, seconds(0, 0), jobTicks(t, db, lateJob, n.first), "the first tick ran live")
 	return n
@@ -349,7 +352,7 @@ func (n *lateNode) othersRun(t *testing.T, last int) {
 	ctx := context.Background()
 	for i := 1; i <= last; i++ {
 		tick := n.first.Add(time.Duration(i) * time.Second)
-		_, err := n.others.Enqueue(ctx, nil, runtime.NewRun{Job: lateJob, ScheduledAt: tick, MaxAttempts: 1, Timeout: 10 * time.Second})
+		_, err := n.others.Enqueue(ctx, nil, jobs.NewRun{Job: lateJob, ScheduledAt: tick, MaxAttempts: 1, Timeout: 10 * time.Second})
 		require.NoError(t, err)
 	}
 	n.waitCompleted(t)
@@ -404,7 +407,7 @@ func TestSchedulerLateNodeDoesNotRerunPrunedTicks(t *testing.T) {
 
 	// The node wakes 60.25 s after its first tick: the catch-up cutoff is
 	// 55.25 s after it, the retention's bound 40.25 s.
-	n.clock.advance(n.first.Add(60*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
+	n.clock.Advance(n.first.Add(60*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
 	waitSleeping(t, n.clock, n.first.Add(61*time.Second))
 	n.waitCompleted(t)
 	want := append(seconds(50, 50), seconds(51, 60)...)
@@ -412,7 +415,7 @@ func TestSchedulerLateNodeDoesNotRerunPrunedTicks(t *testing.T) {
 
 	// Paused again, with no other node running, it wakes at 120.25 s: the
 	// cutoff is 115.25 s, the retention's bound 100.25 s.
-	n.clock.advance(n.first.Add(120*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
+	n.clock.Advance(n.first.Add(120*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
 	waitSleeping(t, n.clock, n.first.Add(121*time.Second))
 	n.waitCompleted(t)
 	want = append(want, seconds(101, 120)...)
@@ -441,7 +444,7 @@ type failingLastTick struct {
 
 func (s *failingLastTick) RunLastTick(ctx context.Context, job string) (time.Time, bool, error) {
 	if s.fail.Load() {
-		return time.Time{}, false, errPartitioned
+		return time.Time{}, false, errors.New("test: network partition")
 	}
 	return s.Store.RunLastTick(ctx, job)
 }
@@ -457,7 +460,7 @@ func TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp(t *testing.T) {
 	n.othersRun(t, 30)
 
 	store.fail.Store(true)
-	n.clock.advance(n.first.Add(60*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
+	n.clock.Advance(n.first.Add(60*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
 	waitSleeping(t, n.clock, n.first.Add(61*time.Second))
 	n.waitCompleted(t)
 
@@ -476,14 +479,14 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 	ctx := context.Background()
 	anchor := time.Now().UTC().Truncate(time.Second).Add(-300 * time.Second)
 	j := jobsNode(t, db, "seed")
-	for _, policy := range []runtime.CatchUp{runtime.CatchUpAll, runtime.CatchUpNone} {
+	for _, policy := range []jobs.CatchUp{jobs.CatchUpAll, jobs.CatchUpNone} {
 		job := lateJob + "_" + string(policy)
-		_, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: job, ScheduledAt: anchor, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
+		_, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: job, ScheduledAt: anchor, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
 		require.NoError(t, err)
-		clock := newManualClock(anchor.Add(300*time.Second + 250*time.Millisecond))
-		startNode(t, jobsWithClock(t, localClockSession{Store: lockgendb.NewStore(tdb.Open(t))}, "late-"+string(policy), clock), runtime.NodeConfig{
-			Scheduled:  []runtime.ScheduledJob{{Name: job, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second}},
-			Retention:  []runtime.Retention{{Job: job, Keep: lateKeep}},
+		clock := testkit.NewManualClock(anchor.Add(300*time.Second + 250*time.Millisecond))
+		startNode(t, jobsWithClock(t, localClockSession{Store: lockgendb.NewStore(tdb.Open(t))}, "late-"+string(policy), clock), jobs.NodeConfig{
+			Scheduled:  []jobs.ScheduledJob{{Name: job, Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second}},
+			Retention:  []jobs.Retention{{Job: job, Keep: lateKeep}},
 			PruneEvery: time.Hour,
 		})
 		waitSleeping(t, clock, anchor.Add(301*time.Second))
@@ -493,7 +496,7 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 		assert.Equal(t, want, jobTicks(t, db, job, anchor), "%s: the anchor, then the ticks of the last 20 s", policy)
 		var skipped int
 		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ? AND state = 'skipped'", job).Scan(&skipped))
-		assert.Equal(t, map[runtime.CatchUp]int{runtime.CatchUpAll: 0, runtime.CatchUpNone: 15}[policy], skipped, "%s: missed ticks within the retention not run are recorded", policy)
+		assert.Equal(t, map[jobs.CatchUp]int{jobs.CatchUpAll: 0, jobs.CatchUpNone: 15}[policy], skipped, "%s: missed ticks within the retention not run are recorded", policy)
 	}
 }
 
@@ -503,14 +506,14 @@ func TestSchedulerCatchUpStopsAtTheRetention(t *testing.T) {
 // follow the job's catch-up policy. Found by the chaos harness: a server
 // restart lost every tick of its downtime under catch_up: all.
 func TestSchedulerCatchesUpTicksWhoseInsertFailed(t *testing.T) {
-	for _, policy := range []runtime.CatchUp{runtime.CatchUpAll, runtime.CatchUpNone} {
+	for _, policy := range []jobs.CatchUp{jobs.CatchUpAll, jobs.CatchUpNone} {
 		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
 			tdb := testdb.New(t)
 			db := tdb.Open(t)
-			proxy, pdb := openViaProxy(t, tdb)
+			proxy, pdb := testkit.OpenViaProxy(t, tdb)
 			j := jobsNode(t, pdb, "node")
-			stop := startScheduler(t, j, runtime.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second})
+			stop := startScheduler(t, j, jobs.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: policy, MaxAttempts: 1, Timeout: time.Second})
 			time.Sleep(2500 * time.Millisecond)
 			proxy.Cut()
 			time.Sleep(3 * time.Second)
@@ -540,7 +543,7 @@ func TestSchedulerCatchesUpTicksWhoseInsertFailed(t *testing.T) {
 					skipped++
 				}
 			}
-			if policy == runtime.CatchUpAll {
+			if policy == jobs.CatchUpAll {
 				assert.Zero(t, skipped, "catch_up all runs every missed tick")
 			} else {
 				assert.GreaterOrEqual(t, skipped, 2, "catch_up none records the ticks of the cut as skipped")
@@ -562,7 +565,7 @@ func TestSchedulerTicksByTheDatabaseClock(t *testing.T) {
 			db := tdb.Open(t)
 			clock := &chaos.SteppedClock{}
 			j := jobsWithClock(t, lockgendb.NewStore(db), "stepped", clock)
-			stop := startScheduler(t, j, runtime.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: runtime.CatchUpAll, MaxAttempts: 1, Timeout: time.Second})
+			stop := startScheduler(t, j, jobs.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: jobs.CatchUpAll, MaxAttempts: 1, Timeout: time.Second})
 			time.Sleep(1500 * time.Millisecond)
 			clock.Step(step)
 			time.Sleep(7 * time.Second) // past the catch-up grace

@@ -1,4 +1,4 @@
-package runtime_test
+package jobs_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // everyArgs is what lockgen generates for a job that declares an argument
@@ -67,11 +68,11 @@ func FuzzHandleArgs(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var got *everyArgs
-		handle := runtime.HandleArgs(func(_ context.Context, _ *runtime.Run, a everyArgs) error {
+		handle := jobs.HandleArgs(func(_ context.Context, _ *jobs.Run, a everyArgs) error {
 			got = &a
 			return nil
 		})
-		run := &runtime.Run{ID: 42, Job: "send_sms", Attempt: 1, MaxAttempts: 5, Args: data}
+		run := &jobs.Run{ID: 42, Job: "send_sms", Attempt: 1, MaxAttempts: 5, Args: data}
 		err := handle(context.Background(), run)
 		if err != nil {
 			if got != nil {
@@ -91,7 +92,7 @@ func FuzzHandleArgs(f *testing.F) {
 		if got == nil {
 			t.Fatal("HandleArgs returned nil without running the handler")
 		}
-		again, err := runtime.EncodeArgsForTest("send_sms", *got)
+		again, err := jobs.EncodeArgsForTest("send_sms", *got)
 		if err != nil {
 			if !errors.Is(err, runtime.ErrInvalid) {
 				t.Fatalf("re-encoding %+v: %v, not ErrInvalid", *got, err)
@@ -100,7 +101,7 @@ func FuzzHandleArgs(f *testing.F) {
 		}
 		var back *everyArgs
 		run.Args = again
-		if err := runtime.HandleArgs(func(_ context.Context, _ *runtime.Run, a everyArgs) error {
+		if err := jobs.HandleArgs(func(_ context.Context, _ *jobs.Run, a everyArgs) error {
 			back = &a
 			return nil
 		})(context.Background(), run); err != nil {
@@ -154,9 +155,9 @@ func TestUndecodableArgsFailTheRunNotTheWorker(t *testing.T) {
 	j := jobsNode(t, db, "decode-node")
 	var calls atomic.Int32
 	var good atomic.Value
-	startWorker(t, j, runtime.WorkerConfig{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
+	startWorker(t, j, jobs.WorkerConfig{PollMin: 5 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]jobs.JobHandler{
 		"send_sms": {
-			Handle: runtime.HandleArgs(func(_ context.Context, _ *runtime.Run, a everyArgs) error {
+			Handle: jobs.HandleArgs(func(_ context.Context, _ *jobs.Run, a everyArgs) error {
 				calls.Add(1)
 				good.Store(a)
 				return nil
@@ -166,12 +167,12 @@ func TestUndecodableArgsFailTheRunNotTheWorker(t *testing.T) {
 	}})
 	var bad []int64
 	for _, args := range []string{`not json`, `{"order_id":"42"}`, `{"due":"yesterday"}`, `[1,2,3]`} {
-		id, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: "send_sms", Args: []byte(args), MaxAttempts: 3, Timeout: 10 * time.Second})
+		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "send_sms", Args: []byte(args), MaxAttempts: 3, Timeout: 10 * time.Second})
 		require.NoError(t, err)
 		bad = append(bad, id)
 	}
 	// A good run whose row is overwritten by hand before it is due.
-	id, err := runtime.EnqueueArgs(ctx, j, nil, runtime.NewRun{Job: "send_sms", MaxAttempts: 3, Timeout: 10 * time.Second}, everyArgs{OrderID: 1}, runtime.Delay(time.Second))
+	id, err := jobs.EnqueueArgs(ctx, j, nil, jobs.NewRun{Job: "send_sms", MaxAttempts: 3, Timeout: 10 * time.Second}, everyArgs{OrderID: 1}, jobs.Delay(time.Second))
 	require.NoError(t, err)
 	res, err := db.Exec("UPDATE lockgen_runs SET args = ? WHERE id = ? AND attempt = 0", `{"tags":[1]}`, id)
 	require.NoError(t, err)
@@ -180,21 +181,21 @@ func TestUndecodableArgsFailTheRunNotTheWorker(t *testing.T) {
 	require.Equal(t, int64(1), n, "overwritten before its first attempt")
 	bad = append(bad, id)
 	for _, id := range bad {
-		info := waitState(t, j, id, runtime.RunDiscarded)
+		info := waitState(t, j, id, jobs.RunDiscarded)
 		assert.Equal(t, 3, info.Attempt, "run %d: every attempt, and no more", id)
 		assert.Contains(t, info.LastError, fmt.Sprintf(`decode args of job "send_sms" run %d: `, id))
 	}
 	assert.Zero(t, calls.Load(), "the handler never ran with undecodable args")
-	id, err = runtime.EnqueueArgs(ctx, j, nil, runtime.NewRun{Job: "send_sms", MaxAttempts: 1, Timeout: 10 * time.Second}, everyArgs{OrderID: 7, Phone: "+1"})
+	id, err = jobs.EnqueueArgs(ctx, j, nil, jobs.NewRun{Job: "send_sms", MaxAttempts: 1, Timeout: 10 * time.Second}, everyArgs{OrderID: 7, Phone: "+1"})
 	require.NoError(t, err)
-	waitState(t, j, id, runtime.RunCompleted)
+	waitState(t, j, id, jobs.RunCompleted)
 	assert.Equal(t, int32(1), calls.Load())
 	assert.Equal(t, "+1", good.Load().(everyArgs).Phone)
 	time.Sleep(100 * time.Millisecond)
 	for _, id := range bad {
-		info, err := j.Run(ctx, id)
+		info, err := j.Get(ctx, id)
 		require.NoError(t, err)
-		assert.Equal(t, runtime.RunDiscarded, info.State, "run %d stays discarded", id)
+		assert.Equal(t, jobs.RunDiscarded, info.State, "run %d stays discarded", id)
 		assert.Equal(t, 3, info.Attempt)
 	}
 }

@@ -1,10 +1,13 @@
-package runtime
+package jobs
 
 import (
 	"context"
 	"database/sql"
 	"sync"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/timing"
 )
 
 // dbClock tells the time by the database's clock, for the scheduler: all
@@ -15,7 +18,7 @@ import (
 // on with the local monotonic clock in between, so a step of the local
 // wall clock changes nothing. Until a read succeeds it is the local clock.
 type dbClock struct {
-	clock Clock
+	clock runtime.Clock
 	db    *sql.DB // nil: the store has no pool to read from
 	mu    sync.Mutex
 	// at is the database's time when the local clock read local.
@@ -29,8 +32,8 @@ const (
 	dbClockTimeout = 2 * time.Second
 )
 
-func newDBClock(c *Client) *dbClock {
-	return &dbClock{clock: c.clock, db: c.store.Server().DB}
+func newDBClock(clock runtime.Clock, db *sql.DB) *dbClock {
+	return &dbClock{clock: clock, db: db}
 }
 
 // Now returns the database's time (UTC) as best known, reading the
@@ -65,4 +68,10 @@ func (d *dbClock) read(ctx context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.at, d.local = at.Add(got.Sub(sent)/2), got
+}
+
+// sleepOrWake waits for d on clock, a wake-up (woken may be nil), or the
+// end of ctx (returning its cause).
+func sleepOrWake(ctx context.Context, clock runtime.Clock, d time.Duration, woken <-chan struct{}) error {
+	return timing.SleepOrWake(ctx, clock.NewTimer, d, woken)
 }

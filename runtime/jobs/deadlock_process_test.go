@@ -1,4 +1,4 @@
-package runtime_test
+package jobs_test
 
 import (
 	"bufio"
@@ -26,6 +26,7 @@ import (
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // The busy worker child: see TestJobsWorkersUnderLoadDoNotDeadlock.
@@ -75,14 +76,14 @@ func runBusyChild() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	j, err := runtime.NewJobs(client, store)
+	j, err := jobs.NewClient(client, store)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	wk, err := j.NewWorker(runtime.WorkerConfig{Lease: busyLease, RescueEvery: 20 * time.Millisecond, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+	wk, err := j.NewWorker(jobs.WorkerConfig{Lease: busyLease, RescueEvery: 20 * time.Millisecond, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
 		Concurrency: 16, CompleteBatch: 20, CompleteEvery: 5 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"busy": {BackoffInitial: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Handle: func(ctx context.Context, run *runtime.Run) error {
+		Handlers: map[string]jobs.JobHandler{"busy": {BackoffInitial: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond, Handle: func(ctx context.Context, run *jobs.Run) error {
 			line, _ := json.Marshal(map[string]int64{"ran": run.ID, "attempt": int64(run.Attempt)})
 			out.Lock()
 			_, _ = w.Write(append(line, '\n'))
@@ -117,7 +118,7 @@ func (s *countingStore) note(name string, err error) {
 	}
 }
 
-func (s *countingStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]runtime.Run, error) {
+func (s *countingStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]jobs.Run, error) {
 	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
 	s.note("claim", err)
 	return runs, err
@@ -186,9 +187,9 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 
 	// The dead worker's runs: claimed (attempt 1), their deadlines passing
 	// one batch every 15 ms.
-	runs := make([]runtime.NewRun, ghosts)
+	runs := make([]jobs.NewRun, ghosts)
 	for i := range runs {
-		runs[i] = runtime.NewRun{Job: "busy", MaxAttempts: 3, Timeout: 10 * time.Second, Delay: time.Hour}
+		runs[i] = jobs.NewRun{Job: "busy", MaxAttempts: 3, Timeout: 10 * time.Second, Delay: time.Hour}
 	}
 	require.NoError(t, j.EnqueueMany(ctx, nil, runs))
 	_, err := db.ExecContext(ctx, `UPDATE lockgen_runs SET state = 'running', attempt = 1, claim = 1, claim_ref = CONCAT(id, ':1'), worker = 'ghost',
@@ -232,9 +233,9 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 			}
 		}()
 	}
-	runs = make([]runtime.NewRun, total)
+	runs = make([]jobs.NewRun, total)
 	for i := range runs {
-		runs[i] = runtime.NewRun{Job: "busy", MaxAttempts: 3, Timeout: 10 * time.Second, Delay: time.Duration(i%100) * 10 * time.Millisecond}
+		runs[i] = jobs.NewRun{Job: "busy", MaxAttempts: 3, Timeout: 10 * time.Second, Delay: time.Duration(i%100) * 10 * time.Millisecond}
 	}
 	start := time.Now()
 	require.NoError(t, j.EnqueueMany(ctx, nil, runs))
@@ -361,13 +362,13 @@ func TestJobsRetriedDeadlocksLogAtDebug(t *testing.T) {
 	client, err := runtime.NewClient(store, runtime.WithOwner("node"),
 		runtime.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))))
 	require.NoError(t, err)
-	j, err := runtime.NewJobs(client, store)
+	j, err := jobs.NewClient(client, store)
 	require.NoError(t, err)
-	startWorker(t, j, runtime.WorkerConfig{RescueEvery: 10 * time.Millisecond, PollMin: 10 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"noop": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	startWorker(t, j, jobs.WorkerConfig{RescueEvery: 10 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error { return nil }}}})
 	id, err := j.Enqueue(ctx, nil, newRun("noop"))
 	require.NoError(t, err)
-	waitState(t, j, id, runtime.RunCompleted)
+	waitState(t, j, id, jobs.RunCompleted)
 	require.Eventually(t, func() bool { return len(out.matching("level=WARN", "rescuing runs failed")) > 0 }, 10*time.Second, 10*time.Millisecond)
 
 	assert.NotEmpty(t, out.matching("level=DEBUG", "recording outcomes failed", "Error 1213"), "the retried completion")

@@ -1,4 +1,4 @@
-package runtime
+package jobs
 
 import (
 	"context"
@@ -13,12 +13,13 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
 )
 
-// recorder records outcomes: completions in batches, failures and
+// completer records outcomes (River calls it the job completer): completions in batches, failures and
 // give-backs one by one. add never blocks the worker loop. An outcome stays
 // queued until it is recorded: while the database is unreachable, the
-// recorder retries with backoff and the worker heartbeats the queued runs'
+// completer retries with backoff and the worker heartbeats the queued runs'
 // claims (so a finished run is not rescued and run again just because its
 // outcome could not be written yet) and claims no new runs once
 // maxUnrecorded are queued. An outcome the server rejects (a MySQL error,
@@ -26,7 +27,7 @@ import (
 // outcome still queued after close and recordTries more rounds: their runs
 // stay running until their deadline passes and are rescued and run again
 // (at least once).
-type recorder struct {
+type completer struct {
 	w      *Worker
 	mu     sync.Mutex
 	queue  []outcome
@@ -37,31 +38,31 @@ type recorder struct {
 	rejected map[*Run]int
 }
 
-func newRecorder(w *Worker) *recorder {
-	return &recorder{w: w, signal: make(chan struct{}, 1), rejected: map[*Run]int{}}
+func newCompleter(w *Worker) *completer {
+	return &completer{w: w, signal: make(chan struct{}, 1), rejected: map[*Run]int{}}
 }
 
 // maxUnrecorded is how many outcomes may wait to be recorded before the
 // worker stops claiming.
-func (r *recorder) maxUnrecorded() int {
+func (r *completer) maxUnrecorded() int {
 	return max(r.w.cfg.Concurrency, 4*r.w.cfg.CompleteBatch)
 }
 
-func (r *recorder) add(o outcome) {
+func (r *completer) add(o outcome) {
 	r.mu.Lock()
 	r.queue = append(r.queue, o)
 	r.mu.Unlock()
 	r.poke()
 }
 
-func (r *recorder) close() {
+func (r *completer) close() {
 	r.mu.Lock()
 	r.closed = true
 	r.mu.Unlock()
 	r.poke()
 }
 
-func (r *recorder) poke() {
+func (r *completer) poke() {
 	select {
 	case r.signal <- struct{}{}:
 	default:
@@ -69,7 +70,7 @@ func (r *recorder) poke() {
 }
 
 // unrecorded returns how many outcomes wait to be recorded.
-func (r *recorder) unrecorded() int {
+func (r *completer) unrecorded() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.queue)
@@ -77,7 +78,7 @@ func (r *recorder) unrecorded() int {
 
 // claims returns the claims of the runs whose outcomes wait to be
 // recorded, for the worker's heartbeat.
-func (r *recorder) claims() []driver.Claim {
+func (r *completer) claims() []driver.Claim {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	claims := make([]driver.Claim, len(r.queue))
@@ -87,10 +88,10 @@ func (r *recorder) claims() []driver.Claim {
 	return claims
 }
 
-func (r *recorder) loop() {
+func (r *completer) loop() {
 	cfg := r.w.cfg
-	clock := r.w.jobs.client.clock
-	log := r.w.jobs.client.logger
+	clock := r.w.jobs.clock
+	log := r.w.jobs.log
 	var since time.Time // when the oldest queued outcome arrived
 	failures := 0       // rounds in a row that ended on an error
 	roundsClosed := 0   // failed rounds since close
@@ -148,21 +149,21 @@ func (r *recorder) loop() {
 				return
 			}
 		}
-		if failures == 1 || failures == transientTries || failures%10 == 0 {
-			warnUnlessTransient(log, "lockgen: recording outcomes failed; retrying while heartbeating their runs", err, failures, "queue", cfg.Queue, "runs", left)
+		if failures == 1 || failures == servererr.TransientTries || failures%10 == 0 {
+			servererr.WarnUnlessTransient(log, "lockgen: recording outcomes failed; retrying while heartbeating their runs", err, failures, "queue", cfg.Queue, "runs", left)
 		}
 	}
 }
 
 // recordTries is how often the server may reject an outcome, and how many
-// failed rounds the recorder makes after close, before it gives up.
+// failed rounds the completer makes after close, before it gives up.
 const recordTries = 5
 
 // record writes items' outcomes and returns the ones it is done with
 // (recorded, or given up after recordTries rejections) and the first
 // error. A lost connection or a timeout ends the round at once: the
 // statements after it would most likely wait as long.
-func (r *recorder) record(items []outcome) (map[*Run]bool, error) {
+func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 	done := map[*Run]bool{}
 	var firstErr error
 	// settle notes the result of one statement for its outcomes and
@@ -184,7 +185,7 @@ func (r *recorder) record(items []outcome) (map[*Run]bool, error) {
 		}
 		for _, o := range os {
 			if r.rejected[o.run]++; r.rejected[o.run] >= recordTries {
-				r.w.jobs.client.logger.Error("lockgen: the database rejects a run's outcome; the run will be rescued and run again", "job", o.run.Job, "run", o.run.ID, "error", err)
+				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued and run again", "job", o.run.Job, "run", o.run.ID, "error", err)
 				done[o.run] = true
 				delete(r.rejected, o.run)
 			}
@@ -218,13 +219,13 @@ func (r *recorder) record(items []outcome) (map[*Run]bool, error) {
 }
 
 // statement runs one recording statement, bounded by the lease.
-func (r *recorder) statement(fn func(ctx context.Context) error) error {
+func (r *completer) statement(fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.w.cfg.Lease)
 	defer cancel()
 	return fn(ctx)
 }
 
-func (r *recorder) complete(items []outcome) error {
+func (r *completer) complete(items []outcome) error {
 	claims := make([]driver.Claim, len(items))
 	for i, o := range items {
 		claims[i] = driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
@@ -235,13 +236,13 @@ func (r *recorder) complete(items []outcome) error {
 		return err
 	})
 	if err == nil && int(n) < len(claims) {
-		r.w.jobs.client.logger.Info("lockgen: runs completed after they were rescued; their new attempts go on", "runs", len(claims)-int(n))
+		r.w.jobs.log.Info("lockgen: runs completed after they were rescued; their new attempts go on", "runs", len(claims)-int(n))
 	}
 	return err
 }
 
 // snooze gives back a run whose singleton lock was held elsewhere.
-func (r *recorder) snooze(o outcome) error {
+func (r *completer) snooze(o outcome) error {
 	delay := SingletonRetry/2 + rand.N(SingletonRetry/2+1)
 	return r.statement(func(ctx context.Context) error {
 		_, err := r.w.jobs.store.RunSnooze(ctx, driver.Claim{ID: o.run.ID, Claim: o.run.Claim}, delay)
@@ -249,7 +250,7 @@ func (r *recorder) snooze(o outcome) error {
 	})
 }
 
-func (r *recorder) fail(o outcome) error {
+func (r *completer) fail(o outcome) error {
 	text := errorText(o.err)
 	backoff := r.w.backoff(o.run.Job, o.run.Attempt)
 	err := r.statement(func(ctx context.Context) error {
@@ -257,7 +258,7 @@ func (r *recorder) fail(o outcome) error {
 		return err
 	})
 	if err == nil {
-		r.w.jobs.client.logger.Info("lockgen: run failed", "job", o.run.Job, "run", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
+		r.w.jobs.log.Info("lockgen: run failed", "job", o.run.Job, "run", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
 	}
 	return err
 }
@@ -278,4 +279,23 @@ func errorText(err error) string {
 		text = text[:n]
 	}
 	return text
+}
+
+// backoff is the delay before attempt+1 of a run of job.
+func (w *Worker) backoff(job string, attempt int) time.Duration {
+	h := w.cfg.Handlers[job]
+	initial, maxD := h.BackoffInitial, h.BackoffMax
+	if initial <= 0 {
+		initial = time.Second
+	}
+	if maxD <= 0 {
+		maxD = time.Hour
+	}
+	d := initial
+	for i := 1; i < attempt && d < maxD; i++ {
+		d *= 2
+	}
+	d = min(d, maxD)
+	half := d / 2
+	return half + rand.N(half+1)
 }

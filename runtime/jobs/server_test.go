@@ -1,4 +1,4 @@
-package runtime_test
+package jobs_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/stmtcount"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // TestServerRefusesConnectionWithoutParseTime: without parseTime=true the
@@ -24,7 +26,7 @@ func TestServerRefusesConnectionWithoutParseTime(t *testing.T) {
 	tdb := testdb.New(t)
 	cfg := tdb.Config.Clone()
 	cfg.ParseTime = false
-	db := sql.OpenDB(mysqlConnector(t, cfg))
+	db := sql.OpenDB(testkit.Connector(t, cfg))
 	t.Cleanup(func() { _ = db.Close() })
 	j := jobsNode(t, db, "noparse")
 
@@ -32,7 +34,7 @@ func TestServerRefusesConnectionWithoutParseTime(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	assert.ErrorContains(t, err, "parseTime=true")
 
-	w, err := j.NewWorker(runtime.WorkerConfig{Handlers: map[string]runtime.JobHandler{"x": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	w, err := j.NewWorker(jobs.WorkerConfig{Handlers: map[string]jobs.JobHandler{"x": {Handle: func(context.Context, *jobs.Run) error { return nil }}}})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -100,7 +102,7 @@ func TestServerNamesTablesTheUserMayNotUse(t *testing.T) {
 func TestServerProbeRunsOnce(t *testing.T) {
 	ctx := context.Background()
 	tdb := testdb.New(t)
-	counter := stmtcount.Wrap(mysqlConnector(t, tdb.Config))
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	c, err := runtime.NewClient(lockgendb.NewStore(db))
@@ -138,14 +140,14 @@ func TestServerRefusesLocOtherThanUTC(t *testing.T) {
 	require.NoError(t, err)
 	cfg := tdb.Config.Clone()
 	cfg.Loc = shanghai
-	db := sql.OpenDB(mysqlConnector(t, cfg))
+	db := sql.OpenDB(testkit.Connector(t, cfg))
 	t.Cleanup(func() { _ = db.Close() })
 	other := jobsNode(t, db, "shanghai")
 	_, err = other.Enqueue(ctx, nil, newRun("x"))
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	assert.ErrorContains(t, err, "loc=UTC")
 
-	w, err := other.NewWorker(runtime.WorkerConfig{Handlers: map[string]runtime.JobHandler{"x": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	w, err := other.NewWorker(jobs.WorkerConfig{Handlers: map[string]jobs.JobHandler{"x": {Handle: func(context.Context, *jobs.Run) error { return nil }}}})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -1,4 +1,4 @@
-package runtime_test
+package jobs_test
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // The worker child process: see TestKilledWorkerProcessRunIsRescued.
@@ -23,18 +24,18 @@ const workerChildEnv = "LOCKGEN_TEST_WORKER_CHILD"
 const childLease = time.Second
 
 func runWorkerChild() int {
-	client, store, err := childClient(workerChildEnv)
+	client, store, err := testkit.ChildClient(workerChildEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	j, err := runtime.NewJobs(client, store)
+	j, err := jobs.NewClient(client, store)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	w, err := j.NewWorker(runtime.WorkerConfig{Lease: childLease, RescueEvery: -1, PollMin: 10 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"long": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	w, err := j.NewWorker(jobs.WorkerConfig{Lease: childLease, RescueEvery: -1, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"long": {Handle: func(ctx context.Context, run *jobs.Run) error {
 			fmt.Printf("running %d attempt %d\n", run.ID, run.Attempt)
 			<-ctx.Done() // until killed
 			return ctx.Err()
@@ -57,11 +58,11 @@ func TestKilledWorkerProcessRunIsRescued(t *testing.T) {
 	id, err := j.Enqueue(ctx, nil, newRun("long"))
 	require.NoError(t, err)
 
-	child, out := startChild(t, workerChildEnv, tdb.Config.FormatDSN())
+	child, out := testkit.StartChild(t, workerChildEnv, tdb.Config.FormatDSN())
 	line, err := out.ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprintf("running %d attempt 1", id), strings.TrimSpace(line))
-	info, err := j.Run(ctx, id)
+	info, err := j.Get(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, "child", info.Worker)
 	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
@@ -69,8 +70,8 @@ func TestKilledWorkerProcessRunIsRescued(t *testing.T) {
 	killed := time.Now()
 
 	attempts := make(chan int, 1)
-	startWorker(t, j, runtime.WorkerConfig{RescueEvery: 100 * time.Millisecond, PollMin: 10 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"long": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	startWorker(t, j, jobs.WorkerConfig{RescueEvery: 100 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"long": {Handle: func(ctx context.Context, run *jobs.Run) error {
 			attempts <- run.Attempt
 			return nil
 		}}}})
@@ -81,7 +82,7 @@ func TestKilledWorkerProcessRunIsRescued(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the killed worker's run was not rescued")
 	}
-	info = waitState(t, j, id, runtime.RunCompleted)
+	info = waitState(t, j, id, jobs.RunCompleted)
 	assert.Equal(t, "parent", info.Worker)
 	assert.Contains(t, info.LastError, "rescued: worker child")
 }

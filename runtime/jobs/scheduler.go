@@ -1,4 +1,4 @@
-package runtime
+package jobs
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/driver"
-	"github.com/lockgen/lockgen/runtime/probe"
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
 )
 
 // Scheduled jobs: one run per tick, cluster-wide.
@@ -52,22 +53,22 @@ func ParseSchedule(spec, tz string) (Schedule, error) {
 	if tz != "" {
 		var err error
 		if loc, err = time.LoadLocation(tz); err != nil {
-			return nil, fmt.Errorf("%w: time zone %q: %w", ErrInvalid, tz, err)
+			return nil, fmt.Errorf("%w: time zone %q: %w", runtime.ErrInvalid, tz, err)
 		}
 	}
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
-		return nil, fmt.Errorf("%w: schedule %q: give the time zone separately", ErrInvalid, spec)
+		return nil, fmt.Errorf("%w: schedule %q: give the time zone separately", runtime.ErrInvalid, spec)
 	}
 	s, err := cronParser.Parse(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: schedule %q: %w", ErrInvalid, spec, err)
+		return nil, fmt.Errorf("%w: schedule %q: %w", runtime.ErrInvalid, spec, err)
 	}
 	if every, ok := s.(cron.ConstantDelaySchedule); ok {
 		return everySchedule{every.Delay}, nil
 	}
 	z := zoned{s, loc}
 	if z.Next(time.Now()).IsZero() {
-		return nil, fmt.Errorf("%w: schedule %q never fires", ErrInvalid, spec)
+		return nil, fmt.Errorf("%w: schedule %q never fires", runtime.ErrInvalid, spec)
 	}
 	return z, nil
 }
@@ -129,7 +130,7 @@ type ScheduledJob struct {
 	MaxAttempts int
 	Timeout     time.Duration
 	// Retention, when positive, is how long the job's finished runs are
-	// kept (Jobs.RunNode sets it from the job's Retention when it is zero).
+	// kept (Client.RunNode sets it from the job's Retention when it is zero).
 	// Catch-up never inserts a tick older than Retention by this node's
 	// clock, nor records one as skipped: such a tick may have run and been
 	// pruned since. A Retention shorter than the catch-up grace (5 s) counts
@@ -140,14 +141,14 @@ type ScheduledJob struct {
 // Scheduler inserts the ticks of scheduled jobs. Start it with Run on every
 // node.
 type Scheduler struct {
-	jobs *Jobs
+	jobs *Client
 	list []ScheduledJob
 	// now is the database's clock: ticks are computed by it.
 	now *dbClock
 }
 
 // NewScheduler validates list and returns the scheduler.
-func (j *Jobs) NewScheduler(list []ScheduledJob) (*Scheduler, error) {
+func (j *Client) NewScheduler(list []ScheduledJob) (*Scheduler, error) {
 	for i := range list {
 		sj := &list[i]
 		if sj.Queue == "" {
@@ -158,23 +159,23 @@ func (j *Jobs) NewScheduler(list []ScheduledJob) (*Scheduler, error) {
 		}
 		switch {
 		case sj.Schedule == nil:
-			return nil, fmt.Errorf("%w: scheduled job %q has no schedule", ErrInvalid, sj.Name)
+			return nil, fmt.Errorf("%w: scheduled job %q has no schedule", runtime.ErrInvalid, sj.Name)
 		case sj.CatchUp != CatchUpNone && sj.CatchUp != CatchUpOne && sj.CatchUp != CatchUpAll:
-			return nil, fmt.Errorf("%w: scheduled job %q: catch-up %q (none, one or all)", ErrInvalid, sj.Name, sj.CatchUp)
+			return nil, fmt.Errorf("%w: scheduled job %q: catch-up %q (none, one or all)", runtime.ErrInvalid, sj.Name, sj.CatchUp)
 		case sj.MaxAttempts < 1 || sj.Timeout <= 0:
-			return nil, fmt.Errorf("%w: scheduled job %q needs max attempts >= 1 and a positive timeout", ErrInvalid, sj.Name)
+			return nil, fmt.Errorf("%w: scheduled job %q needs max attempts >= 1 and a positive timeout", runtime.ErrInvalid, sj.Name)
 		}
 	}
-	return &Scheduler{jobs: j, list: list, now: newDBClock(j.client)}, nil
+	return &Scheduler{jobs: j, list: list, now: newDBClock(j.clock, j.store.Server().DB)}, nil
 }
 
 // Run inserts ticks until ctx ends, then returns nil. It fails at once
-// when the server cannot run jobs (see Client.CheckServer). Database errors are
+// when the server cannot run jobs (see runtime.Client.CheckServer). Database errors are
 // logged and retried: a tick whose insert keeps failing on this node is
 // inserted by another node, or run later by catch-up.
 func (s *Scheduler) Run(ctx context.Context) error {
 	ts := s.jobs.store
-	if err := s.jobs.client.checkServerAtStart(ctx, probe.Jobs); err != nil {
+	if err := s.jobs.checkAtStart(ctx); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
@@ -199,10 +200,9 @@ const catchUpGrace = 5 * time.Second
 const lastTickTimeout = 5 * time.Second
 
 func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj ScheduledJob) {
-	client := s.jobs.client
-	clock := client.clock
+	clock := s.jobs.clock
 	now := func() time.Time { return s.now.Now(ctx) }
-	log := client.logger.With("job", sj.Name)
+	log := s.jobs.log.With("job", sj.Name)
 	var last time.Time // the latest tick with a run, for MinInterval
 	var next time.Time
 	// gap is the first tick whose insert failed since the last insert
@@ -284,7 +284,7 @@ func (s *Scheduler) fellBehind(ctx context.Context, ts driver.JobStore, sj Sched
 	now := s.now.Now(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			s.jobs.client.logger.Warn("lockgen: this node fell behind and could not read the job's last tick; the ticks it missed are not caught up",
+			s.jobs.log.Warn("lockgen: this node fell behind and could not read the job's last tick; the ticks it missed are not caught up",
 				"job", sj.Name, "from", next, "error", err)
 		}
 		return s.resume(ctx, ts, sj, latest(from, now.Add(-catchUpGrace)), now)
@@ -304,7 +304,7 @@ func (s *Scheduler) resume(ctx context.Context, ts driver.JobStore, sj Scheduled
 	if sj.Retention > 0 {
 		oldest := now.Add(-max(sj.Retention, catchUpGrace))
 		if t := sj.Schedule.Next(from); !t.IsZero() && t.Before(oldest) {
-			s.jobs.client.logger.Warn("lockgen: missed ticks older than the job's retention are neither run nor recorded",
+			s.jobs.log.Warn("lockgen: missed ticks older than the job's retention are neither run nor recorded",
 				"job", sj.Name, "after", from, "before", oldest)
 			from = oldest.Add(-time.Nanosecond)
 		}
@@ -348,7 +348,7 @@ func (s *Scheduler) catchUp(ctx context.Context, ts driver.JobStore, sj Schedule
 		}
 	}
 	if dropped > 0 {
-		s.jobs.client.logger.Warn("lockgen: missed ticks beyond the catch-up bound are not recorded", "job", sj.Name, "ticks", dropped)
+		s.jobs.log.Warn("lockgen: missed ticks beyond the catch-up bound are not recorded", "job", sj.Name, "ticks", dropped)
 	}
 	for i, t := range missed {
 		run := sj.CatchUp == CatchUpAll || (sj.CatchUp == CatchUpOne && i == len(missed)-1)
@@ -368,13 +368,13 @@ func (s *Scheduler) insert(ctx context.Context, sj ScheduledJob, tick time.Time)
 		MaxAttempts: sj.MaxAttempts, Timeout: sj.Timeout,
 	})
 	if err != nil && ctx.Err() == nil {
-		warnUnlessTransient(s.jobs.client.logger, "lockgen: inserting a tick failed; it follows the catch-up policy once an insert succeeds again", err, 1, "job", sj.Name, "tick", tick)
+		servererr.WarnUnlessTransient(s.jobs.log, "lockgen: inserting a tick failed; it follows the catch-up policy once an insert succeeds again", err, 1, "job", sj.Name, "tick", tick)
 	}
 	return err == nil
 }
 
 func (s *Scheduler) skip(ctx context.Context, ts driver.JobStore, sj ScheduledJob, tick time.Time, reason string) {
 	if err := ts.RunInsertSkipped(ctx, sj.Name, sj.Queue, tick, reason); err != nil && ctx.Err() == nil {
-		warnUnlessTransient(s.jobs.client.logger, "lockgen: recording a skipped tick failed", err, 1, "job", sj.Name, "tick", tick)
+		servererr.WarnUnlessTransient(s.jobs.log, "lockgen: recording a skipped tick failed", err, 1, "job", sj.Name, "tick", tick)
 	}
 }

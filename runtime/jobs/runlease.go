@@ -1,10 +1,12 @@
-package runtime
+package jobs
 
 import (
 	"context"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // runLease is a claimed run's lease as its worker sees it, the lease rule
@@ -22,7 +24,7 @@ import (
 // lease's does: after a pause (SIGSTOP, a VM freeze) the handler's own
 // goroutine may run before the watchdog's and must not read nil.
 type runLease struct {
-	clock Clock
+	clock runtime.Clock
 	run   *Run
 	// ctx is the handler's context (a runContext); cancel ends it.
 	ctx    context.Context
@@ -31,7 +33,7 @@ type runLease struct {
 	mu       sync.Mutex
 	deadline time.Time // local deadline, by clock
 	ended    bool      // the handler returned, or the lease was lost
-	watchdog Timer
+	watchdog runtime.Timer
 	onLoss   func(cause error)
 }
 
@@ -39,13 +41,13 @@ type runLease struct {
 // handler is told its lease may be lost: a tenth of the lease, at least
 // MinSafetyMargin, as for a lock's default SafetyMargin.
 func runLeaseMargin(lease time.Duration) time.Duration {
-	return max(lease/10, MinSafetyMargin)
+	return max(lease/10, runtime.MinSafetyMargin)
 }
 
 // newRunLease returns the lease of r, claimed by a statement sent at sent,
 // whose handler context derives from parent. onLoss hears of a loss once,
 // in a goroutine of its own.
-func newRunLease(parent context.Context, clock Clock, r *Run, sent time.Time, lease time.Duration, onLoss func(cause error)) *runLease {
+func newRunLease(parent context.Context, clock runtime.Clock, r *Run, sent time.Time, lease time.Duration, onLoss func(cause error)) *runLease {
 	inner, cancel := context.WithCancelCause(parent)
 	l := &runLease{clock: clock, run: r, cancel: cancel, onLoss: onLoss, deadline: sent.Add(lease - runLeaseMargin(lease))}
 	l.ctx = runContext{Context: inner, l: l}
@@ -98,7 +100,7 @@ func (l *runLease) expire(async bool) {
 		return
 	}
 	l.mu.Unlock()
-	l.lose(fmt.Errorf("%w: run %d of job %q: no successful heartbeat before the local deadline; the run may be rescued and run elsewhere", ErrLeaseLost, l.run.ID, l.run.Job), async)
+	l.lose(fmt.Errorf("%w: run %d of job %q: no successful heartbeat before the local deadline; the run may be rescued and run elsewhere", runtime.ErrLeaseLost, l.run.ID, l.run.Job), async)
 }
 
 // lose ends the handler's context with cause, unless the lease ended

@@ -1,4 +1,4 @@
-package runtime_test
+package jobs_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // TestJobsHandlerIsToldBeforeItsRunIsRescued: a worker whose connection is
@@ -25,18 +27,18 @@ func TestJobsHandlerIsToldBeforeItsRunIsRescued(t *testing.T) {
 	for _, fault := range []string{"cut", "blackhole"} {
 		t.Run(fault, func(t *testing.T) {
 			tdb := testdb.New(t)
-			proxy, pdb := openViaProxy(t, tdb)
+			proxy, pdb := testkit.OpenViaProxy(t, tdb)
 			cut := jobsNode(t, pdb, "cut")
 			rescuer := jobsNode(t, tdb.Open(t), "rescuer")
 			ctx := context.Background()
-			id, err := rescuer.Enqueue(ctx, nil, runtime.NewRun{Job: "long", MaxAttempts: 3, Timeout: time.Minute})
+			id, err := rescuer.Enqueue(ctx, nil, jobs.NewRun{Job: "long", MaxAttempts: 3, Timeout: time.Minute})
 			require.NoError(t, err)
 
 			var first atomic.Pointer[context.Context]
 			started := make(chan struct{})
 			var once sync.Once
-			stopCut := startWorker(t, cut, runtime.WorkerConfig{Lease: time.Second, RescueEvery: -1, PollMin: 10 * time.Millisecond,
-				Handlers: map[string]runtime.JobHandler{"long": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			stopCut := startWorker(t, cut, jobs.WorkerConfig{Lease: time.Second, RescueEvery: -1, PollMin: 10 * time.Millisecond,
+				Handlers: map[string]jobs.JobHandler{"long": {Handle: func(ctx context.Context, run *jobs.Run) error {
 					if run.ID != id {
 						return nil
 					}
@@ -63,8 +65,8 @@ func TestJobsHandlerIsToldBeforeItsRunIsRescued(t *testing.T) {
 				firstDone bool
 			}
 			second := make(chan seen, 1)
-			stopRescuer := startWorker(t, rescuer, runtime.WorkerConfig{Lease: time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
-				Handlers: map[string]runtime.JobHandler{"long": {Handle: func(_ context.Context, run *runtime.Run) error {
+			stopRescuer := startWorker(t, rescuer, jobs.WorkerConfig{Lease: time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+				Handlers: map[string]jobs.JobHandler{"long": {Handle: func(_ context.Context, run *jobs.Run) error {
 					fctx := *first.Load()
 					s := seen{attempt: run.Attempt, firstErr: fctx.Err(), firstWhy: context.Cause(fctx)}
 					select {
@@ -88,16 +90,16 @@ func TestJobsHandlerIsToldBeforeItsRunIsRescued(t *testing.T) {
 			require.Error(t, s.firstErr, "the first handler's context still said nil when the second attempt started")
 			assert.True(t, s.firstDone, "Done must be closed once Err is non-nil")
 			assert.ErrorIs(t, s.firstWhy, runtime.ErrLeaseLost)
-			info := waitState(t, rescuer, id, runtime.RunCompleted)
+			info := waitState(t, rescuer, id, jobs.RunCompleted)
 			assert.Equal(t, "rescuer", info.Worker)
 
 			// The network is back: the cut worker, alone now, claims and
 			// completes a new run, and stops promptly.
 			stopRescuer()
 			proxy.Restore()
-			id2, err := rescuer.Enqueue(ctx, nil, runtime.NewRun{Job: "long", MaxAttempts: 3, Timeout: time.Minute})
+			id2, err := rescuer.Enqueue(ctx, nil, jobs.NewRun{Job: "long", MaxAttempts: 3, Timeout: time.Minute})
 			require.NoError(t, err)
-			assert.Equal(t, "cut", waitState(t, rescuer, id2, runtime.RunCompleted).Worker)
+			assert.Equal(t, "cut", waitState(t, rescuer, id2, jobs.RunCompleted).Worker)
 			stopWithin(t, stopCut, 15*time.Second)
 		})
 	}

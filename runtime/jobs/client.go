@@ -1,32 +1,21 @@
-package runtime
+package jobs
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
+	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
-
-// Jobs: runs of typed jobs in the runs table.
-//
-// Every run is a row. A worker claims due rows with SELECT … FOR UPDATE
-// SKIP LOCKED and marks them running until a deadline by the database
-// clock, which heartbeats extend; a run whose deadline passed (its worker
-// died) is rescued: due again, or discarded when out of attempts. Every
-// change of a running run checks its claim (a counter bumped by every
-// claim, never reset), so a slow worker whose run was rescued and claimed
-// again cannot overwrite the new attempt's outcome, and a rescue cannot undo
-// a completion that committed first. Delivery is at least once: handlers get
-// the run ID and attempt number to be idempotent.
 
 // Run states, as stored in the runs table (see RunState).
 const (
@@ -65,12 +54,17 @@ type Run = driver.Run
 // deadline and finish time.
 type RunInfo = driver.RunInfo
 
-// Jobs enqueues and manages runs and starts workers. It is safe for
-// concurrent use.
-type Jobs struct {
-	client *Client
-	store  driver.JobStore
-	mu     sync.Mutex
+// Client enqueues and manages runs and starts workers and schedulers. It
+// is safe for concurrent use.
+type Client struct {
+	// locks is the lock client of the same node: it checks the server and
+	// takes the singleton jobs' locks.
+	locks *runtime.Client
+	store driver.JobStore
+	owner string
+	clock runtime.Clock
+	log   *slog.Logger
+	mu    sync.Mutex
 	// workers are the local workers' wake-up channels per queue: a local
 	// enqueue wakes them at once instead of waiting for their next poll.
 	workers map[string][]chan struct{}
@@ -78,17 +72,37 @@ type Jobs struct {
 	gates map[string]*claimGate
 }
 
-// NewJobs returns the job API of c over store, the runs table's
-// statements (the generated code passes its store, which implements both
-// driver.Store and driver.JobStore). Workers started through one Jobs wake
-// each other on local enqueues and share claim gates; a second Jobs on the
-// same Client behaves like another node. It fails with ErrInvalid on a nil
-// client or store.
-func NewJobs(c *Client, store driver.JobStore) (*Jobs, error) {
-	if c == nil || store == nil {
-		return nil, fmt.Errorf("%w: NewJobs needs a client and a job store", ErrInvalid)
+// NewClient returns the job client of the node whose lock client is locks,
+// over store, the runs table's statements (the generated code passes its
+// store, which implements driver.JobStore). It takes its owner identity,
+// clock and logger from locks. Workers started through one Client wake each
+// other on local enqueues and share claim gates; a second Client on the same
+// lock client behaves like another node. It fails with runtime.ErrInvalid
+// on a nil locks or store.
+func NewClient(locks *runtime.Client, store driver.JobStore) (*Client, error) {
+	if locks == nil || store == nil {
+		return nil, fmt.Errorf("%w: jobs.NewClient needs a lock client and a job store", runtime.ErrInvalid)
 	}
-	return &Jobs{client: c, store: store, workers: map[string][]chan struct{}{}, gates: map[string]*claimGate{}}, nil
+	return &Client{
+		locks: locks, store: store,
+		owner: locks.Owner(), clock: locks.Clock(), log: locks.Logger(),
+		workers: map[string][]chan struct{}{}, gates: map[string]*claimGate{},
+	}, nil
+}
+
+// checkAtStart checks the server for jobs before a loop that runs until ctx
+// ends (a worker, the scheduler): a refusal ends it at once, while a probe
+// that could not reach the server is only logged, since those loops retry
+// database errors anyway.
+func (j *Client) checkAtStart(ctx context.Context) error {
+	err := j.locks.CheckFeature(ctx, nil, probe.Jobs)
+	if err == nil || errors.Is(err, runtime.ErrUnsupported) || errors.Is(err, runtime.ErrInvalid) {
+		return err
+	}
+	if ctx.Err() == nil {
+		j.log.Warn("lockgen: could not check the server; going on", "error", err)
+	}
+	return nil
 }
 
 // Limits of a run.
@@ -104,12 +118,12 @@ const (
 // woken at once. It fails with ErrInvalid on a bad NewRun; an error from
 // the database means the run may or may not exist (with tx: it does not,
 // once tx rolls back).
-func (j *Jobs) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error) {
+func (j *Client) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error) {
 	r, err := checkNewRun(r)
 	if err != nil {
 		return 0, err
 	}
-	if err := j.client.checkServerOutside(ctx, tx, probe.Jobs); err != nil {
+	if err := j.locks.CheckFeature(ctx, tx, probe.Jobs); err != nil {
 		return 0, err
 	}
 	id, err := j.store.RunInsert(ctx, tx, r)
@@ -130,33 +144,33 @@ func checkNewRun(r NewRun) (NewRun, error) {
 	}
 	switch {
 	case r.Job == "" || len(r.Job) > MaxJobName:
-		return r, fmt.Errorf("%w: job name must be 1 to %d bytes", ErrInvalid, MaxJobName)
+		return r, fmt.Errorf("%w: job name must be 1 to %d bytes", runtime.ErrInvalid, MaxJobName)
 	case len(r.Queue) > MaxQueue:
-		return r, fmt.Errorf("%w: queue name is longer than %d bytes", ErrInvalid, MaxQueue)
+		return r, fmt.Errorf("%w: queue name is longer than %d bytes", runtime.ErrInvalid, MaxQueue)
 	case r.Priority < -MaxPriority || r.Priority > MaxPriority:
-		return r, fmt.Errorf("%w: job %q: priority %d is outside [-%d, %d]", ErrInvalid, r.Job, r.Priority, MaxPriority, MaxPriority)
+		return r, fmt.Errorf("%w: job %q: priority %d is outside [-%d, %d]", runtime.ErrInvalid, r.Job, r.Priority, MaxPriority, MaxPriority)
 	case r.MaxAttempts < 1 || r.MaxAttempts > math.MaxInt32:
-		return r, fmt.Errorf("%w: job %q: max attempts must be 1 to %d, got %d", ErrInvalid, r.Job, math.MaxInt32, r.MaxAttempts)
+		return r, fmt.Errorf("%w: job %q: max attempts must be 1 to %d, got %d", runtime.ErrInvalid, r.Job, math.MaxInt32, r.MaxAttempts)
 	case !utf8.ValidString(r.Job) || !utf8.ValidString(r.Queue) || !utf8.ValidString(r.UniqueKey):
 		// A server without strict mode would cut them at the first bad
 		// byte, so two unique keys could collapse onto one.
-		return r, fmt.Errorf("%w: job %q: job, queue and unique key must be valid UTF-8", ErrInvalid, r.Job)
+		return r, fmt.Errorf("%w: job %q: job, queue and unique key must be valid UTF-8", runtime.ErrInvalid, r.Job)
 	case r.Timeout <= 0:
-		return r, fmt.Errorf("%w: job %q: timeout must be positive", ErrInvalid, r.Job)
+		return r, fmt.Errorf("%w: job %q: timeout must be positive", runtime.ErrInvalid, r.Job)
 	case r.Delay < 0:
-		return r, fmt.Errorf("%w: job %q: negative delay", ErrInvalid, r.Job)
+		return r, fmt.Errorf("%w: job %q: negative delay", runtime.ErrInvalid, r.Job)
 	case len(r.UniqueKey) > MaxUniqueKey:
-		return r, fmt.Errorf("%w: job %q: unique key is longer than %d bytes", ErrInvalid, r.Job, MaxUniqueKey)
+		return r, fmt.Errorf("%w: job %q: unique key is longer than %d bytes", runtime.ErrInvalid, r.Job, MaxUniqueKey)
 	case strings.HasSuffix(r.UniqueKey, " "):
 		// The runs table's collation ignores trailing spaces: "k" and
 		// "k " would be one unique key, and the second enqueue would
 		// return the first one's run.
-		return r, fmt.Errorf("%w: job %q: unique key %q ends in a space", ErrInvalid, r.Job, r.UniqueKey)
+		return r, fmt.Errorf("%w: job %q: unique key %q ends in a space", runtime.ErrInvalid, r.Job, r.UniqueKey)
 	case !utf8.Valid(r.Args):
 		// A strict server rejects it; one without strict mode cuts it.
-		return r, fmt.Errorf("%w: job %q: args are not valid UTF-8", ErrInvalid, r.Job)
+		return r, fmt.Errorf("%w: job %q: args are not valid UTF-8", runtime.ErrInvalid, r.Job)
 	case r.UniqueKey != "" && !r.ScheduledAt.IsZero():
-		return r, fmt.Errorf("%w: job %q: a run has a scheduled tick or a unique key, not both", ErrInvalid, r.Job)
+		return r, fmt.Errorf("%w: job %q: a run has a scheduled tick or a unique key, not both", runtime.ErrInvalid, r.Job)
 	}
 	return r, nil
 }
@@ -169,7 +183,7 @@ const MaxEnqueueBatch = 500
 // active unique key are left out. It validates every run before inserting
 // any; an error from the database means the runs of the failing statement
 // and later ones may not exist (with tx: none does once tx rolls back).
-func (j *Jobs) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error {
+func (j *Client) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error {
 	checked := make([]NewRun, len(runs))
 	queues := map[string]bool{}
 	for i, r := range runs {
@@ -179,7 +193,7 @@ func (j *Jobs) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 		}
 		queues[checked[i].Queue] = true
 	}
-	if err := j.client.checkServerOutside(ctx, tx, probe.Jobs); err != nil {
+	if err := j.locks.CheckFeature(ctx, tx, probe.Jobs); err != nil {
 		return err
 	}
 	for len(checked) > 0 {
@@ -197,7 +211,7 @@ func (j *Jobs) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 
 // Cancel cancels run id if it has not started; false when it is running or
 // finished.
-func (j *Jobs) Cancel(ctx context.Context, id int64) (bool, error) {
+func (j *Client) Cancel(ctx context.Context, id int64) (bool, error) {
 	ok, err := j.store.RunCancel(ctx, id)
 	if err != nil {
 		return false, fmt.Errorf("lockgen: cancel run %d: %w", id, err)
@@ -208,9 +222,9 @@ func (j *Jobs) Cancel(ctx context.Context, id int64) (bool, error) {
 // Retry restores a discarded or cancelled run: due now, with its attempts
 // counted from zero. False when the run is in another state; an error
 // wrapping ErrUniqueKeyTaken when an unfinished run has its unique key.
-func (j *Jobs) Retry(ctx context.Context, id int64) (bool, error) {
+func (j *Client) Retry(ctx context.Context, id int64) (bool, error) {
 	ok, err := j.store.RunRetry(ctx, id)
-	if isDuplicateKey(err) {
+	if servererr.IsDuplicateKey(err) {
 		return false, fmt.Errorf("%w: retry run %d", ErrUniqueKeyTaken, id)
 	}
 	if err != nil {
@@ -224,8 +238,8 @@ func (j *Jobs) Retry(ctx context.Context, id int64) (bool, error) {
 	return ok, nil
 }
 
-// Run reads run id; ErrRunNotFound when there is none.
-func (j *Jobs) Run(ctx context.Context, id int64) (RunInfo, error) {
+// Get reads run id; ErrRunNotFound when there is none.
+func (j *Client) Get(ctx context.Context, id int64) (RunInfo, error) {
 	info, found, err := j.store.RunGet(ctx, id)
 	switch {
 	case err != nil:
@@ -236,35 +250,7 @@ func (j *Jobs) Run(ctx context.Context, id int64) (RunInfo, error) {
 	return info, nil
 }
 
-// Prune deletes the runs of job that finished (completed, discarded,
-// cancelled or skipped) more than olderThan ago, limit per statement, until
-// none is left or ctx ends, and returns how many it deleted.
-//
-// The run of the job's newest scheduled tick is kept: it anchors catch-up
-// after a restart (pruning it would make a restarted scheduler run that
-// tick again).
-func (j *Jobs) Prune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error) {
-	if limit <= 0 {
-		return 0, fmt.Errorf("%w: prune limit must be positive", ErrInvalid)
-	}
-	keep, _, err := j.store.RunLastTick(ctx, job)
-	if err != nil {
-		return 0, fmt.Errorf("lockgen: prune runs: %w", err)
-	}
-	var total int64
-	for {
-		n, err := j.store.RunsPrune(ctx, job, keep, olderThan, limit)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("lockgen: prune runs: %w", err)
-		}
-		if n < int64(limit) {
-			return total, nil
-		}
-	}
-}
-
-func (j *Jobs) listen(queue string) (chan struct{}, func()) {
+func (j *Client) listen(queue string) (chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	j.mu.Lock()
 	j.workers[queue] = append(j.workers[queue], ch)
@@ -282,58 +268,10 @@ func (j *Jobs) listen(queue string) (chan struct{}, func()) {
 	}
 }
 
-// claimGate lets one of a node's workers claim runs of a queue at a time.
-// Concurrent claims from one node only fight over the same index pages and
-// row locks: with 8 workers per node on 3 nodes, 20,000 no-op runs were
-// worked 2.3× slower than with the gate. A worker that finds the gate taken
-// skips its claim, and the claimer wakes the queue's workers when it leaves,
-// so no worker waits on another's claim (and its heartbeats never do).
-type claimGate struct {
-	busy    chan struct{}
-	skipped atomic.Bool
-}
-
-// tryEnter takes the gate if it is free.
-func (g *claimGate) tryEnter() bool {
-	select {
-	case g.busy <- struct{}{}:
-		return true
-	default:
-	}
-	// Mark, then try again: when the second try fails, the holder's leave
-	// comes after the mark and sees it.
-	g.skipped.Store(true)
-	select {
-	case g.busy <- struct{}{}:
-		return true
-	default:
-		return false
-	}
-}
-
-// leave gives the gate back and reports whether a worker skipped its claim
-// meanwhile (and should be woken).
-func (g *claimGate) leave() bool {
-	<-g.busy
-	return g.skipped.Swap(false)
-}
-
-// gate returns queue's claim gate.
-func (j *Jobs) gate(queue string) *claimGate {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	g := j.gates[queue]
-	if g == nil {
-		g = &claimGate{busy: make(chan struct{}, 1)}
-		j.gates[queue] = g
-	}
-	return g
-}
-
-func (j *Jobs) wake(queue string) { j.wakeOthers(queue, nil) }
+func (j *Client) wake(queue string) { j.wakeOthers(queue, nil) }
 
 // wakeOthers wakes the local workers of queue but self.
-func (j *Jobs) wakeOthers(queue string, self chan struct{}) {
+func (j *Client) wakeOthers(queue string, self chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, ch := range j.workers[queue] {

@@ -1,4 +1,4 @@
-package runtime_test
+package jobs_test
 
 import (
 	"cmp"
@@ -21,6 +21,7 @@ import (
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // BenchmarkJobsTable measures the job runtime against hand-written SQL on
@@ -60,7 +61,7 @@ const (
 	benchWindow    = 4 * time.Second
 	benchIdleConns = 64
 	benchWorked    = 20000
-	benchQueue     = runtime.DefaultQueue
+	benchQueue     = jobs.DefaultQueue
 	benchTicks     = 10
 	benchRounds    = 3
 )
@@ -197,7 +198,7 @@ type statsStore struct {
 	stats *jobStats
 }
 
-func (s statsStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]runtime.Run, error) {
+func (s statsStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]jobs.Run, error) {
 	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
 	if err == nil {
 		s.stats.claims.Add(1)
@@ -219,13 +220,13 @@ func (s statsStore) RunsComplete(ctx context.Context, claims []driver.Claim) (in
 }
 
 // benchNode is one node's job API on its own pool, counting into stats.
-func benchNode(b *testing.B, db *sql.DB, owner string, stats *jobStats) *runtime.Jobs {
+func benchNode(b *testing.B, db *sql.DB, owner string, stats *jobStats) *jobs.Client {
 	store := statsStore{Store: lockgendb.NewStore(db), stats: stats}
 	c, err := runtime.NewClient(store, runtime.WithOwner(owner))
 	if err != nil {
 		b.Fatal(err)
 	}
-	j, err := runtime.NewJobs(c, store)
+	j, err := jobs.NewClient(c, store)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -371,10 +372,10 @@ func benchRawClaimComplete(b *testing.B) (float64, string) {
 }
 
 // prefill enqueues n due no-op runs.
-func prefill(b *testing.B, j *runtime.Jobs, n int) {
-	batch := make([]runtime.NewRun, 0, runtime.MaxEnqueueBatch)
+func prefill(b *testing.B, j *jobs.Client, n int) {
+	batch := make([]jobs.NewRun, 0, jobs.MaxEnqueueBatch)
 	for len(batch) < cap(batch) {
-		batch = append(batch, runtime.NewRun{Job: "noop", MaxAttempts: 3, Timeout: 10 * time.Second})
+		batch = append(batch, jobs.NewRun{Job: "noop", MaxAttempts: 3, Timeout: 10 * time.Second})
 	}
 	for n > 0 {
 		k := min(n, len(batch))
@@ -393,9 +394,9 @@ func benchEnqueue(b *testing.B, batch int) (float64, string) {
 	db := benchPool(b, tdb)
 	defer db.Close()
 	j := benchNode(b, db, "enqueuer", &jobStats{})
-	runs := make([]runtime.NewRun, batch)
+	runs := make([]jobs.NewRun, batch)
 	for i := range runs {
-		runs[i] = runtime.NewRun{Job: "noop", MaxAttempts: 3, Timeout: 10 * time.Second}
+		runs[i] = jobs.NewRun{Job: "noop", MaxAttempts: 3, Timeout: 10 * time.Second}
 	}
 	var calls atomic.Int64
 	rate, total, _ := hammer(b, benchClients, benchWindow, func(ctx context.Context, _ int) (int, error) {
@@ -422,7 +423,7 @@ func benchWorkers(b *testing.B, perNode int) (float64, string) {
 	tdb := testdb.New(b)
 	defer tdb.Drop(b)
 	stats := &jobStats{}
-	var js []*runtime.Jobs
+	var js []*jobs.Client
 	for i := 0; i < nodes; i++ {
 		db := benchPool(b, tdb)
 		defer db.Close()
@@ -437,7 +438,7 @@ func benchWorkers(b *testing.B, perNode int) (float64, string) {
 	}
 	calls := make([]atomic.Int32, maxID+1)
 	var handled, strays atomic.Int64
-	handler := runtime.JobHandler{Handle: func(_ context.Context, run *runtime.Run) error {
+	handler := jobs.JobHandler{Handle: func(_ context.Context, run *jobs.Run) error {
 		if run.ID <= 0 || run.ID > maxID {
 			strays.Add(1)
 		} else {
@@ -446,8 +447,8 @@ func benchWorkers(b *testing.B, perNode int) (float64, string) {
 		handled.Add(1)
 		return nil
 	}}
-	cfg := runtime.WorkerConfig{Concurrency: 100, Handlers: map[string]runtime.JobHandler{"noop": handler}}
-	var workers []*runtime.Worker
+	cfg := jobs.WorkerConfig{Concurrency: 100, Handlers: map[string]jobs.JobHandler{"noop": handler}}
+	var workers []*jobs.Worker
 	for _, j := range js {
 		for w := 0; w < perNode; w++ {
 			worker, err := j.NewWorker(cfg)
@@ -509,15 +510,15 @@ func benchWorkers(b *testing.B, perNode int) (float64, string) {
 // − ScheduledAt.
 func benchSchedulerLateness(b *testing.B) (p50, p99 time.Duration, note string) {
 	tdb := testdb.New(b)
-	every, err := runtime.ParseSchedule("@every 1s", "")
+	every, err := jobs.ParseSchedule("@every 1s", "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	job := runtime.ScheduledJob{Name: "tick", Schedule: every, MaxAttempts: 3, Timeout: 10 * time.Second}
+	job := jobs.ScheduledJob{Name: "tick", Schedule: every, MaxAttempts: 3, Timeout: 10 * time.Second}
 	var mu sync.Mutex
 	ran := map[time.Time]int{}
 	var late []time.Duration
-	handler := runtime.JobHandler{Handle: func(_ context.Context, run *runtime.Run) error {
+	handler := jobs.JobHandler{Handle: func(_ context.Context, run *jobs.Run) error {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -528,11 +529,11 @@ func benchSchedulerLateness(b *testing.B) (p50, p99 time.Duration, note string) 
 	var stopSchedulers, stopWorkers []func()
 	for i := 0; i < 3; i++ {
 		j := benchNode(b, benchPool(b, tdb), fmt.Sprintf("node-%d", i), &jobStats{})
-		s, err := j.NewScheduler([]runtime.ScheduledJob{job})
+		s, err := j.NewScheduler([]jobs.ScheduledJob{job})
 		if err != nil {
 			b.Fatal(err)
 		}
-		w, err := j.NewWorker(runtime.WorkerConfig{Handlers: map[string]runtime.JobHandler{"tick": handler}})
+		w, err := j.NewWorker(jobs.WorkerConfig{Handlers: map[string]jobs.JobHandler{"tick": handler}})
 		if err != nil {
 			b.Fatal(err)
 		}

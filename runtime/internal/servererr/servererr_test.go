@@ -1,4 +1,4 @@
-package runtime
+package servererr
 
 import (
 	"bytes"
@@ -13,28 +13,28 @@ import (
 
 // TestWarnUnlessTransient: a deadlock or lock wait timeout that a worker
 // loop retries is logged at Debug (three worker processes logged 0–4 WARN
-// lines per run for them) until transientTries of them come in a row, when
+// lines per run for them) until TransientTries of them come in a row, when
 // the retries are taken as exhausted: then it is a warning; any other
 // failure is a warning at once.
 func TestWarnUnlessTransient(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	deadlock := fmt.Errorf("complete: %w", &mysql.MySQLError{Number: errDeadlock})
+	deadlock := fmt.Errorf("complete: %w", &mysql.MySQLError{Number: Deadlock})
 	for _, tc := range []struct {
 		err      error
 		failures int
 		level    string
 	}{
 		{deadlock, 1, "level=DEBUG"},
-		{deadlock, transientTries - 1, "level=DEBUG"},
-		{deadlock, transientTries, "level=WARN"},
-		{&mysql.MySQLError{Number: errLockWaitTimeout}, 1, "level=DEBUG"},
-		{&mysql.MySQLError{Number: errLockWaitTimeout}, transientTries + 5, "level=WARN"},
+		{deadlock, TransientTries - 1, "level=DEBUG"},
+		{deadlock, TransientTries, "level=WARN"},
+		{&mysql.MySQLError{Number: LockWaitTimeout}, 1, "level=DEBUG"},
+		{&mysql.MySQLError{Number: LockWaitTimeout}, TransientTries + 5, "level=WARN"},
 		{&mysql.MySQLError{Number: 1146}, 1, "level=WARN"},
 		{errors.New("connection refused"), 1, "level=WARN"},
 	} {
 		buf.Reset()
-		warnUnlessTransient(log, "recording failed", tc.err, tc.failures, "runs", 3)
+		WarnUnlessTransient(log, "recording failed", tc.err, tc.failures, "runs", 3)
 		assert.Contains(t, buf.String(), tc.level, "%v, %d in a row", tc.err, tc.failures)
 		assert.Contains(t, buf.String(), "runs=3")
 		if tc.failures > 1 {

@@ -1,10 +1,12 @@
-package runtime
+package jobs
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // JobFunc handles one attempt of a run. Returning nil completes the run;
@@ -93,23 +95,23 @@ const DefaultShutdownGrace = 30 * time.Second
 
 // Worker claims and runs due runs of one queue. Start it with Run.
 type Worker struct {
-	jobs *Jobs
+	jobs *Client
 	cfg  WorkerConfig
 	// singletons are the locks of the Singleton jobs, by job.
-	singletons map[string]*Lock
+	singletons map[string]*runtime.Lock
 }
 
 // NewWorker validates cfg, applies its defaults and returns the worker.
-func (j *Jobs) NewWorker(cfg WorkerConfig) (*Worker, error) {
+func (j *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.Queue == "" {
 		cfg.Queue = DefaultQueue
 	}
 	if len(cfg.Handlers) == 0 {
-		return nil, fmt.Errorf("%w: worker of queue %q has no handlers", ErrInvalid, cfg.Queue)
+		return nil, fmt.Errorf("%w: worker of queue %q has no handlers", runtime.ErrInvalid, cfg.Queue)
 	}
 	for name, h := range cfg.Handlers {
 		if h.Handle == nil {
-			return nil, fmt.Errorf("%w: job %q has a nil handler", ErrInvalid, name)
+			return nil, fmt.Errorf("%w: job %q has a nil handler", runtime.ErrInvalid, name)
 		}
 	}
 	if cfg.Concurrency <= 0 {
@@ -139,12 +141,12 @@ func (j *Jobs) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = DefaultShutdownGrace
 	}
-	w := &Worker{jobs: j, cfg: cfg, singletons: map[string]*Lock{}}
+	w := &Worker{jobs: j, cfg: cfg, singletons: map[string]*runtime.Lock{}}
 	for name, h := range cfg.Handlers {
 		if !h.Singleton {
 			continue
 		}
-		l, err := j.client.Lock(LockConfig{Name: "lockgen_job:" + name, TTL: max(cfg.Lease, MinTTL)})
+		l, err := j.locks.Lock(runtime.LockConfig{Name: "lockgen_job:" + name, TTL: max(cfg.Lease, runtime.MinTTL)})
 		if err != nil {
 			return nil, fmt.Errorf("job %q: singleton lock: %w", name, err)
 		}

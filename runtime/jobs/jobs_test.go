@@ -1,4 +1,4 @@
-package runtime_test
+package jobs_test
 
 import (
 	"context"
@@ -21,26 +21,27 @@ import (
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // jobsNode is one node's job API on its own pool.
-func jobsNode(t *testing.T, db *sql.DB, owner string) *runtime.Jobs {
+func jobsNode(t *testing.T, db *sql.DB, owner string) *jobs.Client {
 	t.Helper()
 	return jobsOn(t, lockgendb.NewStore(db), owner)
 }
 
-func jobsOn(t *testing.T, store jobsStore, owner string) *runtime.Jobs {
+func jobsOn(t *testing.T, store jobsStore, owner string) *jobs.Client {
 	t.Helper()
 	c, err := runtime.NewClient(store, runtime.WithOwner(owner))
 	require.NoError(t, err)
-	j, err := runtime.NewJobs(c, store)
+	j, err := jobs.NewClient(c, store)
 	require.NoError(t, err)
 	return j
 }
 
 // startWorker runs a worker until the test ends (or stop is called) and
 // fails the test if Run returns an error.
-func startWorker(t *testing.T, j *runtime.Jobs, cfg runtime.WorkerConfig) (stop func()) {
+func startWorker(t *testing.T, j *jobs.Client, cfg jobs.WorkerConfig) (stop func()) {
 	t.Helper()
 	w, err := j.NewWorker(cfg)
 	require.NoError(t, err)
@@ -58,18 +59,18 @@ func startWorker(t *testing.T, j *runtime.Jobs, cfg runtime.WorkerConfig) (stop 
 	return stop
 }
 
-func newRun(job string) runtime.NewRun {
-	return runtime.NewRun{Job: job, MaxAttempts: 3, Timeout: 10 * time.Second}
+func newRun(job string) jobs.NewRun {
+	return jobs.NewRun{Job: job, MaxAttempts: 3, Timeout: 10 * time.Second}
 }
 
 // waitState waits until run id is in state.
-func waitState(t *testing.T, j *runtime.Jobs, id int64, state runtime.RunState) runtime.RunInfo {
+func waitState(t *testing.T, j *jobs.Client, id int64, state jobs.RunState) jobs.RunInfo {
 	t.Helper()
 	var mu sync.Mutex
-	var info runtime.RunInfo
+	var info jobs.RunInfo
 	var lastErr error
 	ok := assert.Eventually(t, func() bool {
-		got, err := j.Run(context.Background(), id)
+		got, err := j.Get(context.Background(), id)
 		mu.Lock()
 		defer mu.Unlock()
 		info, lastErr = got, err
@@ -116,20 +117,20 @@ func TestJobsEveryRunRunsOnceAcrossNodes(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
 	const total, nodes = 10000, 3
-	var js []*runtime.Jobs
+	var js []*jobs.Client
 	for i := 0; i < nodes; i++ {
 		js = append(js, jobsNode(t, tdb.Open(t), fmt.Sprintf("node-%d", i)))
 	}
 	log := newRunLog()
 	var completed atomic.Int64
-	handler := runtime.JobHandler{Handle: func(ctx context.Context, run *runtime.Run) error {
+	handler := jobs.JobHandler{Handle: func(ctx context.Context, run *jobs.Run) error {
 		log.enter(run.ID)
 		defer log.exit(run.ID)
 		completed.Add(1)
 		return nil
 	}}
 	for i, j := range js {
-		startWorker(t, j, runtime.WorkerConfig{Handlers: map[string]runtime.JobHandler{"noop": handler}, Concurrency: 20 + i})
+		startWorker(t, j, jobs.WorkerConfig{Handlers: map[string]jobs.JobHandler{"noop": handler}, Concurrency: 20 + i})
 	}
 	ids := make(chan int64, total)
 	var wg sync.WaitGroup
@@ -179,8 +180,8 @@ func TestJobsRetryBackoffDiscardAndRestore(t *testing.T) {
 	fail.Store(true)
 	var attempts []int
 	var mu sync.Mutex
-	startWorker(t, j, runtime.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
-		"flaky": {BackoffInitial: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Handle: func(ctx context.Context, run *runtime.Run) error {
+	startWorker(t, j, jobs.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]jobs.JobHandler{
+		"flaky": {BackoffInitial: 20 * time.Millisecond, BackoffMax: 40 * time.Millisecond, Handle: func(ctx context.Context, run *jobs.Run) error {
 			mu.Lock()
 			attempts = append(attempts, run.Attempt)
 			mu.Unlock()
@@ -192,7 +193,7 @@ func TestJobsRetryBackoffDiscardAndRestore(t *testing.T) {
 	}})
 	id, err := j.Enqueue(ctx, nil, newRun("flaky"))
 	require.NoError(t, err)
-	info := waitState(t, j, id, runtime.RunDiscarded)
+	info := waitState(t, j, id, jobs.RunDiscarded)
 	assert.Equal(t, 3, info.Attempt)
 	assert.Equal(t, "attempt 3 failed", info.LastError)
 	assert.False(t, info.FinishedAt.IsZero())
@@ -204,7 +205,7 @@ func TestJobsRetryBackoffDiscardAndRestore(t *testing.T) {
 	ok, err := j.Retry(ctx, id)
 	require.NoError(t, err)
 	require.True(t, ok)
-	info = waitState(t, j, id, runtime.RunCompleted)
+	info = waitState(t, j, id, jobs.RunCompleted)
 	assert.Equal(t, 1, info.Attempt, "attempts count from zero again")
 	ok, err = j.Retry(ctx, id)
 	require.NoError(t, err)
@@ -218,9 +219,9 @@ func TestJobsPanicAndTimeoutAreFailures(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
 	j := jobsNode(t, tdb.Open(t), "node")
-	startWorker(t, j, runtime.WorkerConfig{PollMin: 10 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
-		"panics": {Handle: func(context.Context, *runtime.Run) error { panic("boom") }},
-		"slow": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	startWorker(t, j, jobs.WorkerConfig{PollMin: 10 * time.Millisecond, Handlers: map[string]jobs.JobHandler{
+		"panics": {Handle: func(context.Context, *jobs.Run) error { panic("boom") }},
+		"slow": {Handle: func(ctx context.Context, run *jobs.Run) error {
 			<-ctx.Done()
 			return context.Cause(ctx)
 		}},
@@ -229,14 +230,14 @@ func TestJobsPanicAndTimeoutAreFailures(t *testing.T) {
 	r.MaxAttempts = 1
 	id, err := j.Enqueue(ctx, nil, r)
 	require.NoError(t, err)
-	info := waitState(t, j, id, runtime.RunDiscarded)
+	info := waitState(t, j, id, jobs.RunDiscarded)
 	assert.Contains(t, info.LastError, "panic: boom")
 
 	r = newRun("slow")
 	r.MaxAttempts, r.Timeout = 1, 100*time.Millisecond
 	id, err = j.Enqueue(ctx, nil, r)
 	require.NoError(t, err)
-	info = waitState(t, j, id, runtime.RunDiscarded)
+	info = waitState(t, j, id, jobs.RunDiscarded)
 	assert.Contains(t, info.LastError, context.DeadlineExceeded.Error())
 }
 
@@ -250,19 +251,19 @@ func TestJobsRescueAndStaleClaim(t *testing.T) {
 	j := jobsOn(t, store, "node")
 	id, err := j.Enqueue(ctx, nil, newRun("work"))
 	require.NoError(t, err)
-	claimed, err := store.RunsClaim(ctx, runtime.DefaultQueue, "dead-worker", 10, 300*time.Millisecond)
+	claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "dead-worker", 10, 300*time.Millisecond)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	dead := driver.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
 
 	var ran atomic.Int32
-	startWorker(t, jobsNode(t, tdb.Open(t), "live"), runtime.WorkerConfig{Lease: 2 * time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	startWorker(t, jobsNode(t, tdb.Open(t), "live"), jobs.WorkerConfig{Lease: 2 * time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"work": {Handle: func(ctx context.Context, run *jobs.Run) error {
 			assert.Equal(t, 2, run.Attempt)
 			ran.Add(1)
 			return nil
 		}}}})
-	info := waitState(t, j, id, runtime.RunCompleted)
+	info := waitState(t, j, id, jobs.RunCompleted)
 	assert.Equal(t, 2, info.Attempt)
 	assert.Equal(t, "live", info.Worker)
 	assert.Contains(t, info.LastError, "rescued: worker dead-worker")
@@ -274,7 +275,7 @@ func TestJobsRescueAndStaleClaim(t *testing.T) {
 	ok, err := store.RunFail(ctx, dead, "late failure", time.Second)
 	require.NoError(t, err)
 	assert.False(t, ok, "a stale claim cannot fail the run either")
-	info = waitState(t, j, id, runtime.RunCompleted)
+	info = waitState(t, j, id, jobs.RunCompleted)
 	assert.Equal(t, 2, info.Attempt)
 }
 
@@ -294,7 +295,7 @@ func TestJobsCancelUniqueAndTxEnqueue(t *testing.T) {
 	ok, err := j.Cancel(ctx, id)
 	require.NoError(t, err)
 	require.True(t, ok)
-	assert.Equal(t, runtime.RunCancelled, waitState(t, j, id, runtime.RunCancelled).State)
+	assert.Equal(t, jobs.RunCancelled, waitState(t, j, id, jobs.RunCancelled).State)
 	ok, err = j.Cancel(ctx, id)
 	require.NoError(t, err)
 	assert.False(t, ok, "a cancelled run is not cancelled again")
@@ -313,7 +314,7 @@ func TestJobsCancelUniqueAndTxEnqueue(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, first, fresh, "a finished run frees its unique key")
 	ok, err = j.Retry(ctx, first)
-	require.ErrorIs(t, err, runtime.ErrUniqueKeyTaken, "restoring would repeat the active run's key")
+	require.ErrorIs(t, err, jobs.ErrUniqueKeyTaken, "restoring would repeat the active run's key")
 	assert.False(t, ok)
 
 	tx, err := db.BeginTx(ctx, nil)
@@ -321,29 +322,29 @@ func TestJobsCancelUniqueAndTxEnqueue(t *testing.T) {
 	rolledBack, err := j.Enqueue(ctx, tx, newRun("tx"))
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback())
-	_, err = j.Run(ctx, rolledBack)
-	require.ErrorIs(t, err, runtime.ErrRunNotFound)
+	_, err = j.Get(ctx, rolledBack)
+	require.ErrorIs(t, err, jobs.ErrRunNotFound)
 
 	tx, err = db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	committed, err := j.Enqueue(ctx, tx, newRun("tx"))
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit())
-	_, err = j.Run(ctx, committed)
+	_, err = j.Get(ctx, committed)
 	require.NoError(t, err)
 
 	fine := newRun("fine")
-	for name, bad := range map[string]func(r *runtime.NewRun){
-		"no attempts":         func(r *runtime.NewRun) { r.MaxAttempts = 0 },
-		"no timeout":          func(r *runtime.NewRun) { r.Timeout = 0 },
-		"no job":              func(r *runtime.NewRun) { r.Job = "" },
-		"negative delay":      func(r *runtime.NewRun) { r.Delay = -time.Second },
-		"priority too high":   func(r *runtime.NewRun) { r.Priority = runtime.MaxPriority + 1 },
-		"unique key too long": func(r *runtime.NewRun) { r.UniqueKey = strings.Repeat("k", runtime.MaxUniqueKey+1) },
-		"tick and unique key": func(r *runtime.NewRun) { r.ScheduledAt, r.UniqueKey = time.Now(), "k" },
-		"attempts past int32": func(r *runtime.NewRun) { r.MaxAttempts = math.MaxInt32 + 1 },
-		"unique key not utf8": func(r *runtime.NewRun) { r.UniqueKey = "k\xff" },
-		"queue not utf8":      func(r *runtime.NewRun) { r.Queue = "q\xfe" },
+	for name, bad := range map[string]func(r *jobs.NewRun){
+		"no attempts":         func(r *jobs.NewRun) { r.MaxAttempts = 0 },
+		"no timeout":          func(r *jobs.NewRun) { r.Timeout = 0 },
+		"no job":              func(r *jobs.NewRun) { r.Job = "" },
+		"negative delay":      func(r *jobs.NewRun) { r.Delay = -time.Second },
+		"priority too high":   func(r *jobs.NewRun) { r.Priority = jobs.MaxPriority + 1 },
+		"unique key too long": func(r *jobs.NewRun) { r.UniqueKey = strings.Repeat("k", jobs.MaxUniqueKey+1) },
+		"tick and unique key": func(r *jobs.NewRun) { r.ScheduledAt, r.UniqueKey = time.Now(), "k" },
+		"attempts past int32": func(r *jobs.NewRun) { r.MaxAttempts = math.MaxInt32 + 1 },
+		"unique key not utf8": func(r *jobs.NewRun) { r.UniqueKey = "k\xff" },
+		"queue not utf8":      func(r *jobs.NewRun) { r.Queue = "q\xfe" },
 	} {
 		r := fine
 		bad(&r)
@@ -351,7 +352,7 @@ func TestJobsCancelUniqueAndTxEnqueue(t *testing.T) {
 		require.ErrorIs(t, err, runtime.ErrInvalid, name)
 	}
 	longest := fine
-	longest.UniqueKey = strings.Repeat("k", runtime.MaxUniqueKey)
+	longest.UniqueKey = strings.Repeat("k", jobs.MaxUniqueKey)
 	_, err = j.Enqueue(ctx, nil, longest)
 	require.NoError(t, err, "the longest unique key fits the column")
 }
@@ -371,7 +372,7 @@ func TestJobsPriorityOrder(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var order []string
-	startWorker(t, j, runtime.WorkerConfig{Concurrency: 1, Handlers: map[string]runtime.JobHandler{"ordered": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	startWorker(t, j, jobs.WorkerConfig{Concurrency: 1, Handlers: map[string]jobs.JobHandler{"ordered": {Handle: func(ctx context.Context, run *jobs.Run) error {
 		mu.Lock()
 		defer mu.Unlock()
 		order = append(order, fmt.Sprintf("%d:%d", run.Priority, run.ID))
@@ -434,9 +435,9 @@ func TestJobsCompletionErrorLeavesRunRetryable(t *testing.T) {
 	store := &failingCompletes{Store: lockgendb.NewStore(tdb.Open(t))}
 	store.on.Store(true)
 	a, b := jobsOn(t, store, "a"), jobsNode(t, tdb.Open(t), "b")
-	cfg := runtime.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond}
+	cfg := jobs.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond}
 	var ranOnA, ranOnB atomic.Int32
-	cfg.Handlers = map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	cfg.Handlers = map[string]jobs.JobHandler{"work": {Handle: func(ctx context.Context, run *jobs.Run) error {
 		ranOnA.Add(1)
 		return nil
 	}}}
@@ -446,12 +447,12 @@ func TestJobsCompletionErrorLeavesRunRetryable(t *testing.T) {
 	require.Eventually(t, func() bool { return ranOnA.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
 	stopWithin(t, stopA, 30*time.Second) // gives up recording after a few rounds
 
-	cfg.Handlers = map[string]runtime.JobHandler{"work": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	cfg.Handlers = map[string]jobs.JobHandler{"work": {Handle: func(ctx context.Context, run *jobs.Run) error {
 		ranOnB.Add(1)
 		return nil
 	}}}
 	startWorker(t, b, cfg)
-	info := waitState(t, b, id, runtime.RunCompleted)
+	info := waitState(t, b, id, jobs.RunCompleted)
 	assert.Equal(t, 2, info.Attempt, "run again after the rescue")
 	assert.Equal(t, int32(1), ranOnA.Load())
 	assert.Equal(t, int32(1), ranOnB.Load())
@@ -469,8 +470,8 @@ func TestJobsOutcomesWaitForTheDatabase(t *testing.T) {
 	store := &failingCompletes{Store: lockgendb.NewStore(tdb.Open(t))}
 	j := jobsOn(t, store, "node")
 	log := newRunLog()
-	handler := func(d time.Duration) runtime.JobHandler {
-		return runtime.JobHandler{Handle: func(ctx context.Context, run *runtime.Run) error {
+	handler := func(d time.Duration) jobs.JobHandler {
+		return jobs.JobHandler{Handle: func(ctx context.Context, run *jobs.Run) error {
 			log.enter(run.ID)
 			defer log.exit(run.ID)
 			time.Sleep(d)
@@ -478,10 +479,10 @@ func TestJobsOutcomesWaitForTheDatabase(t *testing.T) {
 		}}
 	}
 	store.on.Store(true)
-	startWorker(t, j, runtime.WorkerConfig{
+	startWorker(t, j, jobs.WorkerConfig{
 		Concurrency: 10, CompleteBatch: 2, CompleteEvery: 5 * time.Millisecond,
 		Lease: time.Second, RescueEvery: 100 * time.Millisecond, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"long": handler(3 * time.Second), "short": handler(0)},
+		Handlers: map[string]jobs.JobHandler{"long": handler(3 * time.Second), "short": handler(0)},
 	})
 	var ids []int64
 	for i := 0; i < 30; i++ {
@@ -500,7 +501,7 @@ func TestJobsOutcomesWaitForTheDatabase(t *testing.T) {
 	assert.LessOrEqual(t, running, 20, "no more runs claimed than can run (10) and wait to be recorded (10)")
 	store.on.Store(false)
 	for _, id := range ids {
-		info := waitState(t, j, id, runtime.RunCompleted)
+		info := waitState(t, j, id, jobs.RunCompleted)
 		assert.Equal(t, 1, info.Attempt, "run %d was never rescued", id)
 	}
 	log.mu.Lock()
@@ -523,8 +524,8 @@ func TestJobsEnqueueMany(t *testing.T) {
 		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ?", job).Scan(&n))
 		return n
 	}
-	var runs []runtime.NewRun
-	for i := 0; i < runtime.MaxEnqueueBatch+7; i++ {
+	var runs []jobs.NewRun
+	for i := 0; i < jobs.MaxEnqueueBatch+7; i++ {
 		r := newRun("many")
 		r.Priority, r.Delay, r.Args = i%3, time.Hour, []byte(fmt.Sprintf(`{"i": %d}`, i))
 		runs = append(runs, r)
@@ -533,15 +534,15 @@ func TestJobsEnqueueMany(t *testing.T) {
 	dup.UniqueKey, dup.Delay = "once", time.Hour
 	runs = append(runs, dup, dup)
 	require.NoError(t, j.EnqueueMany(ctx, nil, runs))
-	assert.Equal(t, runtime.MaxEnqueueBatch+8, count("many"), "every run once, the repeated unique key once")
+	assert.Equal(t, jobs.MaxEnqueueBatch+8, count("many"), "every run once, the repeated unique key once")
 
 	tx, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	require.NoError(t, j.EnqueueMany(ctx, tx, []runtime.NewRun{newRun("many_tx"), newRun("many_tx")}))
+	require.NoError(t, j.EnqueueMany(ctx, tx, []jobs.NewRun{newRun("many_tx"), newRun("many_tx")}))
 	require.NoError(t, tx.Rollback())
 	assert.Zero(t, count("many_tx"), "rolled back")
 
-	bad := []runtime.NewRun{newRun("many_bad"), {Job: "many_bad", MaxAttempts: 1}}
+	bad := []jobs.NewRun{newRun("many_bad"), {Job: "many_bad", MaxAttempts: 1}}
 	require.ErrorIs(t, j.EnqueueMany(ctx, nil, bad), runtime.ErrInvalid)
 	assert.Zero(t, count("many_bad"), "nothing inserted when one run is invalid")
 
@@ -589,7 +590,7 @@ func TestJobsPrune(t *testing.T) {
 
 	// The newest tick of a scheduled job anchors catch-up: never pruned.
 	for _, tick := range []time.Time{time.Now().Add(-2 * time.Minute).Truncate(time.Second), time.Now().Add(-time.Minute).Truncate(time.Second)} {
-		id, err := j.Enqueue(ctx, nil, runtime.NewRun{Job: "ticking", ScheduledAt: tick, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
+		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "ticking", ScheduledAt: tick, MaxAttempts: 1, Timeout: time.Second, Delay: time.Hour})
 		require.NoError(t, err)
 		ok, err := j.Cancel(ctx, id)
 		require.NoError(t, err)
@@ -613,8 +614,8 @@ func TestJobsHeartbeatKeepsLongRunsClaimed(t *testing.T) {
 	j := jobsNode(t, tdb.Open(t), "slow-node")
 	var runs atomic.Int32
 	started := make(chan time.Time, 1)
-	startWorker(t, j, runtime.WorkerConfig{Lease: 300 * time.Millisecond, PollMin: 10 * time.Millisecond, RescueEvery: -1,
-		Handlers: map[string]runtime.JobHandler{"long": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	startWorker(t, j, jobs.WorkerConfig{Lease: 300 * time.Millisecond, PollMin: 10 * time.Millisecond, RescueEvery: -1,
+		Handlers: map[string]jobs.JobHandler{"long": {Handle: func(ctx context.Context, run *jobs.Run) error {
 			runs.Add(1)
 			select {
 			case started <- time.Now():
@@ -624,15 +625,15 @@ func TestJobsHeartbeatKeepsLongRunsClaimed(t *testing.T) {
 			return nil
 		}}}})
 	// Another node that only rescues, every 50ms.
-	startWorker(t, jobsNode(t, tdb.Open(t), "rescuer"), runtime.WorkerConfig{Queue: "elsewhere", RescueEvery: 50 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"none": {Handle: func(context.Context, *runtime.Run) error { return nil }}}})
+	startWorker(t, jobsNode(t, tdb.Open(t), "rescuer"), jobs.WorkerConfig{Queue: "elsewhere", RescueEvery: 50 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"none": {Handle: func(context.Context, *jobs.Run) error { return nil }}}})
 	r := newRun("long")
 	r.Delay = 300 * time.Millisecond
 	enqueued := time.Now()
 	id, err := j.Enqueue(ctx, nil, r)
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, (<-started).Sub(enqueued), r.Delay, "not before its delay")
-	info := waitState(t, j, id, runtime.RunCompleted)
+	info := waitState(t, j, id, jobs.RunCompleted)
 	assert.Equal(t, 1, info.Attempt, "never rescued")
 	assert.Equal(t, int32(1), runs.Load())
 	assert.Empty(t, info.LastError)
@@ -645,7 +646,7 @@ func TestJobsSingletonNeverOverlaps(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
 	var inside, overlaps, done atomic.Int32
-	handler := runtime.JobHandler{Singleton: true, Handle: func(ctx context.Context, run *runtime.Run) error {
+	handler := jobs.JobHandler{Singleton: true, Handle: func(ctx context.Context, run *jobs.Run) error {
 		if inside.Add(1) > 1 {
 			overlaps.Add(1)
 		}
@@ -654,11 +655,11 @@ func TestJobsSingletonNeverOverlaps(t *testing.T) {
 		done.Add(1)
 		return nil
 	}}
-	var js []*runtime.Jobs
+	var js []*jobs.Client
 	for i := 0; i < 3; i++ {
 		j := jobsNode(t, tdb.Open(t), fmt.Sprintf("node-%d", i))
 		js = append(js, j)
-		startWorker(t, j, runtime.WorkerConfig{Concurrency: 5, PollMin: 10 * time.Millisecond, Handlers: map[string]runtime.JobHandler{"solo": handler}})
+		startWorker(t, j, jobs.WorkerConfig{Concurrency: 5, PollMin: 10 * time.Millisecond, Handlers: map[string]jobs.JobHandler{"solo": handler}})
 	}
 	var ids []int64
 	for i := 0; i < 12; i++ {
@@ -669,7 +670,7 @@ func TestJobsSingletonNeverOverlaps(t *testing.T) {
 		ids = append(ids, id)
 	}
 	for _, id := range ids {
-		info := waitState(t, js[0], id, runtime.RunCompleted)
+		info := waitState(t, js[0], id, jobs.RunCompleted)
 		assert.Equal(t, 1, info.Attempt, "given back runs keep their attempts")
 	}
 	assert.Zero(t, overlaps.Load(), "no two runs of the singleton at once")
@@ -677,8 +678,8 @@ func TestJobsSingletonNeverOverlaps(t *testing.T) {
 
 	// A handler error that happens to wrap ErrNotAcquired is a failure,
 	// not a busy lock: the run is discarded with the error kept.
-	stop := startWorker(t, js[0], runtime.WorkerConfig{Queue: "other", PollMin: 10 * time.Millisecond, Handlers: map[string]runtime.JobHandler{
-		"solo_fails": {Singleton: true, Handle: func(ctx context.Context, run *runtime.Run) error {
+	stop := startWorker(t, js[0], jobs.WorkerConfig{Queue: "other", PollMin: 10 * time.Millisecond, Handlers: map[string]jobs.JobHandler{
+		"solo_fails": {Singleton: true, Handle: func(ctx context.Context, run *jobs.Run) error {
 			return fmt.Errorf("another lock was busy: %w", runtime.ErrNotAcquired)
 		}}}})
 	defer stop()
@@ -686,7 +687,7 @@ func TestJobsSingletonNeverOverlaps(t *testing.T) {
 	r.Queue, r.MaxAttempts = "other", 1
 	id, err := js[0].Enqueue(ctx, nil, r)
 	require.NoError(t, err)
-	info := waitState(t, js[0], id, runtime.RunDiscarded)
+	info := waitState(t, js[0], id, jobs.RunDiscarded)
 	assert.Contains(t, info.LastError, "another lock was busy")
 }
 
@@ -699,10 +700,10 @@ func TestJobsIdleWorkersBackOff(t *testing.T) {
 	store := statsStore{Store: lockgendb.NewStore(tdb.Open(t)), stats: stats}
 	c, err := runtime.NewClient(store, runtime.WithOwner("node"))
 	require.NoError(t, err)
-	j, err := runtime.NewJobs(c, store)
+	j, err := jobs.NewClient(c, store)
 	require.NoError(t, err)
-	cfg := runtime.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 200 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"noop": {Handle: func(context.Context, *runtime.Run) error { return nil }}}}
+	cfg := jobs.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 200 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error { return nil }}}}
 	startWorker(t, j, cfg)
 	startWorker(t, j, cfg)
 	time.Sleep(1500 * time.Millisecond)
@@ -714,7 +715,7 @@ func TestJobsIdleWorkersBackOff(t *testing.T) {
 	// A local enqueue still wakes them at once.
 	id, err := j.Enqueue(context.Background(), nil, newRun("noop"))
 	require.NoError(t, err)
-	waitState(t, j, id, runtime.RunCompleted)
+	waitState(t, j, id, jobs.RunCompleted)
 }
 
 // TestJobsRejectedOutcomeFallsBackToRescue: an outcome the server keeps
@@ -729,19 +730,19 @@ func TestJobsRejectedOutcomeFallsBackToRescue(t *testing.T) {
 	store.on.Store(true)
 	j := jobsOn(t, store, "node")
 	long := strings.Repeat("a", 59999) + "€ and \xff"
-	startWorker(t, j, runtime.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{
-			"flaky": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	startWorker(t, j, jobs.WorkerConfig{Lease: 600 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{
+			"flaky": {Handle: func(ctx context.Context, run *jobs.Run) error {
 				if run.Attempt == 1 {
 					return errors.New("first attempt fails")
 				}
 				return nil
 			}},
-			"long_error": {Handle: func(ctx context.Context, run *runtime.Run) error { return errors.New(long) }},
+			"long_error": {Handle: func(ctx context.Context, run *jobs.Run) error { return errors.New(long) }},
 		}})
 	id, err := j.Enqueue(ctx, nil, newRun("flaky"))
 	require.NoError(t, err)
-	info := waitState(t, j, id, runtime.RunCompleted)
+	info := waitState(t, j, id, jobs.RunCompleted)
 	assert.Equal(t, 2, info.Attempt, "rescued after its failure could not be recorded")
 
 	store.on.Store(false)
@@ -749,7 +750,7 @@ func TestJobsRejectedOutcomeFallsBackToRescue(t *testing.T) {
 	r.MaxAttempts = 1
 	id, err = j.Enqueue(ctx, nil, r)
 	require.NoError(t, err)
-	info = waitState(t, j, id, runtime.RunDiscarded)
+	info = waitState(t, j, id, jobs.RunDiscarded)
 	assert.True(t, utf8.ValidString(info.LastError))
 	assert.Equal(t, strings.Repeat("a", 59999), info.LastError, "cut before the character that did not fit")
 }
@@ -765,8 +766,8 @@ func TestJobsWorkerStopsDespiteAStuckHandler(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	started := make(chan struct{}, 1)
-	cfg := runtime.WorkerConfig{Lease: 500 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond}
-	cfg.Handlers = map[string]runtime.JobHandler{"stuck": {Handle: func(context.Context, *runtime.Run) error {
+	cfg := jobs.WorkerConfig{Lease: 500 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond}
+	cfg.Handlers = map[string]jobs.JobHandler{"stuck": {Handle: func(context.Context, *jobs.Run) error {
 		started <- struct{}{}
 		<-release // ignores its context
 		return nil
@@ -777,9 +778,9 @@ func TestJobsWorkerStopsDespiteAStuckHandler(t *testing.T) {
 	<-started
 	stopWithin(t, stopA, 5*time.Second)
 
-	cfg.Handlers = map[string]runtime.JobHandler{"stuck": {Handle: func(context.Context, *runtime.Run) error { return nil }}}
+	cfg.Handlers = map[string]jobs.JobHandler{"stuck": {Handle: func(context.Context, *jobs.Run) error { return nil }}}
 	startWorker(t, b, cfg)
-	info := waitState(t, b, id, runtime.RunCompleted)
+	info := waitState(t, b, id, jobs.RunCompleted)
 	assert.Equal(t, 2, info.Attempt)
 }
 
@@ -792,8 +793,8 @@ func TestJobsWorkerStopsDespiteAStuckRescuedHandler(t *testing.T) {
 	j := jobsNode(t, tdb.Open(t), "node")
 	release := make(chan struct{})
 	defer close(release)
-	stop := startWorker(t, j, runtime.WorkerConfig{Lease: 300 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{"stuck_once": {Handle: func(ctx context.Context, run *runtime.Run) error {
+	stop := startWorker(t, j, jobs.WorkerConfig{Lease: 300 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"stuck_once": {Handle: func(ctx context.Context, run *jobs.Run) error {
 			if run.Attempt == 1 {
 				<-release // ignores its context
 			}
@@ -803,7 +804,7 @@ func TestJobsWorkerStopsDespiteAStuckRescuedHandler(t *testing.T) {
 	r.Timeout = 100 * time.Millisecond
 	id, err := j.Enqueue(ctx, nil, r)
 	require.NoError(t, err)
-	info := waitState(t, j, id, runtime.RunCompleted)
+	info := waitState(t, j, id, jobs.RunCompleted)
 	require.Equal(t, 2, info.Attempt, "rescued from the stuck attempt")
 	stopWithin(t, stop, 5*time.Second)
 }
@@ -825,16 +826,16 @@ func TestJobsStuckHandlerKeepsItsSlot(t *testing.T) {
 		}
 		return func() { inside.Add(-1) }
 	}
-	stop := startWorker(t, j, runtime.WorkerConfig{Concurrency: 2, Lease: 300 * time.Millisecond, RescueEvery: 50 * time.Millisecond,
+	stop := startWorker(t, j, jobs.WorkerConfig{Concurrency: 2, Lease: 300 * time.Millisecond, RescueEvery: 50 * time.Millisecond,
 		PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, ShutdownGrace: 100 * time.Millisecond,
-		Handlers: map[string]runtime.JobHandler{
-			"stuck": {Handle: func(ctx context.Context, run *runtime.Run) error {
+		Handlers: map[string]jobs.JobHandler{
+			"stuck": {Handle: func(ctx context.Context, run *jobs.Run) error {
 				defer enter()()
 				started <- run.Attempt
 				<-release // ignores its context, attempt after attempt
 				return nil
 			}},
-			"quick": {Handle: func(ctx context.Context, run *runtime.Run) error {
+			"quick": {Handle: func(ctx context.Context, run *jobs.Run) error {
 				defer enter()()
 				return nil
 			}},
@@ -849,11 +850,11 @@ func TestJobsStuckHandlerKeepsItsSlot(t *testing.T) {
 	require.NoError(t, err)
 	time.Sleep(700 * time.Millisecond)
 	assert.Equal(t, int32(2), most.Load(), "never more handlers than Concurrency")
-	info, err := j.Run(ctx, quick)
+	info, err := j.Get(ctx, quick)
 	require.NoError(t, err)
-	assert.Equal(t, runtime.RunAvailable, info.State, "no slot for it while both stuck handlers run")
+	assert.Equal(t, jobs.RunAvailable, info.State, "no slot for it while both stuck handlers run")
 	close(release)
-	waitState(t, j, quick, runtime.RunCompleted)
+	waitState(t, j, quick, jobs.RunCompleted)
 	stopWithin(t, stop, 5*time.Second)
 }
 
@@ -868,11 +869,11 @@ func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	ctx := context.Background()
 	store := lockgendb.NewStore(tdb.Open(t))
 	j := jobsOn(t, store, "node")
-	claim := func(r runtime.NewRun) driver.Claim {
+	claim := func(r jobs.NewRun) driver.Claim {
 		t.Helper()
 		_, err := j.Enqueue(ctx, nil, r)
 		require.NoError(t, err)
-		claimed, err := store.RunsClaim(ctx, runtime.DefaultQueue, "cut-off", 10, 200*time.Millisecond)
+		claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 10, 200*time.Millisecond)
 		require.NoError(t, err)
 		require.Len(t, claimed, 1)
 		return driver.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
@@ -888,7 +889,7 @@ func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	done, err := store.RunsComplete(ctx, []driver.Claim{slow})
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), done, "the late success is recorded")
-	assert.Equal(t, runtime.RunCompleted, waitState(t, j, slow.ID, runtime.RunCompleted).State)
+	assert.Equal(t, jobs.RunCompleted, waitState(t, j, slow.ID, jobs.RunCompleted).State)
 
 	over := newRun("over")
 	over.MaxAttempts, over.Timeout = 1, 100*time.Millisecond
@@ -897,7 +898,7 @@ func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	n, err = store.RunsRescue(ctx, 100)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
-	info := waitState(t, j, stuck.ID, runtime.RunDiscarded)
+	info := waitState(t, j, stuck.ID, jobs.RunDiscarded)
 	assert.Contains(t, info.LastError, "rescued: worker cut-off")
 
 	early := newRun("early")
@@ -907,5 +908,5 @@ func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	n, err = store.RunsRescue(ctx, 100)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n, "an earlier attempt is rescued at its deadline")
-	assert.Equal(t, runtime.RunAvailable, waitState(t, j, first.ID, runtime.RunAvailable).State)
+	assert.Equal(t, jobs.RunAvailable, waitState(t, j, first.ID, jobs.RunAvailable).State)
 }

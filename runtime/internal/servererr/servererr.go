@@ -1,0 +1,90 @@
+// Package servererr names the MariaDB and MySQL server errors that lockgen's
+// runtime and jobs branch on, in one place, and how retried failures are
+// logged.
+package servererr
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// The server errors lockgen branches on. MariaDB and
+// MySQL share the numbers except where noted; docs/decisions.md ("What
+// differs between MariaDB and MySQL") lists every difference lockgen
+// handles.
+const (
+	DuplicateKey    = 1062 // ER_DUP_ENTRY
+	UnknownVariable = 1193 // ER_UNKNOWN_SYSTEM_VARIABLE: wsrep_on on MySQL
+	LockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT; also MariaDB's answer to NOWAIT
+	Deadlock        = 1213 // ER_LOCK_DEADLOCK: the transaction was rolled back
+	MySQLNowaitBusy = 3572 // ER_LOCK_NOWAIT: MySQL's answer to NOWAIT
+)
+
+func number(err error) (uint16, bool) {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return 0, false
+	}
+	return me.Number, true
+}
+
+func is(err error, numbers ...uint16) bool {
+	n, ok := number(err)
+	if !ok {
+		return false
+	}
+	for _, want := range numbers {
+		if n == want {
+			return true
+		}
+	}
+	return false
+}
+
+// IsTransient reports whether err is a server error after which the same
+// autocommit statement can be retried at once: a deadlock (1213) or a lock
+// wait timeout (1205). Both roll the statement back entirely.
+func IsTransient(err error) bool {
+	return is(err, Deadlock, LockWaitTimeout)
+}
+
+// IsLockWaitFailure reports a row lock that was not granted in time: a lock
+// wait timeout (1205, which is also MariaDB's answer to NOWAIT) or MySQL's
+// NOWAIT (3572).
+func IsLockWaitFailure(err error) bool {
+	return is(err, LockWaitTimeout, MySQLNowaitBusy)
+}
+
+// IsDeadlock reports InnoDB's deadlock error, after which the server has
+// rolled back the whole transaction.
+func IsDeadlock(err error) bool { return is(err, Deadlock) }
+
+// IsUnknownVariable reports a system variable the server does not have.
+func IsUnknownVariable(err error) bool { return is(err, UnknownVariable) }
+
+// IsDuplicateKey reports a unique key violation.
+func IsDuplicateKey(err error) bool { return is(err, DuplicateKey) }
+
+// TransientTries is how many deadlocks or lock wait timeouts in a row a
+// loop's retried statement may hit before they are logged as a warning.
+const TransientTries = 5
+
+// WarnUnlessTransient logs a failed statement that its loop retries, the
+// failures-th failure in a row: at Debug when the server rolled it back for
+// a deadlock or a lock wait (IsTransient: normal under contention between
+// workers, and the retry usually succeeds) fewer than TransientTries times
+// in a row, at Warn otherwise (any other error, or retries that keep
+// failing). A statement that is not retried passes 1.
+func WarnUnlessTransient(log *slog.Logger, msg string, err error, failures int, args ...any) {
+	level := slog.LevelWarn
+	if IsTransient(err) && failures < TransientTries {
+		level = slog.LevelDebug
+	}
+	if failures > 1 {
+		args = append(args, "failures_in_a_row", failures)
+	}
+	log.Log(context.Background(), level, msg, append(args, "error", err)...)
+}

@@ -1,0 +1,140 @@
+package jobs
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
+)
+
+// claimer claims due runs of a worker's queue, through its node's claim
+// gate, and keeps the idle poll: PollMin after runs came or a wake-up,
+// doubling to PollMax while the queue is empty or claims fail.
+type claimer struct {
+	w    *Worker
+	log  *slog.Logger
+	gate *claimGate
+	// wake is this worker's wake-up channel: claimOthers skips it.
+	wake chan struct{}
+	poll time.Duration
+	// failures counts the claims in a row that failed, for the log.
+	failures int
+}
+
+func newClaimer(w *Worker, log *slog.Logger, wake chan struct{}) *claimer {
+	return &claimer{w: w, log: log, gate: w.jobs.gate(w.cfg.Queue), wake: wake, poll: w.cfg.PollMin}
+}
+
+// claim claims up to free runs (at most ClaimBatch) and returns them with
+// the time the claim was sent. keepPoll reports that it claimed nothing
+// because another worker of the node was claiming (and wakes this one when
+// done), so the idle poll should not back off. A failed claim is logged
+// and backs the poll off; it is never fatal.
+func (c *claimer) claim(ctx context.Context, free int) (runs []Run, sent time.Time, keepPoll bool) {
+	cfg := c.w.cfg
+	if free <= 0 {
+		return nil, time.Time{}, false
+	}
+	if !c.gate.tryEnter() {
+		return nil, time.Time{}, true // another worker here is claiming; it wakes us
+	}
+	limit := min(free, cfg.ClaimBatch)
+	sent = c.w.jobs.clock.Now()
+	runs, othersSkipped, err := c.claimOnce(ctx, limit)
+	if othersSkipped && len(runs) == limit {
+		// Others skipped their claims, and there may be more due runs
+		// than this claim took.
+		c.w.jobs.wakeOthers(cfg.Queue, c.wake)
+	}
+	switch {
+	case err != nil && ctx.Err() == nil:
+		c.failures++
+		servererr.WarnUnlessTransient(c.log, "lockgen: claiming runs failed", err, c.failures)
+		c.poll = min(c.poll*2, cfg.PollMax)
+	case err == nil:
+		c.failures = 0
+		if len(runs) > 0 {
+			c.poll = cfg.PollMin
+		}
+	}
+	return runs, sent, false
+}
+
+// claimOnce claims up to limit runs. It is not cut by ctx: a claim
+// committed after a cut would leave its runs running without a handler
+// until their lease passed. The caller holds the gate; claimOnce gives it
+// back (also on a panic) and reports whether other workers skipped their
+// claims meanwhile.
+func (c *claimer) claimOnce(ctx context.Context, limit int) (runs []Run, othersSkipped bool, err error) {
+	defer func() { othersSkipped = c.gate.leave() }()
+	cfg := c.w.cfg
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Lease)
+	defer cancel()
+	runs, err = c.w.jobs.store.RunsClaim(cctx, cfg.Queue, c.w.jobs.owner, limit, cfg.Lease)
+	return runs, false, err
+}
+
+// idle returns how long to wait before the next claim when this one took
+// nothing: the poll plus up to a quarter of jitter. Unless keepPoll, the
+// poll after it doubles, up to PollMax.
+func (c *claimer) idle(keepPoll bool) time.Duration {
+	d := c.poll + rand.N(c.poll/4+1)
+	if !keepPoll {
+		c.poll = min(c.poll*2, c.w.cfg.PollMax)
+	}
+	return d
+}
+
+// busy resets the poll to PollMin: runs finished or were enqueued here.
+func (c *claimer) busy() { c.poll = c.w.cfg.PollMin }
+
+// claimGate lets one of a node's workers claim runs of a queue at a time.
+// Concurrent claims from one node only fight over the same index pages and
+// row locks: with 8 workers per node on 3 nodes, 20,000 no-op runs were
+// worked 2.3× slower than with the gate. A worker that finds the gate taken
+// skips its claim, and the claimer wakes the queue's workers when it leaves,
+// so no worker waits on another's claim (and its heartbeats never do).
+type claimGate struct {
+	busy    chan struct{}
+	skipped atomic.Bool
+}
+
+// tryEnter takes the gate if it is free.
+func (g *claimGate) tryEnter() bool {
+	select {
+	case g.busy <- struct{}{}:
+		return true
+	default:
+	}
+	// Mark, then try again: when the second try fails, the holder's leave
+	// comes after the mark and sees it.
+	g.skipped.Store(true)
+	select {
+	case g.busy <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// leave gives the gate back and reports whether a worker skipped its claim
+// meanwhile (and should be woken).
+func (g *claimGate) leave() bool {
+	<-g.busy
+	return g.skipped.Swap(false)
+}
+
+// gate returns queue's claim gate.
+func (j *Client) gate(queue string) *claimGate {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	g := j.gates[queue]
+	if g == nil {
+		g = &claimGate{busy: make(chan struct{}, 1)}
+		j.gates[queue] = g
+	}
+	return g
+}

@@ -1,0 +1,67 @@
+// Package jobs runs typed jobs on the runs table: enqueueing, workers that
+// claim and execute runs, the scheduler of periodic jobs, and pruning.
+// Applications use it through the package lockgen generates (RunJobs, the
+// Enqueue methods, JobRun, CancelRun, RetryRun), which re-exports the names
+// they need; this package is what that code calls.
+//
+// Every run is a row. Its parts, one small type each, follow River's split:
+//
+//   - Client (client.go): enqueues runs (in the caller's transaction when
+//     given one), reads, cancels and retries them, and wakes this node's
+//     workers on a local enqueue.
+//   - claimer (claimer.go): claims due runs of a queue with SELECT … FOR
+//     UPDATE SKIP LOCKED, in batches, one worker of a node at a time (the
+//     claim gate), and keeps the idle poll.
+//   - executor (executor.go): runs each claimed run's handler in its own
+//     goroutine, under the run's timeout and its run lease (runlease.go).
+//   - heartbeater (heartbeat.go): extends the deadlines of the runs a worker
+//     holds, and tells a handler at once when its run was rescued.
+//   - completer (completer.go): records outcomes, completions in batches,
+//     retrying while the database is unreachable.
+//   - rescuer (rescuer.go): makes the runs of dead workers due again.
+//   - Scheduler (scheduler.go): inserts the ticks of scheduled jobs.
+//   - pruner (pruner.go): deletes finished runs after their retention.
+//   - Worker (worker.go) ties a queue's claimer, executor, heartbeater,
+//     rescuer and completer together; RunNode (node.go) starts a node's
+//     workers, scheduler and pruner.
+//
+// # What a claim guarantees
+//
+// A claim marks a run running, by one worker, until a deadline set by the
+// database clock (now + Lease), and bumps the run's claim counter, which is
+// never reset. Every later change of a running run (heartbeat, completion,
+// failure, give-back) names the run and its claim, and changes nothing when
+// the claim is no longer the run's: a worker whose run was rescued and
+// claimed again cannot overwrite the new attempt's outcome, and a rescue
+// cannot undo a completion that committed first. Two workers never hold
+// the same claim: the claiming statement locks the rows it takes.
+//
+// # When a run may run twice
+//
+// Delivery is at least once. A run is executed again, as a new attempt,
+// when its worker's heartbeats stop reaching the database for a whole Lease
+// (the worker died, was paused, or lost its connection) and a rescuer makes
+// it due again; when its handler finished but the outcome could not be
+// recorded before the worker stopped; or when the handler failed and the
+// run has attempts left. The handler of a run that may be rescued learns
+// it first: its context ends, with a cause wrapping runtime.ErrLeaseLost,
+// before the run's deadline in the database passes (see JobFunc). A
+// handler that ignores its context may overlap with the new attempt, so
+// handlers should be idempotent, keyed by Run.ID and Run.Attempt.
+//
+// # Ticks
+//
+// A scheduled tick has exactly one run cluster-wide: every node inserts it,
+// keyed by job and tick, and the unique key makes every insert after the
+// first a no-op. Ticks are computed by the database clock, survive restarts
+// through the newest tick in the runs table, and missed ticks follow the
+// job's CatchUp policy (see Scheduler).
+//
+// # Failures
+//
+// Database errors in the loops (claim, heartbeat, completion, rescue,
+// scheduling, pruning) are logged and retried with backoff; they never
+// stop a worker. An outcome is kept until it is recorded; its run is
+// heartbeated meanwhile, so it is not rescued and run again just because
+// the database was briefly unreachable.
+package jobs

@@ -1,0 +1,165 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime"
+)
+
+// active is one attempt being handled.
+type active struct {
+	run     *Run
+	started time.Time
+	// lease ends the handler's context when the run's lease may be lost.
+	lease *runLease
+	// gone: a heartbeat showed the run no longer has this claim (it was
+	// rescued); it is not heartbeated again.
+	gone bool
+}
+
+// outcome is the result of one attempt.
+type outcome struct {
+	run *Run
+	err error
+}
+
+// executor runs the handlers of a worker's claimed runs, each in its own
+// goroutine under the run's timeout and run lease (which cancels the
+// handler's context when the lease may be lost), and delivers their
+// outcomes on results. Only the worker's loop calls its methods.
+type executor struct {
+	w       *Worker
+	log     *slog.Logger
+	results chan outcome
+	// returned closes when the worker returns, so that a handler left
+	// behind (it ignored its cancelled context) does not block on results.
+	returned chan struct{}
+	// running are the attempts being handled, by run ID.
+	running map[int64]*active
+	// live counts the handler goroutines that have not delivered their
+	// outcome: more than len(running) when a stuck handler's run was
+	// rescued and claimed again here. Free slots count live handlers.
+	live     int
+	handlers sync.WaitGroup
+	// base is the handlers' parent context: it ends only by cancel, not
+	// with the worker's context, so that shutdown can give them a grace.
+	base   context.Context
+	cancel context.CancelFunc
+}
+
+func newExecutor(ctx context.Context, w *Worker, log *slog.Logger) *executor {
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	return &executor{
+		w: w, log: log,
+		results:  make(chan outcome, w.cfg.Concurrency),
+		returned: make(chan struct{}),
+		running:  map[int64]*active{},
+		base:     base, cancel: cancel,
+	}
+}
+
+// free is how many more handlers may start.
+func (e *executor) free() int { return e.w.cfg.Concurrency - e.live }
+
+// start starts r's handler; sent is when its claim was sent, from which
+// its run lease counts.
+func (e *executor) start(r *Run, sent time.Time) {
+	clock := e.w.jobs.clock
+	tctx, cancel := context.WithTimeout(e.base, r.Timeout)
+	lease := newRunLease(tctx, clock, r, sent, e.w.cfg.Lease, func(cause error) {
+		e.log.Warn("lockgen: a running run's lease may be lost; its handler's context is cancelled", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "cause", cause)
+	})
+	e.running[r.ID] = &active{run: r, started: clock.Now(), lease: lease}
+	e.live++
+	e.handlers.Add(1)
+	go func() {
+		defer e.handlers.Done()
+		defer cancel()
+		defer lease.stop()
+		o := outcome{run: r, err: e.w.handle(lease.ctx, r)}
+		select {
+		case e.results <- o:
+		case <-e.returned:
+		}
+	}()
+}
+
+// finish takes o, delivered on results, off the running attempts.
+func (e *executor) finish(o outcome) {
+	e.live--
+	if a, ok := e.running[o.run.ID]; ok && a.run.Claim == o.run.Claim {
+		delete(e.running, o.run.ID)
+	}
+}
+
+// ready returns o and every other outcome already delivered, each
+// finished: the next claim then fills all the freed slots in one
+// statement instead of one each.
+func (e *executor) ready(o outcome) []outcome {
+	e.finish(o)
+	done := []outcome{o}
+	for {
+		select {
+		case o := <-e.results:
+			e.finish(o)
+			done = append(done, o)
+		default:
+			return done
+		}
+	}
+}
+
+// allDone closes when every handler goroutine has returned (not only the
+// runs in running: a handler past its timeout whose run was rescued and
+// claimed again here is no longer there).
+func (e *executor) allDone() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() { e.handlers.Wait(); close(ch) }()
+	return ch
+}
+
+// close cancels the handlers still running and lets any left behind
+// return without delivering their outcome.
+func (e *executor) close() {
+	e.cancel()
+	close(e.returned)
+}
+
+// handle runs r's handler, turning a panic into an error. A singleton
+// job's handler runs under its lock; errSingletonBusy when another node
+// holds it.
+func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
+	h, ok := w.cfg.Handlers[r.Job]
+	if !ok {
+		return fmt.Errorf("no handler for job %q on worker %s", r.Job, w.jobs.owner)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	if l := w.singletons[r.Job]; l != nil {
+		started := false
+		err = l.With(ctx, "", func(ctx context.Context, _ *runtime.Lease) error {
+			started = true
+			return h.Handle(ctx, r)
+		})
+		if !started && errors.Is(err, runtime.ErrNotAcquired) {
+			return errSingletonBusy // the handler's own errors are failures
+		}
+	} else {
+		err = h.Handle(ctx, r)
+	}
+	if err == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// Finished, but past its timeout: count it (the handler may have
+		// ignored its context).
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,122 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime"
+)
+
+// QueueConfig is one queue a node works.
+type QueueConfig struct {
+	// Name is the queue's name; Concurrency the handlers at once on this
+	// node (WorkerConfig.Concurrency).
+	Name        string
+	Concurrency int
+}
+
+// Retention is how long one job's finished runs are kept.
+type Retention struct {
+	Job   string
+	Keep  time.Duration
+	Limit int // rows per prune statement; default runtime.PruneBatch
+}
+
+// NodeConfig is everything one node runs for the declared jobs.
+type NodeConfig struct {
+	// Queues are worked by one Worker each; every queue of Handlers' jobs
+	// must be listed.
+	Queues []QueueConfig
+	// Handlers maps every job to its handler and the queue it is in.
+	Handlers map[string]QueuedHandler
+	// Scheduled are the scheduled jobs. A job's Retention, when zero, is
+	// taken from its entry in Retention (the shortest Keep if several).
+	Scheduled []ScheduledJob
+	// Retention prunes finished runs, every PruneEvery (default 10m).
+	Retention  []Retention
+	PruneEvery time.Duration
+	// Worker is the template of every queue's WorkerConfig (Queue,
+	// Handlers and Concurrency are set per queue).
+	Worker WorkerConfig
+}
+
+// QueuedHandler is a JobHandler and its job's queue.
+type QueuedHandler struct {
+	Queue string
+	JobHandler
+}
+
+// RunNode runs cfg's workers, scheduler and pruning until ctx ends, then
+// stops them gracefully (see Worker.Run) and returns nil; it fails at once
+// with ErrInvalid on a bad configuration.
+func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
+	byQueue := map[string]map[string]JobHandler{}
+	for _, q := range cfg.Queues {
+		byQueue[q.Name] = map[string]JobHandler{}
+	}
+	for job, h := range cfg.Handlers {
+		hs, ok := byQueue[h.Queue]
+		if !ok {
+			return fmt.Errorf("%w: job %q is in queue %q, which is not configured", runtime.ErrInvalid, job, h.Queue)
+		}
+		hs[job] = h.JobHandler
+	}
+	var workers []*Worker
+	for _, q := range cfg.Queues {
+		if len(byQueue[q.Name]) == 0 {
+			continue
+		}
+		wc := cfg.Worker
+		wc.Queue, wc.Handlers, wc.Concurrency = q.Name, byQueue[q.Name], q.Concurrency
+		w, err := j.NewWorker(wc)
+		if err != nil {
+			return err
+		}
+		workers = append(workers, w)
+	}
+	var sched *Scheduler
+	if len(cfg.Scheduled) > 0 {
+		scheduled := slices.Clone(cfg.Scheduled)
+		for i := range scheduled {
+			if scheduled[i].Retention == 0 {
+				scheduled[i].Retention = retentionOf(cfg.Retention, scheduled[i].Name)
+			}
+		}
+		var err error
+		if sched, err = j.NewScheduler(scheduled); err != nil {
+			return err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(workers)+1)
+	run := func(fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	for _, w := range workers {
+		run(w.Run)
+	}
+	if sched != nil {
+		run(sched.Run)
+	}
+	if len(cfg.Retention) > 0 {
+		p := pruner{jobs: j, retention: cfg.Retention, every: cfg.PruneEvery}
+		run(func(ctx context.Context) error { p.run(ctx); return nil })
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}

@@ -1,0 +1,81 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime"
+)
+
+// Pruning: finished runs (completed, discarded, cancelled, skipped) are
+// deleted after their job's retention, in batches, by every node. A
+// scheduled job's latest tick is never deleted: it is the position from
+// which a restarted scheduler catches up.
+
+// Prune deletes the runs of job that finished (completed, discarded,
+// cancelled or skipped) more than olderThan ago, limit per statement, until
+// none is left or ctx ends, and returns how many it deleted.
+//
+// The run of the job's newest scheduled tick is kept: it anchors catch-up
+// after a restart (pruning it would make a restarted scheduler run that
+// tick again).
+func (j *Client) Prune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("%w: prune limit must be positive", runtime.ErrInvalid)
+	}
+	keep, _, err := j.store.RunLastTick(ctx, job)
+	if err != nil {
+		return 0, fmt.Errorf("lockgen: prune runs: %w", err)
+	}
+	var total int64
+	for {
+		n, err := j.store.RunsPrune(ctx, job, keep, olderThan, limit)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("lockgen: prune runs: %w", err)
+		}
+		if n < int64(limit) {
+			return total, nil
+		}
+	}
+}
+
+// retentionOf is the shortest positive Keep of job in rs; zero when none.
+func retentionOf(rs []Retention, job string) time.Duration {
+	var keep time.Duration
+	for _, r := range rs {
+		if r.Job == job && r.Keep > 0 && (keep == 0 || r.Keep < keep) {
+			keep = r.Keep
+		}
+	}
+	return keep
+}
+
+// pruner prunes each job's finished runs after its Retention, every
+// `every` (default 10m), until its context ends. A failed prune is logged
+// and tried again at the next round.
+type pruner struct {
+	jobs      *Client
+	retention []Retention
+	every     time.Duration
+}
+
+// run prunes every p.every until ctx ends.
+func (p pruner) run(ctx context.Context) {
+	every := p.every
+	if every <= 0 {
+		every = 10 * time.Minute
+	}
+	for sleepOrWake(ctx, p.jobs.clock, every, nil) == nil {
+		for _, r := range p.retention {
+			limit := r.Limit
+			if limit <= 0 {
+				limit = runtime.PruneBatch
+			}
+			if _, err := p.jobs.Prune(ctx, r.Job, r.Keep, limit); err != nil && ctx.Err() == nil {
+				p.jobs.log.Warn("lockgen: pruning runs failed", "job", r.Job, "error", err)
+			}
+		}
+	}
+}

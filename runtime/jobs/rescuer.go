@@ -1,0 +1,47 @@
+package jobs
+
+import (
+	"context"
+
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
+)
+
+// rescueLimit bounds the runs one rescue statement changes.
+const rescueLimit = 1000
+
+// rescuer makes the runs of dead workers due again (or discards them when
+// they are out of attempts): runs whose deadline, which their worker's
+// heartbeats extend, has passed by the database clock. Every worker with
+// a RescueEvery rescues; the statement locks each run by primary key, so
+// rescuers and the runs' workers never both change a run.
+type rescuer struct {
+	w *Worker
+	// failures counts the rescues in a row that failed, for the log.
+	failures int
+}
+
+// rescue runs rescue statements until one changes fewer than rescueLimit
+// runs, or fails (logged; the next round retries). Each statement is
+// bounded by the lease.
+func (r *rescuer) rescue(ctx context.Context) {
+	w := r.w
+	for ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, w.cfg.Lease)
+		n, err := w.jobs.store.RunsRescue(sctx, rescueLimit)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				r.failures++
+				servererr.WarnUnlessTransient(w.jobs.log, "lockgen: rescuing runs failed", err, r.failures)
+			}
+			return
+		}
+		r.failures = 0
+		if n > 0 {
+			w.jobs.log.Info("lockgen: rescued runs of stopped workers", "runs", n)
+		}
+		if n < rescueLimit {
+			return
+		}
+	}
+}
