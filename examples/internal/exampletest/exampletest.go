@@ -3,8 +3,12 @@
 package exampletest
 
 import (
+	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
+	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -18,27 +22,64 @@ import (
 // the admin.
 func FreshDSN(t testing.TB) string {
 	t.Helper()
-	cfg, err := demodb.Config(demodb.DSN("LOCKGEN_TEST_DSN"))
+	dsn, drop, err := freshDatabase()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(drop)
+	return dsn
+}
+
+// freshDatabase is FreshDSN with the drop returned.
+func freshDatabase() (dsn string, drop func(), err error) {
+	cfg, err := demodb.Config(demodb.DSN("LOCKGEN_TEST_DSN"))
+	if err != nil {
+		return "", nil, err
+	}
 	admin, err := demodb.Open(cfg)
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "lockgen_ex_" + hex.EncodeToString(b[:])
 	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatalf("create database: %v", err)
-	}
-	t.Cleanup(func() {
-		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name)
 		_ = admin.Close()
-	})
+		return "", nil, fmt.Errorf("create database: %w", err)
+	}
 	fresh := cfg.Clone()
 	fresh.DBName = name
-	return fresh.FormatDSN()
+	return fresh.FormatDSN(), func() {
+		_, _ = admin.Exec("DROP DATABASE IF EXISTS " + name)
+		_ = admin.Close()
+	}, nil
+}
+
+// Main runs the tests and examples of a package (m) on a database of their
+// own: a fresh database on the test server with the migrations applied as
+// the admin, and a user created for the run with privileges on tables
+// only. It sets *db to a pool connected as that user (examples use it as
+// an application would), drops user and database afterwards, and returns
+// the exit code for os.Exit.
+func Main(m *testing.M, db **sql.DB, tables []string, migrations ...string) int {
+	dsn, drop, err := freshDatabase()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer drop()
+	env, err := demodb.Setup(context.Background(), demodb.DSNs{Admin: dsn}, tables, migrations...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer env.Close()
+	if *db, err = demodb.Open(env.App); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer (*db).Close()
+	return m.Run()
 }
 
 // FreshDSNs is a fresh database (FreshDSN) for an example to set up as the
