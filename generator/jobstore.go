@@ -1,0 +1,156 @@
+package generator
+
+import "github.com/dave/jennifer/jen"
+
+// jobsGlue adds the driver.JobStore methods of Store.
+func jobsGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := func() *jen.Statement { return jen.Id("ctx").Qual("context", "Context") }
+	recv := func() *jen.Statement { return jen.Id("s").Id("Store") }
+	q := func() *jen.Statement { return jen.Id("s").Dot("q") }
+	dur := func() *jen.Statement { return jen.Qual("time", "Duration") }
+	nullString := func(v jen.Code) *jen.Statement {
+		return jen.Qual("database/sql", "NullString").Values(jen.Dict{jen.Id("String"): v, jen.Id("Valid"): jen.Add(v).Op("!=").Lit("")})
+	}
+	nullTime := func(v *jen.Statement) *jen.Statement {
+		return jen.Qual("database/sql", "NullTime").Values(jen.Dict{jen.Id("Time"): v.Clone(), jen.Id("Valid"): jen.Op("!").Add(v.Clone()).Dot("IsZero").Call()})
+	}
+	runFields := func(r string) []kv {
+		x := func(f string) *jen.Statement { return jen.Id(r).Dot(f) }
+		return []kv{
+			{"ID", x("ID")}, {"Job", x("Job")}, {"Queue", x("Queue")}, {"Priority", jen.Int().Call(x("Priority"))},
+			{"Args", jen.Index().Byte().Call(x("Args"))}, {"Attempt", jen.Int().Call(x("Attempt"))}, {"MaxAttempts", jen.Int().Call(x("MaxAttempts"))},
+			{"Timeout", dur().Call(x("TimeoutUs")).Op("*").Qual("time", "Microsecond")},
+			{"ScheduledAt", x("ScheduledAt").Dot("Time")}, {"RunAt", x("RunAt")}, {"CreatedAt", x("CreatedAt")}, {"Claim", x("Claim")},
+		}
+	}
+	method := func(doc, name string, params []jen.Code, results []jen.Code, body ...jen.Code) {
+		f.Line()
+		f.Comment(doc)
+		f.Func().Params(recv()).Id(name).Params(params...).Params(results...).Block(body...)
+	}
+	claims := func() *jen.Statement { return jen.Id("claims").Index().Add(dr("Claim")) }
+
+	r := func(fld string) *jen.Statement { return jen.Id("r").Dot(fld) }
+	method("// RunInsert implements driver.JobStore.", "RunInsert",
+		[]jen.Code{ctx(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.Id("r").Add(dr("NewRun"))},
+		[]jen.Code{jen.Int64(), jen.Error()},
+		jen.Id("qs").Op(":=").Add(q()),
+		jen.If(jen.Id("tx").Op("!=").Nil()).Block(jen.Id("qs").Op("=").Id("qs").Dot("WithTx").Call(jen.Id("tx"))),
+		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("qs").Dot("RunInsert").Call(jen.Id("ctx"), literal(db("RunInsertParams"),
+			kv{"Job", r("Job")}, kv{"Queue", r("Queue")}, kv{"Priority", jen.Int32().Call(r("Priority"))}, kv{"DelayUs", r("Delay").Dot("Microseconds").Call()},
+			kv{"ScheduledAt", nullTime(r("ScheduledAt"))}, kv{"Args", jen.String().Call(r("Args"))}, kv{"MaxAttempts", jen.Int32().Call(r("MaxAttempts"))},
+			kv{"TimeoutUs", r("Timeout").Dot("Microseconds").Call()}, kv{"UniqueKey", nullString(r("UniqueKey"))},
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+	)
+	method("// RunInsertMany implements driver.JobStore: the multi-row RunInsert, prepared.", "RunInsertMany",
+		[]jen.Code{ctx(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.Id("runs").Index().Add(dr("NewRun"))},
+		[]jen.Code{jen.Error()},
+		jen.Return(jen.Id("s").Dot("inserts").Dot("Exec").Call(jen.Id("ctx"), jen.Id("tx"), jen.Id("runs"))),
+	)
+	method("// RunsClaim implements driver.JobStore: lock, read and mark the runs in one transaction.", "RunsClaim",
+		[]jen.Code{ctx(), jen.List(jen.Id("queue"), jen.Id("worker")).String(), jen.Id("limit").Int(), jen.Id("lease").Add(dur())},
+		[]jen.Code{jen.Index().Add(dr("Run")), jen.Error()},
+		jen.Var().Id("runs").Index().Add(dr("Run")),
+		jen.Err().Op(":=").Add(dr("InTx")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("tx").Op("*").Qual("database/sql", "Tx")).Error().Block(
+			jen.Id("qt").Op(":=").Add(q()).Dot("WithTx").Call(jen.Id("tx")),
+			jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsClaimable").Call(jen.Id("ctx"), literal(db("RunsClaimableParams"),
+				kv{"Queue", jen.Id("queue")}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))})),
+			jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("rows")).Op("==").Lit(0)).Block(jen.Return(jen.Err())),
+			jen.Id("ids").Op(":=").Make(jen.Index().Int64(), jen.Len(jen.Id("rows"))),
+			jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(jen.Id("ids").Index(jen.Id("i")).Op("=").Id("r").Dot("ID")),
+			jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("qt").Dot("RunsMarkRunning").Call(jen.Id("ctx"), literal(db("RunsMarkRunningParams"),
+				kv{"Worker", jen.Id("worker")}, kv{"LeaseUs", jen.Id("lease").Dot("Microseconds").Call()}, kv{"Ids", jen.Id("ids")})),
+			jen.If(jen.Err().Op("==").Nil()).Block(jen.Err().Op("=").Add(dr("CheckClaimed")).Call(jen.Id("n"), jen.Len(jen.Id("ids")))),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+			jen.Comment("The rows are locked: the claim made them the next attempt and claim."),
+			jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
+				jen.Id("r").Dot("Attempt").Op("++"),
+				jen.Id("r").Dot("Claim").Op("++"),
+				jen.Id("runs").Op("=").Append(jen.Id("runs"), literal(dr("Run"), runFields("r")...)),
+			),
+			jen.Return(jen.Nil()),
+		)),
+		jen.Return(jen.Id("runs"), jen.Err()),
+	)
+	claimArgs := jen.List(jen.Id("ids"), jen.Id("refs")).Op(":=").Id("claimArgs").Call(jen.Id("claims"))
+	method("// RunsHeartbeat implements driver.JobStore.", "RunsHeartbeat",
+		[]jen.Code{ctx(), claims(), jen.Id("lease").Add(dur())}, []jen.Code{jen.Int64(), jen.Error()},
+		claimArgs.Clone(),
+		jen.Return(q().Dot("RunsHeartbeat").Call(jen.Id("ctx"), literal(db("RunsHeartbeatParams"),
+			kv{"LeaseUs", jen.Id("lease").Dot("Microseconds").Call()}, kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")}))),
+	)
+	method("// RunsComplete implements driver.JobStore.", "RunsComplete",
+		[]jen.Code{ctx(), claims()}, []jen.Code{jen.Int64(), jen.Error()},
+		claimArgs.Clone(),
+		jen.Return(q().Dot("RunsComplete").Call(jen.Id("ctx"), literal(db("RunsCompleteParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")}))),
+	)
+	method("// RunFail implements driver.JobStore.", "RunFail",
+		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("errText").String(), jen.Id("backoff").Add(dur())}, []jen.Code{jen.Bool(), jen.Error()},
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunFail").Call(jen.Id("ctx"), literal(db("RunFailParams"),
+			kv{"BackoffUs", jen.Id("backoff").Dot("Microseconds").Call()}, kv{"LastError", nullString(jen.Id("errText"))},
+			kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+	method("// RunSnooze implements driver.JobStore.", "RunSnooze",
+		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("delay").Add(dur())}, []jen.Code{jen.Bool(), jen.Error()},
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunSnooze").Call(jen.Id("ctx"), literal(db("RunSnoozeParams"),
+			kv{"DelayUs", jen.Id("delay").Dot("Microseconds").Call()}, kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+	method("// RunsRescue implements driver.JobStore: read the runs past their deadline\n// without locking, then rescue them by primary key.", "RunsRescue",
+		[]jen.Code{ctx(), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},
+		jen.List(jen.Id("ids"), jen.Err()).Op(":=").Add(q()).Dot("RunsRescuable").Call(jen.Id("ctx"), jen.Int32().Call(jen.Id("limit"))),
+		jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("ids")).Op("==").Lit(0)).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(q().Dot("RunsRescue").Call(jen.Id("ctx"), jen.Id("ids"))),
+	)
+	method("// RunsPrune implements driver.JobStore.", "RunsPrune",
+		[]jen.Code{ctx(), jen.Id("job").String(), jen.Id("keep").Qual("time", "Time"), jen.Id("olderThan").Add(dur()), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},
+		jen.Return(q().Dot("RunsPrune").Call(jen.Id("ctx"), literal(db("RunsPruneParams"),
+			kv{"Job", jen.Id("job")}, kv{"KeepTick", nullTime(jen.Id("keep"))}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()},
+			kv{"Limit", jen.Int32().Call(jen.Id("limit"))}))),
+	)
+	for _, name := range []string{"RunCancel", "RunRetry"} {
+		method("// "+name+" implements driver.JobStore.", name,
+			[]jen.Code{ctx(), jen.Id("id").Int64()}, []jen.Code{jen.Bool(), jen.Error()},
+			jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot(name).Call(jen.Id("ctx"), jen.Id("id")),
+			jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+		)
+	}
+	method("// RunGet implements driver.JobStore.", "RunGet",
+		[]jen.Code{ctx(), jen.Id("id").Int64()}, []jen.Code{dr("RunInfo"), jen.Bool(), jen.Error()},
+		jen.List(jen.Id("r"), jen.Err()).Op(":=").Add(q()).Dot("RunGet").Call(jen.Id("ctx"), jen.Id("id")),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(jen.Return(dr("RunInfo").Values(), jen.False(), jen.Nil())),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(dr("RunInfo").Values(), jen.False(), jen.Err())),
+		jen.Return(literal(dr("RunInfo"),
+			kv{"Run", literal(dr("Run"), runFields("r")...)},
+			kv{"State", dr("RunState").Call(r("State"))}, kv{"Worker", r("Worker")}, kv{"LastError", r("LastError").Dot("String")},
+			kv{"Deadline", r("Deadline").Dot("Time")}, kv{"FinishedAt", r("FinishedAt").Dot("Time")}, kv{"UniqueKey", r("UniqueKey").Dot("String")},
+		), jen.True(), jen.Nil()),
+	)
+	method("// RunLastTick implements driver.JobStore.", "RunLastTick",
+		[]jen.Code{ctx(), jen.Id("job").String()}, []jen.Code{jen.Qual("time", "Time"), jen.Bool(), jen.Error()},
+		jen.List(jen.Id("t"), jen.Err()).Op(":=").Add(q()).Dot("RunLastTick").Call(jen.Id("ctx"), jen.Id("job")),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(jen.Return(jen.Qual("time", "Time").Values(), jen.False(), jen.Nil())),
+		jen.Return(jen.Id("t").Dot("Time"), jen.Err().Op("==").Nil().Op("&&").Id("t").Dot("Valid"), jen.Err()),
+	)
+	method("// RunInsertSkipped implements driver.JobStore.", "RunInsertSkipped",
+		[]jen.Code{ctx(), jen.List(jen.Id("job"), jen.Id("queue")).String(), jen.Id("tick").Qual("time", "Time"), jen.Id("reason").String()}, []jen.Code{jen.Error()},
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Add(q()).Dot("RunInsertSkipped").Call(jen.Id("ctx"), literal(db("RunInsertSkippedParams"),
+			kv{"Job", jen.Id("job")}, kv{"Queue", jen.Id("queue")}, kv{"ScheduledAt", nullTime(jen.Id("tick"))}, kv{"Reason", nullString(jen.Id("reason"))})),
+		jen.Return(jen.Err()),
+	)
+	f.Line()
+	f.Comment("claimArgs splits claims into the ids and claim_ref values of the batched run statements.")
+	f.Func().Id("claimArgs").Params(claims()).Params(jen.Index().Int64(), jen.Index().Qual("database/sql", "NullString")).Block(
+		jen.Id("ids").Op(":=").Make(jen.Index().Int64(), jen.Len(jen.Id("claims"))),
+		jen.Id("refs").Op(":=").Make(jen.Index().Qual("database/sql", "NullString"), jen.Len(jen.Id("claims"))),
+		jen.For(jen.List(jen.Id("i"), jen.Id("c")).Op(":=").Range().Id("claims")).Block(
+			jen.List(jen.Id("ids").Index(jen.Id("i")), jen.Id("refs").Index(jen.Id("i"))).Op("=").List(
+				jen.Id("c").Dot("ID"), jen.Qual("database/sql", "NullString").Values(jen.Dict{jen.Id("String"): jen.Id("c").Dot("ClaimRef").Call(), jen.Id("Valid"): jen.True()})),
+		),
+		jen.Return(jen.Id("ids"), jen.Id("refs")),
+	)
+}

@@ -1,0 +1,224 @@
+package generator
+
+import "github.com/dave/jennifer/jen"
+
+// sessionGlue adds the session strategy's methods of Store and the
+// sessionConn type to the store glue.
+func sessionGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("Store")
+	crecv := jen.Id("c").Id("sessionConn")
+	lockName := jen.Id("lockName").String()
+	isOne := func(call *jen.Statement) []jen.Code {
+		return []jen.Code{
+			jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(call),
+			jen.Return(jen.Id("n").Op("==").Lit(1), jen.Err()),
+		}
+	}
+
+	f.Line()
+	f.Comment(m.sessionNamespaceDoc())
+	f.Func().Params(recv.Clone()).Id("SessionNamespace").Params().String().Block(
+		jen.Return(jen.Lit(m.TablePrefix)),
+	)
+
+	f.Line()
+	f.Comment(sessionConnDoc)
+	f.Func().Params(recv.Clone()).Id("SessionConn").Params(ctx.Clone()).Params(dr("SessionConn"), jen.Error()).Block(
+		jen.List(jen.Id("conn"), jen.Err()).Op(":=").Id("s").Dot("db").Dot("Conn").Call(jen.Id("ctx")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Return(jen.Id("sessionConn").Values(
+			jen.Id("conn").Op(":").Id("conn"),
+			jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("conn")),
+		), jen.Nil()),
+	)
+
+	f.Line()
+	f.Comment(sessionIsUsedDoc)
+	f.Func().Params(recv.Clone()).Id("SessionIsUsed").Params(ctx.Clone(), lockName.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("s").Dot("q").Dot("SessionIsUsed").Call(jen.Id("ctx"), jen.Id("lockName")))...,
+	)
+
+	f.Line()
+	f.Comment(serverGaleraDoc)
+	f.Func().Params(recv.Clone()).Id("ServerGalera").Params(ctx.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("s").Dot("q").Dot("ServerGalera").Call(jen.Id("ctx")))...,
+	)
+
+	f.Line()
+	f.Comment(sessionConnTypeDoc)
+	f.Type().Id("sessionConn").Struct(
+		jen.Id("conn").Op("*").Qual("database/sql", "Conn"),
+		jen.Id("q").Op("*").Add(db("Queries")),
+	)
+
+	f.Line()
+	f.Comment(getLockDoc)
+	f.Func().Params(crecv.Clone()).Id("GetLock").Params(
+		ctx.Clone(), lockName.Clone(), jen.Id("timeout").Qual("time", "Duration"),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(jen.Id("c").Dot("q").Dot("SessionGetLock").Call(jen.Id("ctx"), literal(db("SessionGetLockParams"),
+			kv{"LockName", jen.Id("lockName")}, kv{"TimeoutUs", jen.Id("timeout").Dot("Microseconds").Call()},
+		))),
+	)
+
+	f.Line()
+	f.Comment(holdsLockDoc)
+	f.Func().Params(crecv.Clone()).Id("HoldsLock").Params(ctx.Clone(), lockName.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		isOne(jen.Id("c").Dot("q").Dot("SessionHoldsLock").Call(jen.Id("ctx"), jen.Id("lockName")))...,
+	)
+
+	f.Line()
+	f.Comment(releaseLockDoc)
+	f.Func().Params(crecv.Clone()).Id("ReleaseLock").Params(ctx.Clone(), lockName.Clone()).Params(jen.Int64(), jen.Error()).Block(
+		jen.Return(jen.Id("c").Dot("q").Dot("SessionReleaseLock").Call(jen.Id("ctx"), jen.Id("lockName"))),
+	)
+
+	f.Line()
+	f.Comment(sessionTokenDoc)
+	f.Func().Params(crecv.Clone()).Id("Token").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+	).Params(jen.Int64(), jen.Error()).Block(
+		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionToken").Call(jen.Id("ctx"), literal(db("SessionTokenParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")},
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+	)
+
+	f.Line()
+	f.Comment(freeDoc)
+	f.Func().Params(crecv.Clone()).Id("Free").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(connRenewDoc)
+	f.Func().Params(crecv.Clone()).Id("Renew").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRenew").Call(jen.Id("ctx"), literal(db("LeaseRenewParams"),
+			kv{"TtlUs", jen.Id("ttl").Dot("Microseconds").Call()}, kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(closeDoc)
+	f.Func().Params(crecv.Clone()).Id("Close").Params().Error().Block(
+		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),
+	)
+
+	f.Line()
+	f.Comment(discardDoc)
+	f.Func().Params(crecv.Clone()).Id("Discard").Params().Error().Block(
+		jen.Id("_").Op("=").Id("c").Dot("conn").Dot("Raw").Call(
+			jen.Func().Params(jen.Any()).Error().Block(jen.Return(jen.Qual("database/sql/driver", "ErrBadConn"))),
+		),
+		jen.Comment("Raw's ErrBadConn closed it already: Close then says ErrConnDone."),
+		jen.If(jen.Err().Op(":=").Id("c").Dot("conn").Dot("Close").Call(), jen.Err().Op("!=").Nil().Op("&&").Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrConnDone"))).Block(
+			jen.Return(jen.Err()),
+		),
+		jen.Return(jen.Nil()),
+	)
+}
+
+// rowGlue adds the row strategy's methods of Store and the rowTx type to
+// the store glue.
+func rowGlue(f *jen.File, m *model) {
+	db := func(name string) *jen.Statement { return jen.Qual(m.DBImport, name) }
+	ctx := jen.Id("ctx").Qual("context", "Context")
+	recv := jen.Id("s").Id("Store")
+	trecv := jen.Id("t").Id("rowTx")
+	nameKey := jen.List(jen.Id("name"), jen.Id("key")).String()
+	params := func(typ string, kvs ...kv) *jen.Statement { return literal(db(typ), kvs...) }
+	nk := []kv{{"Name", jen.Id("name")}, {"LockKey", jen.Id("key")}}
+
+	f.Line()
+	f.Comment(rowBeginDoc)
+	f.Func().Params(recv.Clone()).Id("RowBegin").Params(ctx.Clone(), jen.Id("lockWait").Qual("time", "Duration")).Params(dr("RowTx"), jen.Error()).Block(
+		jen.List(jen.Id("rc"), jen.Err()).Op(":=").Add(dr("BeginRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Id("lockWait")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Return(jen.Id("rowTx").Values(
+			jen.Id("RowConn").Op(":").Id("rc"),
+			jen.Id("q").Op(":").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("rc").Dot("Tx").Call()),
+		), jen.Nil()),
+	)
+
+	f.Line()
+	f.Comment(rowPeekDoc)
+	f.Func().Params(recv.Clone()).Id("RowPeek").Params(ctx.Clone(), nameKey.Clone()).Params(
+		jen.Id("row").Add(dr("LeaseRow")), jen.Id("found").Bool(), jen.Err().Error(),
+	).Block(
+		jen.Err().Op("=").Add(dr("PeekRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("tx").Op("*").Qual("database/sql", "Tx")).Error().Block(
+			jen.List(jen.Id("row"), jen.Id("found"), jen.Err()).Op("=").Id("Store").Values(
+				jen.Id("q").Op(":").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("tx")),
+			).Dot("LeaseGet").Call(jen.Id("ctx"), jen.Id("name"), jen.Id("key")),
+			jen.Return(jen.Err()),
+		)),
+		jen.Return(jen.Id("row"), jen.Id("found"), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(rowTxTypeDoc)
+	f.Type().Id("rowTx").Struct(
+		jen.Op("*").Add(dr("RowConn")),
+		jen.Id("q").Op("*").Add(db("Queries")),
+	)
+
+	f.Line()
+	f.Comment(lockNowaitDoc)
+	f.Func().Params(trecv.Clone()).Id("LockNowait").Params(ctx.Clone(), nameKey.Clone()).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowLockNowait").Call(jen.Id("ctx"), params("RowLockNowaitParams", nk...)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(jen.Return(jen.False(), jen.Nil())),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(lockWaitDoc)
+	f.Func().Params(trecv.Clone()).Id("LockWait").Params(ctx.Clone(), nameKey.Clone()).Error().Block(
+		jen.Return(jen.Id("t").Dot("q").Dot("RowLock").Call(jen.Id("ctx"), params("RowLockParams", nk...))),
+	)
+
+	f.Line()
+	for _, take := range []struct{ method, query, doc string }{{"Take", "RowTake", rowTakeDoc}, {"Takeover", "RowTakeover", rowTakeoverDoc}} {
+		f.Comment(take.doc)
+		f.Func().Params(trecv.Clone()).Id(take.method).Params(
+			ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+		).Params(jen.Int64(), jen.Error()).Block(
+			jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("t").Dot("q").Dot(take.query).Call(jen.Id("ctx"), params(take.query+"Params", append(nk, kv{"Owner", jen.Id("owner")})...)),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
+			jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+		)
+		f.Line()
+	}
+
+	f.Line()
+	f.Comment(rowHoldsDoc)
+	f.Func().Params(trecv.Clone()).Id("Holds").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("RowHolds").Call(jen.Id("ctx"), literal(db("RowHoldsParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(jen.Return(jen.False(), jen.Nil())),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(rowFreeDoc)
+	f.Func().Params(trecv.Clone()).Id("Free").Params(
+		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
+	).Params(jen.Bool(), jen.Error()).Block(
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
+			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
+		)),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+}
