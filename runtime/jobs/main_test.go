@@ -1,33 +1,18 @@
 package jobs_test
 
 import (
-	"io"
-	"log"
-	"log/slog"
-	"os"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
-	"go.uber.org/goleak"
-
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
-// TestMain fails the package if any goroutine (a worker, a heartbeat, a
-// handler) outlives the tests. The driver's and the jobs' expected warnings
-// are silenced: fault tests provoke them on purpose. When started as a
-// child process (see TestKilledWorkerProcessRunIsRescued and
-// TestJobsWorkersUnderLoadDoNotDeadlock) it runs that instead.
+// TestMain runs the tests (failing the package if a worker, a heartbeat or
+// a handler outlives them), or a child process's mode (see
+// TestKilledWorkerProcessRunIsRescued and
+// TestJobsWorkersUnderLoadDoNotDeadlock).
 func TestMain(m *testing.M) {
-	if os.Getenv(workerChildEnv) != "" {
-		os.Exit(runWorkerChild())
-	}
-	if os.Getenv(busyChildEnv) != "" {
-		os.Exit(runBusyChild())
-	}
-	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
-	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil)))
-	goleak.VerifyTestMain(m)
+	testkit.Main(m, map[string]func() int{workerChildEnv: runWorkerChild, busyChildEnv: runBusyChild})
 }
 
 // jobsStore is what a test's job node runs on: the generated store, or a
