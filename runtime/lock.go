@@ -178,17 +178,27 @@ func (l *Lock) checkKey(key string) (string, error) {
 // released. An error other than ErrNotAcquired means the outcome is not
 // known; the lock is then at worst held, unused, until its TTL expires.
 func (l *Lock) Try(ctx context.Context, key string) (*Lease, error) {
-	key, err := l.checkKey(key)
+	key, err := l.admit(ctx, key)
 	if err != nil {
-		return nil, err
-	}
-	if err := l.client.checkServer(ctx, probe.Feature(l.cfg.Strategy)); err != nil {
 		return nil, err
 	}
 	start := l.client.clock.Now()
 	lease, err := l.tryOnce(ctx, key)
 	l.observeAcquire(start, err)
 	return lease, err
+}
+
+// admit checks key and, once per Client, that the server can run the
+// lock's strategy, before an acquisition; it returns the key to use.
+func (l *Lock) admit(ctx context.Context, key string) (string, error) {
+	key, err := l.checkKey(key)
+	if err != nil {
+		return "", err
+	}
+	if err := l.client.checkServer(ctx, probe.Feature(l.cfg.Strategy)); err != nil {
+		return "", err
+	}
+	return key, nil
 }
 
 // observeAcquire reports an acquisition that started at start to the
@@ -278,11 +288,8 @@ func (l *Lock) acquireRow(ctx context.Context, key string) (int64, error) {
 // at once.
 // It returns ErrNotAcquired when the wait ends, or ctx's error.
 func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
-	key, err := l.checkKey(key)
+	key, err := l.admit(ctx, key)
 	if err != nil {
-		return nil, err
-	}
-	if err := l.client.checkServer(ctx, probe.Feature(l.cfg.Strategy)); err != nil {
 		return nil, err
 	}
 	start := l.client.clock.Now()
