@@ -28,7 +28,10 @@ func TestManyLeasesRenewInBatches(t *testing.T) {
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	n := newNode(t, db)
-	ttl := 600 * time.Millisecond // renewal every 200ms
+	// Renewal every 500ms; a round may come 850ms late before a lease is
+	// lost, so a loaded machine (race detector, 2 cores) does not fail a
+	// test that is about batching.
+	ttl := 1500 * time.Millisecond
 	l := n.lock(t, runtime.LockConfig{Name: "many", Keyed: true, TTL: ttl})
 	ctx := context.Background()
 	const leases = 200
@@ -39,15 +42,15 @@ func TestManyLeasesRenewInBatches(t *testing.T) {
 		held = append(held, lease)
 	}
 	before := counter.Count()
-	time.Sleep(3 * ttl)
+	time.Sleep(2 * ttl)
 	renewals := counter.Count() - before
 	for _, lease := range held {
 		require.NoError(t, lease.Err())
 	}
-	// One statement per lease per renewal would be about 9 x 200 = 1800.
+	// One statement per lease per renewal would be about 6 x 200 = 1200.
 	assert.Less(t, renewals, int64(leases), "renewals must be batched")
 	assert.Positive(t, renewals)
-	t.Logf("%d statements renewed %d leases over %v", renewals, leases, 3*ttl)
+	t.Logf("%d statements renewed %d leases over %v", renewals, leases, 2*ttl)
 	for _, lease := range held {
 		require.NoError(t, lease.Release(ctx))
 	}

@@ -69,7 +69,7 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 }
 
 // CheckFeature is CheckServer for feature f of the probe: probe.Lease,
-// probe.Session, probe.Jobs (which also needs the runs table). With a
+// probe.Session, probe.Row, probe.Jobs (which also needs the runs table). With a
 // non-nil tx it never probes, since the probe would need a second
 // connection of a pool the caller's transaction may have exhausted: it
 // returns only a refusal that an earlier check of this Client found, and

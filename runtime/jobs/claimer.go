@@ -31,8 +31,8 @@ func newClaimer(w *Worker, log *slog.Logger, wake chan struct{}) *claimer {
 // claim claims up to free runs (at most ClaimBatch) and returns them with
 // the time the claim was sent. keepPoll reports that it claimed nothing
 // because another worker of the node was claiming (and wakes this one when
-// done), so the idle poll should not back off. A failed claim is logged
-// and backs the poll off; it is never fatal.
+// done), so the idle poll should not back off. A failed claim returns no
+// runs, is logged and backs the poll off; it is never fatal.
 func (c *claimer) claim(ctx context.Context, free int) (runs []Run, sent time.Time, keepPoll bool) {
 	cfg := c.w.cfg
 	if free <= 0 {
@@ -49,16 +49,21 @@ func (c *claimer) claim(ctx context.Context, free int) (runs []Run, sent time.Ti
 		// than this claim took.
 		c.w.jobs.wakeOthers(cfg.Queue, c.wake)
 	}
-	switch {
-	case err != nil && ctx.Err() == nil:
-		c.failures++
-		servererr.WarnUnlessTransient(c.log, "lockgen: claiming runs failed", err, c.failures)
-		c.poll = min(c.poll*2, cfg.PollMax)
-	case err == nil:
-		c.failures = 0
-		if len(runs) > 0 {
-			c.poll = cfg.PollMin
+	if err != nil {
+		// Runs a failed claim returned are not this worker's: the commit
+		// may not have landed (they are still due, and the next claim of
+		// them would hold the same claim number), or it landed and they
+		// are rescued after their lease. Either way, never start them.
+		if ctx.Err() == nil {
+			c.failures++
+			servererr.WarnUnlessTransient(c.log, "lockgen: claiming runs failed", err, c.failures)
+			c.poll = min(c.poll*2, cfg.PollMax)
 		}
+		return nil, sent, false
+	}
+	c.failures = 0
+	if len(runs) > 0 {
+		c.poll = cfg.PollMin
 	}
 	return runs, sent, false
 }
