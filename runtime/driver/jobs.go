@@ -115,7 +115,8 @@ type JobStore interface {
 	// runs that repeat a tick or an active unique key are left out.
 	RunInsertMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 	// RunsClaim claims up to limit due runs of queue for worker, running
-	// until lease after the database clock, in one transaction.
+	// until lease after the database clock, in one transaction. With an
+	// error it returns no runs: the commit may not have landed.
 	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Run, error)
 	// RunsHeartbeat extends the deadline of the runs still holding claims.
 	RunsHeartbeat(ctx context.Context, claims []Claim, lease time.Duration) (int64, error)

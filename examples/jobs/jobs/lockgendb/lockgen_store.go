@@ -507,7 +507,11 @@ func (s Store) RunsClaim(ctx context.Context, queue, worker string, limit int, l
 		}
 		return nil
 	})
-	return runs, err
+	if err != nil {
+		// The commit may not have landed: report no runs.
+		return nil, err
+	}
+	return runs, nil
 }
 
 // RunsHeartbeat implements driver.JobStore.
