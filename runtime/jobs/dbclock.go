@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
-	"github.com/lockgen/lockgen/runtime/internal/timing"
 )
 
 // dbClock tells the time by the database's clock, for the scheduler: all
@@ -68,10 +67,4 @@ func (d *dbClock) read(ctx context.Context) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.at, d.local = at.Add(got.Sub(sent)/2), got
-}
-
-// sleepOrWake waits for d on clock, a wake-up (woken may be nil), or the
-// end of ctx (returning its cause).
-func sleepOrWake(ctx context.Context, clock runtime.Clock, d time.Duration, woken <-chan struct{}) error {
-	return timing.SleepOrWake(ctx, clock.NewTimer, d, woken)
 }

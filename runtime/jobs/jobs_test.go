@@ -30,7 +30,7 @@ func jobsNode(t *testing.T, db *sql.DB, owner string) *jobs.Client {
 	return jobsOn(t, lockgendb.NewStore(db), owner)
 }
 
-func jobsOn(t *testing.T, store jobsStore, owner string) *jobs.Client {
+func jobsOn(t *testing.T, store driver.JobStore, owner string) *jobs.Client {
 	t.Helper()
 	c, err := runtime.NewClient(store, runtime.WithOwner(owner))
 	require.NoError(t, err)

@@ -3,7 +3,6 @@ package jobs_test
 import (
 	"testing"
 
-	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
 
@@ -14,7 +13,3 @@ import (
 func TestMain(m *testing.M) {
 	testkit.Main(m, map[string]func() int{workerChildEnv: runWorkerChild, busyChildEnv: runBusyChild})
 }
-
-// jobsStore is what a test's job node runs on: the generated store, or a
-// wrapper of it that injects faults or counts statements.
-type jobsStore = driver.JobStore

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/timing"
 )
 
 // Pruning: finished runs (completed, discarded, cancelled, skipped) are
@@ -67,7 +68,7 @@ func (p pruner) run(ctx context.Context) {
 	if every <= 0 {
 		every = 10 * time.Minute
 	}
-	for sleepOrWake(ctx, p.jobs.clock, every, nil) == nil {
+	for timing.SleepOrWake(ctx, p.jobs.clock.NewTimer, every, nil) == nil {
 		for _, r := range p.retention {
 			limit := r.Limit
 			if limit <= 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/servererr"
+	"github.com/lockgen/lockgen/runtime/internal/timing"
 )
 
 // Scheduled jobs: one run per tick, cluster-wide.
@@ -226,12 +227,12 @@ func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj Scheduled
 			return
 		}
 		log.Warn("lockgen: reading the job's last tick failed", "error", err)
-		if sleepOrWake(ctx, clock, time.Second, nil) != nil {
+		if timing.SleepOrWake(ctx, clock.NewTimer, time.Second, nil) != nil {
 			return
 		}
 	}
 	for !next.IsZero() {
-		if err := sleepOrWake(ctx, clock, next.Sub(now()), nil); err != nil {
+		if err := timing.SleepOrWake(ctx, clock.NewTimer, next.Sub(now()), nil); err != nil {
 			return
 		}
 		now := now()

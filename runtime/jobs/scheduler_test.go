@@ -258,7 +258,7 @@ func startNode(t *testing.T, j *jobs.Client, cfg jobs.NodeConfig) {
 }
 
 // jobsWithClock is one node's job API on store, with clock as its clock.
-func jobsWithClock(t *testing.T, store jobsStore, owner string, clock runtime.Clock) *jobs.Client {
+func jobsWithClock(t *testing.T, store driver.JobStore, owner string, clock runtime.Clock) *jobs.Client {
 	t.Helper()
 	c, err := runtime.NewClient(store, runtime.WithOwner(owner), runtime.WithClock(clock))
 	require.NoError(t, err)
@@ -319,7 +319,7 @@ const (
 
 // newLateNode starts both nodes; the paused node runs its first tick live
 // and then sleeps until the next, until the test advances its clock.
-func newLateNode(t *testing.T, store jobsStore, db *sql.DB, others *jobs.Client) *lateNode {
+func newLateNode(t *testing.T, store driver.JobStore, db *sql.DB, others *jobs.Client) *lateNode {
 	t.Helper()
 	n := &lateNode{db: db, others: others, ran: map[time.Time]int{}}
 	startWorker(t, others, jobs.WorkerConfig{PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: map[string]jobs.JobHandler{
