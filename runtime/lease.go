@@ -53,9 +53,6 @@ type holding interface {
 	// and renewals, or, for a row holding, nothing (the server keeps a
 	// row lock as long as its transaction; it has no deadline).
 	start(ls *Lease)
-	// renew runs one renewal with left before the local deadline and
-	// reports whether it extended the lease by a full TTL (Lease.renew).
-	renew(ls *Lease, left time.Duration) bool
 	// release ends the holding once renewals stopped (Lease.Release);
 	// abort rolls a row holding's transaction back.
 	release(ctx context.Context, ls *Lease, abort bool) error
@@ -65,6 +62,17 @@ type holding interface {
 	// tx is the holding's transaction: a row holding's, nil otherwise.
 	tx() *sql.Tx
 }
+
+// poolChecked is the part of the lease and session holdings that is the
+// same: Guard checks the lock row through the caller's transaction, and
+// the holding has no transaction of its own.
+type poolChecked struct{}
+
+func (poolChecked) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
+	return ls.guardRow(ctx, tx)
+}
+
+func (poolChecked) tx() *sql.Tx { return nil }
 
 // newLease starts keeping a holding whose acquire request was sent at sent
 // (see holding.start).
@@ -241,9 +249,14 @@ func (ls *Lease) logLoss(cause error) {
 	ls.lock.client.logger.Warn("lockgen: lease lost", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "cause", cause)
 }
 
-// renewLoop renews every RenewEvery, sooner when the deadline is near (a
-// slow acquire or a failed renewal leaves less time), until Release or loss.
-func (ls *Lease) renewLoop() {
+// renewal runs one renewal of a holding with left before the local
+// deadline and reports whether it extended the lease by a full TTL.
+type renewal func(ls *Lease, left time.Duration) bool
+
+// renewLoop renews with renew every RenewEvery, sooner when the deadline is
+// near (a slow acquire or a failed renewal leaves less time), until Release
+// or loss.
+func (ls *Lease) renewLoop(renew renewal) {
 	defer close(ls.renewDone)
 	t := ls.clock.NewTimer(ls.nextRenewal(true))
 	defer t.Stop()
@@ -255,7 +268,7 @@ func (ls *Lease) renewLoop() {
 			return
 		case <-t.C():
 		}
-		t.Reset(ls.nextRenewal(ls.renew()))
+		t.Reset(ls.nextRenewal(ls.renew(renew)))
 	}
 }
 
@@ -271,14 +284,14 @@ func (ls *Lease) nextRenewal(renewed bool) time.Duration {
 	return max(min(next, ls.timeLeft()/2), time.Millisecond)
 }
 
-// renew runs one renewal; it reports whether the lease was extended by a
-// full TTL.
-func (ls *Lease) renew() bool {
+// renew runs one renewal with renew; it reports whether the lease was
+// extended by a full TTL.
+func (ls *Lease) renew(renew renewal) bool {
 	left := ls.timeLeft()
 	if left <= 0 {
 		return false // the watchdog declares the loss
 	}
-	return ls.held.renew(ls, left)
+	return renew(ls, left)
 }
 
 // Guard checks, inside tx (the caller's own transaction on the same

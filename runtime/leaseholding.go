@@ -13,6 +13,7 @@ import (
 // leaseHolding is what a Lease of the lease strategy holds besides its
 // row: nothing, or the wake lock of a lock with WaitOnServer.
 type leaseHolding struct {
+	poolChecked
 	// wake is the wake lock; nil without WaitOnServer, when the server did
 	// not grant it, or once its connection failed. The holding renews and
 	// frees its row on wake's pinned connection. Only the renewal loop
@@ -28,7 +29,7 @@ func (h *leaseHolding) start(ls *Lease) {
 		ls.batched = true
 		b.add(ls)
 	} else {
-		go ls.renewLoop()
+		go ls.renewLoop(h.renew)
 	}
 }
 
@@ -50,12 +51,6 @@ func (h *leaseHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 	}
 	return ls.releaseRow(ctx, false)
 }
-
-func (h *leaseHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
-	return ls.guardRow(ctx, tx)
-}
-
-func (h *leaseHolding) tx() *sql.Tx { return nil }
 
 // renewRow renews the lease row through the pool. On an unknown outcome it
 // re-reads the row and decides by owner and token, which stay the same for

@@ -33,26 +33,16 @@ var rowSentinel = time.Date(1970, 1, 1, 0, 0, 2, 0, time.UTC)
 // lock has no ttl to bound them by).
 const rowReleaseTimeout = 30 * time.Second
 
-// rowStore returns the client's store, refusing Galera.
-func (l *Lock) rowStore(ctx context.Context) (driver.Store, error) {
-	rs := l.client.store
-	if err := l.client.refuseGalera(ctx, StrategyRow); err != nil {
-		return nil, err
-	}
-	return rs, nil
-}
-
 // tryRow acquires a row lock: with NOWAIT when wait is 0, else waiting up
 // to wait on the server (InnoDB serves row lock waiters in arrival order).
 func (l *Lock) tryRow(ctx context.Context, key string, wait time.Duration) (*Lease, error) {
-	rs, err := l.rowStore(ctx)
-	if err != nil {
+	if err := l.client.refuseGalera(ctx, StrategyRow); err != nil {
 		return nil, err
 	}
 	start := l.client.clock.Now()
 	for attempt := 0; ; attempt++ {
 		left := wait - l.client.clock.Now().Sub(start)
-		lease, err := l.tryRowOnce(ctx, rs, key, max(left, 0))
+		lease, err := l.tryRowOnce(ctx, key, max(left, 0))
 		if !servererr.IsDeadlock(err) || attempt == maxRetries || ctx.Err() != nil {
 			return lease, err
 		}
@@ -64,7 +54,8 @@ func (l *Lock) tryRow(ctx context.Context, key string, wait time.Duration) (*Lea
 	}
 }
 
-func (l *Lock) tryRowOnce(ctx context.Context, rs driver.Store, key string, wait time.Duration) (*Lease, error) {
+func (l *Lock) tryRowOnce(ctx context.Context, key string, wait time.Duration) (*Lease, error) {
+	rs := l.client.store
 	lockWait := max(wait, time.Second) // Try's Take waits only for a first insert
 	rtx, err := rs.RowBegin(ctx, lockWait)
 	if err != nil {
@@ -72,12 +63,10 @@ func (l *Lock) tryRowOnce(ctx context.Context, rs driver.Store, key string, wait
 	}
 	fail := func(err error) (*Lease, error) {
 		_ = rtx.Rollback()
-		switch {
-		case servererr.IsLockWaitFailure(err):
+		if servererr.IsLockWaitFailure(err) {
 			return nil, ErrNotAcquired
-		case servererr.IsDeadlock(err):
-			return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
 		}
+		// A deadlock is wrapped too: tryRow retries it.
 		return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
 	}
 	found := false
@@ -124,9 +113,6 @@ func (h *rowHolding) start(ls *Lease) {
 	ls.deadline = time.Time{}
 	close(ls.renewDone)
 }
-
-// renew is never called: a row holding has no renewal loop.
-func (h *rowHolding) renew(*Lease, time.Duration) bool { return true }
 
 func (h *rowHolding) tx() *sql.Tx { return h.rtx.Tx() }
 

@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	sqldriver "database/sql/driver"
 	"encoding/hex"
 	"errors"
@@ -89,6 +88,7 @@ func (c *Client) isGalera(ctx context.Context) (bool, error) {
 // sessionHolding is what a Lease of the session strategy holds besides
 // its row: the pinned connection and the server-side lock's name.
 type sessionHolding struct {
+	poolChecked
 	conn driver.SessionConn
 	name string
 }
@@ -185,7 +185,7 @@ func brokenConn(err error) bool {
 // start arms the watchdog and checks the holding every RenewEvery.
 func (h *sessionHolding) start(ls *Lease) {
 	ls.startWatchdog()
-	go ls.renewLoop()
+	go ls.renewLoop(h.renew)
 }
 
 // renew checks that the pinned connection still holds the lock (the
@@ -241,12 +241,6 @@ func (h *sessionHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 	}
 	return nil
 }
-
-func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
-	return ls.guardRow(ctx, tx)
-}
-
-func (h *sessionHolding) tx() *sql.Tx { return nil }
 
 // sessionHolder reads a session lock's holder: the row says who and which
 // token, the server says whether it is held.

@@ -43,20 +43,12 @@ func wakeLockName(namespace, name, key string) string {
 	return sessionLockName(namespace+"wake:", name, key)
 }
 
-// wakeStore returns the client's store for a lock that waits on the
-// server, or nil.
-func (l *Lock) wakeStore() driver.Store {
-	if !l.cfg.WaitOnServer {
-		return nil
-	}
-	return l.client.store
-}
-
 // getWake pins a connection and waits up to wait on the server for key's
 // wake lock. It returns the held wake lock, or nil when the wait ended
 // without it (err nil) or failed (err set); the connection is then given
 // back (or discarded when the server may have granted the lock).
-func (l *Lock) getWake(ctx context.Context, ss driver.Store, key string, wait time.Duration) (*wakeHolding, error) {
+func (l *Lock) getWake(ctx context.Context, key string, wait time.Duration) (*wakeHolding, error) {
+	ss := l.client.store
 	name := wakeLockName(ss.SessionNamespace(), l.cfg.Name, key)
 	conn, err := ss.SessionConn(ctx)
 	if err != nil {
@@ -94,15 +86,14 @@ func (w *wakeHolding) release(ctx context.Context) {
 // at sent), so an exhausted pool costs the holding its wake lock, not its
 // lease time.
 func (l *Lock) holdWake(ctx context.Context, key string, held *wakeHolding, sent time.Time) *wakeHolding {
-	ss := l.wakeStore()
-	if ss == nil {
+	if !l.cfg.WaitOnServer {
 		return nil
 	}
 	budget := min(l.cfg.SafetyMargin, (l.cfg.TTL-l.cfg.SafetyMargin-l.client.clock.Now().Sub(sent))/2)
 	if held == nil && budget > 0 {
 		wctx, cancel := context.WithTimeout(ctx, budget)
 		var err error
-		held, err = l.getWake(wctx, ss, key, 0)
+		held, err = l.getWake(wctx, key, 0)
 		cancel()
 		if err != nil {
 			l.client.logger.Debug("lockgen: no wake lock for the holding; waiters elsewhere poll", "lock", l.cfg.Name, "key", key, "error", err)
@@ -115,13 +106,12 @@ func (l *Lock) holdWake(ctx context.Context, key string, held *wakeHolding, sent
 }
 
 // leaseWaiter is the waiting state of the first local waiter of a lease
-// lock (Acquire or a campaign). Without WaitOnServer (ss nil) it polls the
+// lock (Acquire or a campaign). Without WaitOnServer it polls the
 // row with backoff and jitter, woken at once by a local release. With it,
 // it waits on the server for the holder's wake lock, and keeps the wake
 // lock it got until a holding takes it.
 type leaseWaiter struct {
 	l     *Lock
-	ss    driver.Store // nil: poll
 	key   string
 	local <-chan struct{} // a local release happened
 	wake  *wakeHolding    // held until a holding takes it (or close)
@@ -131,7 +121,7 @@ type leaseWaiter struct {
 // newLeaseWaiter returns the waiter for key; local is the waiter's local
 // wake-up channel and maxPoll its longest poll interval.
 func (l *Lock) newLeaseWaiter(key string, local <-chan struct{}, maxPoll time.Duration) *leaseWaiter {
-	return &leaseWaiter{l: l, ss: l.wakeStore(), key: key, local: local, b: backoff{next: 5 * time.Millisecond, max: maxPoll}}
+	return &leaseWaiter{l: l, key: key, local: local, b: backoff{next: 5 * time.Millisecond, max: maxPoll}}
 }
 
 // try makes one attempt at the row; a new holding takes the waiter's wake
@@ -151,19 +141,19 @@ func (s *leaseWaiter) try(ctx context.Context) (*Lease, error) {
 // when ctx ends.
 func (s *leaseWaiter) pause(ctx context.Context, left time.Duration) error {
 	l := s.l
-	if s.ss != nil && s.wake == nil && l.client.wake.heldHere(rowKey{l.cfg.Name, s.key}) {
+	if l.cfg.WaitOnServer && s.wake == nil && l.client.wake.heldHere(rowKey{l.cfg.Name, s.key}) {
 		// The holder is in this process: its release wakes this waiter
 		// locally, without a connection blocked on the server.
 		return sleepOrWake(ctx, l.client.clock, min(left, l.cfg.TTL), s.local)
 	}
-	if s.ss != nil && s.wake == nil {
+	if l.cfg.WaitOnServer && s.wake == nil {
 		wait := min(left, l.cfg.TTL)
 		start := l.client.clock.Now()
 		// Bounded beyond the server-side wait too: pinning a connection
 		// from an exhausted pool must not outlast the waiter's wait.
 		wctx, cancel := context.WithTimeout(ctx, wait+time.Second)
 		var err error
-		s.wake, err = l.getWake(wctx, s.ss, s.key, wait)
+		s.wake, err = l.getWake(wctx, s.key, wait)
 		cancel()
 		switch {
 		case ctx.Err() != nil:

@@ -3,12 +3,11 @@ package driver
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"slices"
 	"strings"
 	"sync"
 
-	"github.com/go-sql-driver/mysql"
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
 )
 
 // utcNow is the database clock in UTC with microseconds (see the utc_now
@@ -112,7 +111,7 @@ func (s *InsertStmts) Exec(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 			_, err = st.stmt.ExecContext(ctx, args...)
 		}
 		s.release(st)
-		if !isNotPreparable(err) {
+		if !servererr.IsNotPreparable(err) {
 			return err
 		}
 		s.backOff()
@@ -195,12 +194,4 @@ func (s *InsertStmts) backOff() {
 	s.mu.Lock()
 	s.textLeft = prepareBackoff
 	s.mu.Unlock()
-}
-
-// isNotPreparable reports a prepared statement the server will not keep:
-// too many prepared statements (1461, ER_MAX_PREPARED_STMT_COUNT_REACHED)
-// or a statement it cannot prepare (1295, ER_UNSUPPORTED_PS).
-func isNotPreparable(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && (me.Number == 1461 || me.Number == 1295)
 }

@@ -21,6 +21,8 @@ const (
 	LockWaitTimeout = 1205 // ER_LOCK_WAIT_TIMEOUT; also MariaDB's answer to NOWAIT
 	Deadlock        = 1213 // ER_LOCK_DEADLOCK: the transaction was rolled back
 	MySQLNowaitBusy = 3572 // ER_LOCK_NOWAIT: MySQL's answer to NOWAIT
+	UnsupportedPS   = 1295 // ER_UNSUPPORTED_PS: a statement the server cannot prepare
+	TooManyPrepared = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
 )
 
 func number(err error) (uint16, bool) {
@@ -64,6 +66,10 @@ func IsDeadlock(err error) bool { return is(err, Deadlock) }
 
 // IsUnknownVariable reports a system variable the server does not have.
 func IsUnknownVariable(err error) bool { return is(err, UnknownVariable) }
+
+// IsNotPreparable reports a prepared statement the server will not keep:
+// too many prepared statements (1461) or one it cannot prepare (1295).
+func IsNotPreparable(err error) bool { return is(err, TooManyPrepared, UnsupportedPS) }
 
 // IsDuplicateKey reports a unique key violation.
 func IsDuplicateKey(err error) bool { return is(err, DuplicateKey) }
