@@ -22,6 +22,7 @@ func TestGeneratedCodeBuildsAndVets(t *testing.T) {
 	for _, tc := range []struct{ name, main, want string }{
 		{"every", everyMain, "New(nil): lockgen: invalid argument: nil *sql.DB (errors.Is ErrInvalid: true)\n"},
 		{"jobs", jobsMain, "RunJobs(nil): lockgen: invalid argument: nil JobHandlers\n"},
+		{"jobs-only", jobsOnlyMain, "RunJobs(nil): lockgen: invalid argument: nil JobHandlers\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -129,6 +130,58 @@ func use(ctx context.Context, w *work.Locks) error {
 	_ = []any{work.RunAvailable, work.RunRunning, work.RunCompleted, work.RunDiscarded, work.RunCancelled, work.RunSkipped}
 	_ = []error{work.ErrInvalid, work.ErrUnsupported, work.ErrLeaseLost, work.ErrNotAcquired, work.ErrReleased,
 		work.ErrRunNotFound, work.ErrUniqueKeyTaken}
+	return errors.Join(errs...)
+}
+`
+
+// jobsOnlyMain calls every function generated for the "jobs-only" golden
+// case, a package named jobs (which imports the runtime's jobs package
+// under another name). Run, it only checks that RunJobs rejects nil
+// handlers.
+const jobsOnlyMain = `package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"example.com/jobsonly/jobs"
+)
+
+type handlers struct{}
+
+func (handlers) Tick(ctx context.Context, run *jobs.Run) error { return nil }
+func (handlers) SendReceipt(ctx context.Context, run *jobs.Run, args jobs.SendReceiptArgs) error {
+	return nil
+}
+
+func main() {
+	j, err := jobs.New(&sql.DB{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("RunJobs(nil): %v\n", j.RunJobs(context.Background(), nil))
+	if false {
+		_ = use(context.Background(), j)
+	}
+}
+
+func use(ctx context.Context, j *jobs.Locks) error {
+	args := jobs.SendReceiptArgs{OrderID: 1, Email: "a@example.com"}
+	id, err := j.EnqueueSendReceipt(ctx, args, jobs.Delay(time.Minute))
+	errs := []error{err, j.CheckServer(ctx), j.EnqueueSendReceiptMany(ctx, []jobs.SendReceiptArgs{args})}
+	id, err = j.EnqueueSendReceiptTx(ctx, &sql.Tx{}, args)
+	errs = append(errs, err)
+	var info jobs.RunInfo
+	info, err = j.JobRun(ctx, id)
+	_, _ = j.CancelRun(ctx, id)
+	_, _ = j.RetryRun(ctx, id)
+	errs = append(errs, err, j.RunJobs(ctx, handlers{}, func(c *jobs.WorkerConfig) { c.Lease = time.Minute }))
+	_ = []string{j.Owner(), jobs.TickJob, jobs.SendReceiptJob, string(info.State)}
+	_ = []error{jobs.ErrInvalid, jobs.ErrUnsupported, jobs.ErrLeaseLost, jobs.ErrRunNotFound, jobs.ErrUniqueKeyTaken}
 	return errors.Join(errs...)
 }
 `

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/internal/prose"
 	"github.com/lockgen/lockgen/runtime"
 )
 
@@ -85,7 +86,7 @@ func (m *model) packageDoc() string {
 			runs = "the MySQL/MariaDB table " + m.RunsTable
 		}
 		doc = append(doc, fmt.Sprintf("Each run of a job is a row of %s, inserted by %s, then claimed, run and recorded by RunJobs on every node.",
-			runs, orList(m.runSources())))
+			runs, prose.Or(m.runSources())))
 	}
 	var does []string
 	switch held := "locks"; {
@@ -108,24 +109,8 @@ func (m *model) packageDoc() string {
 			binds = "names, arguments and timings"
 		}
 	}
-	doc = append(doc, fmt.Sprintf("The runtime (%s) %s; this package binds the declared %s to it.", runtimePath, andList(does), binds))
+	doc = append(doc, fmt.Sprintf("The runtime (%s) %s; this package binds the declared %s to it.", runtimePath, prose.And(does), binds))
 	return comment(strings.Join(doc, " "))
-}
-
-// andList joins items as in a sentence: "a", "a and b", "a, b and c".
-func andList(items []string) string {
-	if len(items) < 2 {
-		return strings.Join(items, "")
-	}
-	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
-}
-
-// orList joins items as in a sentence: "a", "a or b", "a, b or c".
-func orList(items []string) string {
-	if len(items) < 2 {
-		return strings.Join(items, "")
-	}
-	return strings.Join(items[:len(items)-1], ", ") + " or " + items[len(items)-1]
 }
 
 // strategyDesc says what a lock of strategy is, its row being in table.
@@ -193,6 +178,27 @@ func (m *model) pinsConnection() bool {
 	return false
 }
 
+// serverFeatures are the probe features the package uses, by their names
+// in runtime/probe: the lease (every package: jobs' singletons are lease
+// locks), the session and row strategies when declared, and jobs.
+func (m *model) serverFeatures() []string {
+	features := []string{"Lease"}
+	session, row := false, false
+	for _, lk := range m.Locks {
+		session, row = session || lk.Session, row || lk.Row
+	}
+	if session {
+		features = append(features, "Session")
+	}
+	if row {
+		features = append(features, "Row")
+	}
+	if len(m.Jobs) > 0 {
+		features = append(features, "Jobs")
+	}
+	return features
+}
+
 // versionGuardDoc explains the reference to the runtime's version guard.
 func (m *model) versionGuardDoc() string {
 	return comment("This package builds only against a runtime that fits the code lockgen generated here: " +
@@ -230,7 +236,14 @@ func (m *model) withObserverDoc() string {
 }
 
 func (m *model) withLoggerDoc() string {
-	return comment("WithLogger sets the logger that reports lost leases and renewal trouble. Default: slog.Default().")
+	var reports []string
+	if len(m.Locks) > 0 {
+		reports = append(reports, "lost leases and renewal trouble")
+	}
+	if len(m.Jobs) > 0 {
+		reports = append(reports, "failed runs and the database errors the workers retry")
+	}
+	return comment("WithLogger sets the logger that reports " + prose.And(reports) + ". Default: slog.Default().")
 }
 
 // declared names what the spec declares: "locks", "jobs" or "locks and
@@ -274,14 +287,14 @@ func (m *model) newDoc() string {
 		}
 	}
 	if len(txMethods) > 0 {
-		yours += " unless you pass it to " + orList(txMethods)
+		yours += " unless you pass it to " + prose.Or(txMethods)
 	}
 	return comment(
-		fmt.Sprintf("New returns the %s declared in %s, running their statements on db, each as its own autocommit statement, "+
+		fmt.Sprintf("New returns the %s declared in %s, running their statements on db, "+
 			"%s. It does not touch the database.", m.declared(), m.SpecName, yours),
 		fmt.Sprintf("%s: apply %s (relative to %s) with your migration tool. "+
 			"With github.com/go-sql-driver/mysql, open db with parseTime=true.",
-			tables, andList(files), m.SpecName),
+			tables, prose.And(files), m.SpecName),
 		m.sessionPoolDoc(),
 		"New fails with an error wrapping ErrInvalid when db is nil or an option is invalid.")
 }
@@ -310,7 +323,7 @@ func (m *model) sessionPoolDoc() string {
 	}
 	return fmt.Sprintf("The %s %s (%s) %s a connection of db for the whole holding (%s): "+
 		"allow for one open connection per holding in db.SetMaxOpenConns, and connect to the server directly, "+
-		"not through a multiplexing proxy. On a Galera cluster %s %s with ErrUnsupported.",
+		"not through a multiplexing proxy. On a Galera or Group Replication cluster %s %s with ErrUnsupported.",
 		strings.Join(kinds, " and "), locks, strings.Join(names, ", "), keep, strings.Join(what, ", or "), they, fail)
 }
 
@@ -319,10 +332,20 @@ func (m *model) namesDoc() string {
 }
 
 func (m *model) checkServerDoc() string {
-	return comment("CheckServer probes the server now, as the first lock or job call does anyway: it fails with an error wrapping " +
-		"ErrUnsupported when lockgen cannot run safely on it (TiDB or another engine it does not know, MySQL before 8.0, " +
-		"MariaDB before 10.6, session or row locks on a Galera or Group Replication cluster), and with ErrInvalid when db " +
-		"was opened without parseTime=true or the lock table is missing. Call it at startup to fail fast; " +
+	unsupported := "TiDB or another engine it does not know, MySQL before 8.0, MariaDB before 10.6"
+	if m.pinsConnection() {
+		unsupported += ", session or row locks on a Galera or Group Replication cluster"
+	}
+	first, missing := "lock", "the lock table is missing"
+	switch {
+	case len(m.Locks) == 0:
+		first, missing = "job", "a table is missing (the runs table, or the lock table that singleton jobs use)"
+	case len(m.Jobs) > 0:
+		first, missing = "lock or job", "the lock or the runs table is missing"
+	}
+	return comment("CheckServer probes the server now, as the first " + first + " call does anyway: it fails with an error wrapping " +
+		"ErrUnsupported when lockgen cannot run safely on it (" + unsupported + "), and with ErrInvalid when db " +
+		"was opened without parseTime=true or " + missing + ". Call it at startup to fail fast; " +
 		"`go tool lockgen doctor` prints the same checks.")
 }
 
@@ -337,5 +360,12 @@ func (m *model) migrationsHint() string {
 }
 
 func (m *model) ownerDoc() string {
-	return comment("Owner returns the identity recorded in the lock rows held through these Locks (see WithOwner).")
+	var where []string
+	if len(m.Locks) > 0 {
+		where = append(where, "in the lock rows held through these Locks")
+	}
+	if len(m.Jobs) > 0 {
+		where = append(where, "as the worker of the runs they claim")
+	}
+	return comment("Owner returns the identity recorded " + prose.And(where) + " (see WithOwner).")
 }

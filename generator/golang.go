@@ -80,6 +80,7 @@ func newFile(m *model) *jen.File {
 	f := jen.NewFile(m.Package)
 	f.HeaderComment(templates.Header)
 	f.ImportName(runtimePath, "runtime")
+	f.ImportName(probePath, "probe")
 	if m.Package == "jobs" {
 		f.ImportAlias(jobsPath, "lockgenjobs") // not the package's own name
 	} else {
@@ -175,13 +176,33 @@ func wrappers(m *model) *jen.File {
 	f.Comment(m.checkServerDoc())
 	f.Func().Params(jen.Id(m.Receiver).Op("*").Id("Locks")).Id("CheckServer").Params(
 		jen.Id("ctx").Qual("context", "Context"),
-	).Error().Block(
-		jen.Return(jen.Id(m.Receiver).Dot("client").Dot("CheckServer").Call(jen.Id("ctx"))),
-	)
+	).Error().BlockFunc(func(g *jen.Group) { checkServerBody(g, m) })
 	for i := range m.Locks {
 		lockMethods(f, m, &m.Locks[i])
 	}
 	return f
+}
+
+// checkServerBody is the body of CheckServer: the runtime's check of every
+// feature the package uses (the lease, which every package uses, alone is
+// Client.CheckServer). One probe answers them all.
+func checkServerBody(g *jen.Group, m *model) {
+	features := m.serverFeatures()
+	client := jen.Id(m.Receiver).Dot("client")
+	if len(features) == 1 {
+		g.Return(client.Dot("CheckServer").Call(jen.Id("ctx")))
+		return
+	}
+	list := make([]jen.Code, len(features))
+	for i, f := range features {
+		list[i] = jen.Qual(probePath, f)
+	}
+	g.For(jen.List(jen.Id("_"), jen.Id("f")).Op(":=").Range().Index().Qual(probePath, "Feature").Values(list...)).Block(
+		jen.If(jen.Err().Op(":=").Add(client).Dot("CheckFeature").Call(jen.Id("ctx"), jen.Nil(), jen.Id("f")), jen.Err().Op("!=").Nil()).Block(
+			jen.Return(jen.Err()),
+		),
+	)
+	g.Return(jen.Nil())
 }
 
 // newBody is the body of New: a Client on the sqlc store and one

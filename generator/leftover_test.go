@@ -173,3 +173,50 @@ func TestWriteRestoresRemovedLeftovers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "restored with its mode")
 }
+
+// TestLeftoverStoreGlue: the store glue an earlier lockgen wrote into the
+// package (<out>/lockgen_store.go, which no longer compiles next to the
+// sqlc package's Store) is reported by Check and removed by Write; a file
+// of that name without lockgen's header is the user's and is left alone.
+func TestLeftoverStoreGlue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, data string
+		leftover   bool
+	}{
+		{"lockgen's", "// " + templates.Header + "\n\npackage locks\n", true},
+		{"the user's", "// my own store\npackage locks\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/app\n\ngo 1.24\n")
+			specPath := filepath.Join(dir, "lockgen.yaml")
+			writeFile(t, specPath, "version: 1\npackage: locks\nout: locks\nlocks: [{name: master, ttl: 3s}]\n")
+			res, err := Generate(context.Background(), Options{SpecPath: specPath})
+			require.NoError(t, err)
+			require.NoError(t, res.Write())
+			old := filepath.Join(dir, "locks", "lockgen_store.go")
+			writeFile(t, old, tc.data)
+
+			stale, err := res.Check()
+			require.NoError(t, err)
+			if !tc.leftover {
+				assert.Empty(t, stale)
+				require.NoError(t, res.Write())
+				got, err := os.ReadFile(old)
+				require.NoError(t, err)
+				assert.Equal(t, tc.data, string(got), "untouched")
+				return
+			}
+			require.Len(t, stale, 1)
+			assert.Equal(t, "locks/lockgen_store.go: left over: the store glue an earlier lockgen wrote into the package; it is now lockgendb/lockgen_store.go; generate removes it", stale[0].String())
+			require.NoError(t, res.Write())
+			_, err = os.Stat(old)
+			assert.True(t, os.IsNotExist(err), "removed")
+			stale, err = res.Check()
+			require.NoError(t, err)
+			assert.Empty(t, stale)
+		})
+	}
+}

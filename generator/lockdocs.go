@@ -196,24 +196,15 @@ func (lk *lockModel) holderDoc() string {
 		"Holder.Token is the fencing token of the current or last holding.", lk.Holder, lk.what()))
 }
 
-// exclusionDoc says how far two leaders are kept apart.
+// exclusionDoc says how far two leaders are kept apart. Only a lease lock
+// can be a leader (the spec refuses the others).
 func (lk *lockModel) exclusionDoc() string {
-	if lk.Session {
-		return fmt.Sprintf("Strategy session: the server frees the lock the moment the leader's connection breaks, "+
-			"and the leader learns of it only at its next check (every %s): a follower may be elected before the old leader's fn "+
-			"sees its ctx end. Fence the leader's writes with lease.Token() or lease.Guard; see docs/strategies.md in github.com/lockgen/lockgen.",
-			spec.FormatDuration(lk.RenewEvery))
-	}
 	return "Two leaders never run fn at the same time as long as fn stops when its ctx ends: " +
 		"the lease's local deadline cancels it before the database lets a follower in."
 }
 
 // takeoverDoc says how soon a follower replaces a crashed leader.
 func (lk *lockModel) takeoverDoc() string {
-	if lk.Session {
-		return "A leader that crashes is replaced at once: the server frees its lock as soon as it sees the connection close " +
-			"(a host that vanishes without closing it is noticed only when the server's connection gives up)."
-	}
 	return fmt.Sprintf("A leader that crashes is replaced within about its TTL (%s) plus one poll.", spec.FormatDuration(lk.TTL)) + lk.leaderWaitDoc()
 }
 
@@ -250,10 +241,6 @@ func (lk *lockModel) isLeaderDoc() string {
 func (lk *lockModel) currentLeaderDoc() string {
 	what := "by the database clock. Holder.Held is false when nobody leads, Holder.Owner is the leader's owner (see WithOwner), " +
 		"Holder.Token the fencing token of its term and Holder.Remaining what is left of its lease"
-	if lk.Session {
-		what = "from the server and the lock row. Holder.Held is whether the server has the lock, Holder.Owner is the leader's owner (see WithOwner) " +
-			"and Holder.Token the fencing token of its term (Holder.Remaining is always 0 for a session lock)"
-	}
 	return comment(fmt.Sprintf("%s reads the current leader of the %s lock as any observer sees it, %s.",
 		lk.Leader.Current, lk.Name, what))
 }

@@ -28,6 +28,10 @@ const runtimePath = "github.com/lockgen/lockgen/runtime"
 // generated store implements.
 const driverPath = runtimePath + "/driver"
 
+// probePath is the import path of the runtime's server probe, whose
+// features the generated CheckServer checks.
+const probePath = runtimePath + "/probe"
+
 // jobsPath is the import path of the runtime's jobs package, which the
 // generated job methods call.
 const jobsPath = runtimePath + "/jobs"

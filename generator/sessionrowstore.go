@@ -92,10 +92,7 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Func().Params(crecv.Clone()).Id("Free").Params(
 		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
 	).Params(jen.Bool(), jen.Error()).Block(
-		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
-			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
-		)),
-		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+		jen.Return(jen.Id("Store").Values(jen.Id("q").Op(":").Id("c").Dot("q")).Dot("LeaseRelease").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 
 	f.Line()
@@ -103,10 +100,7 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Func().Params(crecv.Clone()).Id("Renew").Params(
 		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
 	).Params(jen.Bool(), jen.Error()).Block(
-		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("LeaseRenew").Call(jen.Id("ctx"), literal(db("LeaseRenewParams"),
-			kv{"TtlUs", jen.Id("ttl").Dot("Microseconds").Call()}, kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
-		)),
-		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+		jen.Return(jen.Id("Store").Values(jen.Id("q").Op(":").Id("c").Dot("q")).Dot("LeaseRenew").Call(jen.Id("ctx"), jen.Id("id"), jen.Id("ttl"))),
 	)
 
 	f.Line()
@@ -216,9 +210,6 @@ func rowGlue(f *jen.File, m *model) {
 	f.Func().Params(trecv.Clone()).Id("Free").Params(
 		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
 	).Params(jen.Bool(), jen.Error()).Block(
-		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("t").Dot("q").Dot("LeaseRelease").Call(jen.Id("ctx"), literal(db("LeaseReleaseParams"),
-			kv{"Name", jen.Id("id").Dot("Name")}, kv{"LockKey", jen.Id("id").Dot("Key")}, kv{"Owner", jen.Id("id").Dot("Owner")}, kv{"Token", jen.Id("id").Dot("Token")},
-		)),
-		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+		jen.Return(jen.Id("Store").Values(jen.Id("q").Op(":").Id("t").Dot("q")).Dot("LeaseRelease").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 }

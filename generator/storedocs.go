@@ -4,7 +4,8 @@ import (
 	"fmt"
 )
 
-// The doc comments of the generated store (store.go).
+// The doc comments of the generated store (printed by store.go,
+// sessionrowstore.go and jobstore.go).
 
 func (m *model) storeDoc() string {
 	what := "driver.Store"

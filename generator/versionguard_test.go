@@ -55,8 +55,9 @@ func TestVersionGuard(t *testing.T) {
 		}
 	}
 	require.Len(t, errs, 1, "the guard is the only error:\n%s", out)
+	// versionGuard (RegenerateWithLockgenGenerateV2) is the whole message
+	// the user sees: it names the command that fixes the build.
 	require.Regexp(t, `lockgen\.go:\d+:\d+: undefined: runtime\.`+regexp.QuoteMeta(versionGuard)+`$`, errs[0])
-	require.Contains(t, errs[0], "LockgenGenerate", "the message names lockgen generate")
 }
 
 // copySources copies the Go module in from to to, leaving out tests.

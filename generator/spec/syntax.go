@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/lockgen/lockgen/internal/prose"
 )
 
 // yamlLine matches the position prefix of yaml.v3's syntax errors.
@@ -175,7 +177,7 @@ func indentHint(lines []string, n int) string {
 		return ""
 	}
 	return fmt.Sprintf("this line is indented by %s, the blocks above it by %s: YAML nests by indentation, so indent it like one of them",
-		plural(indent, "space"), joinAnd(levels))
+		plural(indent, "space"), prose.And(levels))
 }
 
 // spaces counts the spaces that start s.
@@ -189,14 +191,6 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
-}
-
-// joinAnd joins items as "a", "a and b", "a, b and c".
-func joinAnd(items []string) string {
-	if len(items) == 1 {
-		return items[0]
-	}
-	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
 }
 
 // hasTabIndent reports whether the 1-based line of lines, or the one before

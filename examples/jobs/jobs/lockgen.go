@@ -17,6 +17,7 @@ import (
 	"github.com/lockgen/lockgen/examples/jobs/jobs/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
 	lockgenjobs "github.com/lockgen/lockgen/runtime/jobs"
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -54,8 +55,8 @@ func WithOwner(owner string) Option {
 	return runtime.WithOwner(owner)
 }
 
-// WithLogger sets the logger that reports lost leases and renewal trouble.
-// Default: slog.Default().
+// WithLogger sets the logger that reports failed runs and the database errors
+// the workers retry. Default: slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
 }
@@ -68,9 +69,8 @@ type Locks struct {
 }
 
 // New returns the jobs declared in lockgen.yaml, running their statements on
-// db, each as its own autocommit statement, never inside a transaction of
-// yours unless you pass it to EnqueueSendReceiptTx. It does not touch the
-// database.
+// db, never inside a transaction of yours unless you pass it to
+// EnqueueSendReceiptTx. It does not touch the database.
 //
 // The tables jobsdemo_locks and jobsdemo_runs must exist: apply
 // migrations/0001_jobsdemo_locks.up.sql and
@@ -96,19 +96,24 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 	return l, nil
 }
 
-// Owner returns the identity recorded in the lock rows held through these
-// Locks (see WithOwner).
+// Owner returns the identity recorded as the worker of the runs they claim
+// (see WithOwner).
 func (l *Locks) Owner() string {
 	return l.client.Owner()
 }
 
-// CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
-// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
-// MariaDB before 10.6, session or row locks on a Galera or Group Replication
-// cluster), and with ErrInvalid when db was opened without parseTime=true or
-// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
-// doctor` prints the same checks.
+// CheckServer probes the server now, as the first job call does anyway: it
+// fails with an error wrapping ErrUnsupported when lockgen cannot run safely
+// on it (TiDB or another engine it does not know, MySQL before 8.0, MariaDB
+// before 10.6), and with ErrInvalid when db was opened without parseTime=true
+// or a table is missing (the runs table, or the lock table that singleton jobs
+// use). Call it at startup to fail fast; `go tool lockgen doctor` prints the
+// same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
-	return l.client.CheckServer(ctx)
+	for _, f := range []probe.Feature{probe.Lease, probe.Jobs} {
+		if err := l.client.CheckFeature(ctx, nil, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/lockgen/lockgen/examples/quickstart/locks/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -130,8 +131,7 @@ type Locks struct {
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
-// db, each as its own autocommit statement, never inside a transaction of
-// yours. It does not touch the database.
+// db, never inside a transaction of yours. It does not touch the database.
 //
 // The table quickstart_locks must exist: apply
 // migrations/0001_quickstart_locks.up.sql (relative to lockgen.yaml) with your
@@ -141,7 +141,8 @@ type Locks struct {
 // The row lock (account) keeps a connection of db for the whole holding (the
 // holding's transaction): allow for one open connection per holding in
 // db.SetMaxOpenConns, and connect to the server directly, not through a
-// multiplexing proxy. On a Galera cluster it fails with ErrUnsupported.
+// multiplexing proxy. On a Galera or Group Replication cluster it fails with
+// ErrUnsupported.
 //
 // New fails with an error wrapping ErrInvalid when db is nil or an option is
 // invalid.
@@ -190,15 +191,20 @@ func (l *Locks) Owner() string {
 	return l.client.Owner()
 }
 
-// CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
-// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
-// MariaDB before 10.6, session or row locks on a Galera or Group Replication
-// cluster), and with ErrInvalid when db was opened without parseTime=true or
-// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
-// doctor` prints the same checks.
+// CheckServer probes the server now, as the first lock call does anyway: it
+// fails with an error wrapping ErrUnsupported when lockgen cannot run safely
+// on it (TiDB or another engine it does not know, MySQL before 8.0, MariaDB
+// before 10.6, session or row locks on a Galera or Group Replication cluster),
+// and with ErrInvalid when db was opened without parseTime=true or the lock
+// table is missing. Call it at startup to fail fast; `go tool lockgen doctor`
+// prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
-	return l.client.CheckServer(ctx)
+	for _, f := range []probe.Feature{probe.Lease, probe.Row} {
+		if err := l.client.CheckFeature(ctx, nil, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WithMasterLock runs fn while holding the master lock and releases the lock

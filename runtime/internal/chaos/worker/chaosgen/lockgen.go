@@ -27,6 +27,7 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/chaos/worker/chaosgen/lockgendb"
 	"github.com/lockgen/lockgen/runtime/jobs"
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -107,8 +108,9 @@ func WithOwner(owner string) Option {
 	return runtime.WithOwner(owner)
 }
 
-// WithLogger sets the logger that reports lost leases and renewal trouble.
-// Default: slog.Default().
+// WithLogger sets the logger that reports lost leases and renewal trouble and
+// failed runs and the database errors the workers retry. Default:
+// slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
 }
@@ -155,9 +157,8 @@ type Locks struct {
 }
 
 // New returns the locks and jobs declared in lockgen.yaml, running their
-// statements on db, each as its own autocommit statement, never inside a
-// transaction of yours unless you pass it to EnqueueSingleTx or
-// EnqueueDelayedTx. It does not touch the database.
+// statements on db, never inside a transaction of yours unless you pass it to
+// EnqueueSingleTx or EnqueueDelayedTx. It does not touch the database.
 //
 // The tables chaos_locks and chaos_runs must exist: apply
 // migrations/0001_chaos_locks.up.sql and migrations/0002_chaos_runs.up.sql
@@ -167,8 +168,8 @@ type Locks struct {
 // The session and row locks (session, row) keep a connection of db for the
 // whole holding (GET_LOCK, or the holding's transaction): allow for one open
 // connection per holding in db.SetMaxOpenConns, and connect to the server
-// directly, not through a multiplexing proxy. On a Galera cluster they fail
-// with ErrUnsupported.
+// directly, not through a multiplexing proxy. On a Galera or Group Replication
+// cluster they fail with ErrUnsupported.
 //
 // New fails with an error wrapping ErrInvalid when db is nil or an option is
 // invalid.
@@ -248,7 +249,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 }
 
 // Owner returns the identity recorded in the lock rows held through these
-// Locks (see WithOwner).
+// Locks and as the worker of the runs they claim (see WithOwner).
 func (l *Locks) Owner() string {
 	return l.client.Owner()
 }
@@ -258,10 +259,15 @@ func (l *Locks) Owner() string {
 // run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
 // MariaDB before 10.6, session or row locks on a Galera or Group Replication
 // cluster), and with ErrInvalid when db was opened without parseTime=true or
-// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
-// doctor` prints the same checks.
+// the lock or the runs table is missing. Call it at startup to fail fast; `go
+// tool lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
-	return l.client.CheckServer(ctx)
+	for _, f := range []probe.Feature{probe.Lease, probe.Session, probe.Row, probe.Jobs} {
+		if err := l.client.CheckFeature(ctx, nil, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WithLeaderLock runs fn while holding the leader lock and releases the lock

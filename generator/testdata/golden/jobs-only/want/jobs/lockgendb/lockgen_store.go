@@ -278,26 +278,13 @@ func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64,
 // Free implements driver.SessionConn: it marks the row free, on the
 // pinned connection, if id still holds it.
 func (c sessionConn) Free(ctx context.Context, id driver.LeaseID) (bool, error) {
-	n, err := c.q.LeaseRelease(ctx, LeaseReleaseParams{
-		Name:    id.Name,
-		LockKey: id.Key,
-		Owner:   id.Owner,
-		Token:   id.Token,
-	})
-	return n > 0, err
+	return Store{q: c.q}.LeaseRelease(ctx, id)
 }
 
 // Renew implements driver.SessionConn: it extends the row held by id to
 // ttl from now by the database clock, on the pinned connection.
 func (c sessionConn) Renew(ctx context.Context, id driver.LeaseID, ttl time.Duration) (bool, error) {
-	n, err := c.q.LeaseRenew(ctx, LeaseRenewParams{
-		TtlUs:   ttl.Microseconds(),
-		Name:    id.Name,
-		LockKey: id.Key,
-		Owner:   id.Owner,
-		Token:   id.Token,
-	})
-	return n > 0, err
+	return Store{q: c.q}.LeaseRenew(ctx, id, ttl)
 }
 
 // Close implements driver.SessionConn: it returns the connection to the
@@ -416,13 +403,7 @@ func (t rowTx) Holds(ctx context.Context, id driver.LeaseID) (bool, error) {
 // Free implements driver.RowTx: it marks the row free, in the holding's
 // transaction, if id still holds it.
 func (t rowTx) Free(ctx context.Context, id driver.LeaseID) (bool, error) {
-	n, err := t.q.LeaseRelease(ctx, LeaseReleaseParams{
-		Name:    id.Name,
-		LockKey: id.Key,
-		Owner:   id.Owner,
-		Token:   id.Token,
-	})
-	return n > 0, err
+	return Store{q: t.q}.LeaseRelease(ctx, id)
 }
 
 // RunInsert implements driver.JobStore.

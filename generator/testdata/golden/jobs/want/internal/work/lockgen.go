@@ -21,6 +21,7 @@ import (
 	"example.com/jobs/internal/work/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/jobs"
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -74,8 +75,9 @@ func WithOwner(owner string) Option {
 	return runtime.WithOwner(owner)
 }
 
-// WithLogger sets the logger that reports lost leases and renewal trouble.
-// Default: slog.Default().
+// WithLogger sets the logger that reports lost leases and renewal trouble and
+// failed runs and the database errors the workers retry. Default:
+// slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
 }
@@ -104,9 +106,9 @@ type Locks struct {
 }
 
 // New returns the locks and jobs declared in lockgen.yaml, running their
-// statements on db, each as its own autocommit statement, never inside a
-// transaction of yours unless you pass it to EnqueueSendSMSTx,
-// EnqueueReindexTx or EnqueueRebuildCacheTx. It does not touch the database.
+// statements on db, never inside a transaction of yours unless you pass it to
+// EnqueueSendSMSTx, EnqueueReindexTx or EnqueueRebuildCacheTx. It does not
+// touch the database.
 //
 // The tables lockgen_locks and lockgen_runs must exist: apply
 // migrations/0001_lockgen_locks.up.sql and migrations/0002_lockgen_runs.up.sql
@@ -139,7 +141,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 }
 
 // Owner returns the identity recorded in the lock rows held through these
-// Locks (see WithOwner).
+// Locks and as the worker of the runs they claim (see WithOwner).
 func (l *Locks) Owner() string {
 	return l.client.Owner()
 }
@@ -147,12 +149,16 @@ func (l *Locks) Owner() string {
 // CheckServer probes the server now, as the first lock or job call does
 // anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
 // run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
-// MariaDB before 10.6, session or row locks on a Galera or Group Replication
-// cluster), and with ErrInvalid when db was opened without parseTime=true or
-// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
-// doctor` prints the same checks.
+// MariaDB before 10.6), and with ErrInvalid when db was opened without
+// parseTime=true or the lock or the runs table is missing. Call it at startup
+// to fail fast; `go tool lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
-	return l.client.CheckServer(ctx)
+	for _, f := range []probe.Feature{probe.Lease, probe.Jobs} {
+		if err := l.client.CheckFeature(ctx, nil, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WithMasterLock runs fn while holding the master lock and releases the lock

@@ -123,8 +123,7 @@ type Locks struct {
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
-// db, each as its own autocommit statement, never inside a transaction of
-// yours. It does not touch the database.
+// db, never inside a transaction of yours. It does not touch the database.
 //
 // The table lockgen_locks must exist: apply
 // db/migrations/0001_lockgen_locks.up.sql (relative to lockgen.yaml) with your
@@ -169,13 +168,12 @@ func (l *Locks) Owner() string {
 	return l.client.Owner()
 }
 
-// CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
-// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
-// MariaDB before 10.6, session or row locks on a Galera or Group Replication
-// cluster), and with ErrInvalid when db was opened without parseTime=true or
-// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
-// doctor` prints the same checks.
+// CheckServer probes the server now, as the first lock call does anyway: it
+// fails with an error wrapping ErrUnsupported when lockgen cannot run safely
+// on it (TiDB or another engine it does not know, MySQL before 8.0, MariaDB
+// before 10.6), and with ErrInvalid when db was opened without parseTime=true
+// or the lock table is missing. Call it at startup to fail fast; `go tool
+// lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
 }

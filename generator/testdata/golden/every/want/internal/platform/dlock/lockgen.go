@@ -23,6 +23,7 @@ import (
 
 	"example.com/every/internal/platform/dlock/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -151,8 +152,7 @@ type Locks struct {
 }
 
 // New returns the locks declared in lockgen.yaml, running their statements on
-// db, each as its own autocommit statement, never inside a transaction of
-// yours. It does not touch the database.
+// db, never inside a transaction of yours. It does not touch the database.
 //
 // The table app_locks must exist: apply db/migrations/00001_app_locks.sql
 // (relative to lockgen.yaml) with your migration tool. With
@@ -162,7 +162,8 @@ type Locks struct {
 // connection of db for the whole holding (GET_LOCK, or the holding's
 // transaction): allow for one open connection per holding in
 // db.SetMaxOpenConns, and connect to the server directly, not through a
-// multiplexing proxy. On a Galera cluster they fail with ErrUnsupported.
+// multiplexing proxy. On a Galera or Group Replication cluster they fail with
+// ErrUnsupported.
 //
 // New fails with an error wrapping ErrInvalid when db is nil or an option is
 // invalid.
@@ -263,15 +264,20 @@ func (l *Locks) Owner() string {
 	return l.client.Owner()
 }
 
-// CheckServer probes the server now, as the first lock or job call does
-// anyway: it fails with an error wrapping ErrUnsupported when lockgen cannot
-// run safely on it (TiDB or another engine it does not know, MySQL before 8.0,
-// MariaDB before 10.6, session or row locks on a Galera or Group Replication
-// cluster), and with ErrInvalid when db was opened without parseTime=true or
-// the lock table is missing. Call it at startup to fail fast; `go tool lockgen
-// doctor` prints the same checks.
+// CheckServer probes the server now, as the first lock call does anyway: it
+// fails with an error wrapping ErrUnsupported when lockgen cannot run safely
+// on it (TiDB or another engine it does not know, MySQL before 8.0, MariaDB
+// before 10.6, session or row locks on a Galera or Group Replication cluster),
+// and with ErrInvalid when db was opened without parseTime=true or the lock
+// table is missing. Call it at startup to fail fast; `go tool lockgen doctor`
+// prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
-	return l.client.CheckServer(ctx)
+	for _, f := range []probe.Feature{probe.Lease, probe.Session, probe.Row} {
+		if err := l.client.CheckFeature(ctx, nil, f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WithMasterLock runs fn while holding the master lock and releases the lock
