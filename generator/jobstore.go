@@ -54,8 +54,8 @@ func jobsGlue(f *jen.File, m *model) {
 		[]jen.Code{ctx(), jen.List(jen.Id("queue"), jen.Id("worker")).String(), jen.Id("limit").Int(), jen.Id("lease").Add(dur())},
 		[]jen.Code{jen.Index().Add(dr("Run")), jen.Error()},
 		jen.Var().Id("runs").Index().Add(dr("Run")),
-		jen.Err().Op(":=").Add(dr("InTx")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("tx").Op("*").Qual("database/sql", "Tx")).Error().Block(
-			jen.Id("qt").Op(":=").Add(q()).Dot("WithTx").Call(jen.Id("tx")),
+		jen.Err().Op(":=").Add(dr("InTx")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
+			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
 			jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsClaimable").Call(jen.Id("ctx"), literal(db("RunsClaimableParams"),
 				kv{"Queue", jen.Id("queue")}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))})),
 			jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("rows")).Op("==").Lit(0)).Block(jen.Return(jen.Err())),

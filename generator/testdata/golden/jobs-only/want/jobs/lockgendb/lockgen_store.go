@@ -443,8 +443,8 @@ func (s Store) RunInsertMany(ctx context.Context, tx *sql.Tx, runs []driver.NewR
 // RunsClaim implements driver.JobStore: lock, read and mark the runs in one transaction.
 func (s Store) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]driver.Run, error) {
 	var runs []driver.Run
-	err := driver.InTx(ctx, s.db, func(tx *sql.Tx) error {
-		qt := s.q.WithTx(tx)
+	err := driver.InTx(ctx, s.db, func(conn *sql.Conn) error {
+		qt := New(conn)
 		rows, err := qt.RunsClaimable(ctx, RunsClaimableParams{
 			Queue: queue,
 			Limit: int32(limit),

@@ -1,0 +1,73 @@
+package driver
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+)
+
+// TestInTxCommitOnAHalfOpenConnection: a transaction whose COMMIT goes into
+// a half-open connection (a blackholing proxy: accepted, never answered)
+// returns by its context's deadline instead of waiting for good, and the
+// server, which never got the COMMIT, rolls the transaction back, so its
+// row locks do not outlive it. database/sql's Tx.Commit takes no context:
+// with it InTx never returned here, and the row stayed locked, which left
+// claimed runs that no worker could claim (the chaos harness found it).
+func TestInTxCommitOnAHalfOpenConnection(t *testing.T) {
+	tdb := testdb.New(t)
+	direct := tdb.Open(t)
+	proxy, err := tcpproxy.Start(tdb.Config.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	cfg := tdb.Config.Clone()
+	cfg.Addr = proxy.Addr()
+	connector, err := mysql.NewConnector(cfg)
+	require.NoError(t, err)
+	viaProxy := sql.OpenDB(connector)
+	t.Cleanup(func() { _ = viaProxy.Close() })
+
+	ctx := context.Background()
+	_, err = direct.ExecContext(ctx, "INSERT INTO lockgen_locks (name, owner, token, acquired_at, expires_at) VALUES ('intx', 'before', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		done <- InTx(tctx, viaProxy, func(conn *sql.Conn) error {
+			if _, err := conn.ExecContext(tctx, "UPDATE lockgen_locks SET owner = 'inside' WHERE name = 'intx'"); err != nil {
+				return err
+			}
+			proxy.Blackhole() // the COMMIT goes nowhere, and nothing comes back
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err, "the COMMIT never reached the server")
+	case <-time.After(20 * time.Second):
+		t.Fatal("InTx waited for a COMMIT on a half-open connection past its context's deadline")
+	}
+
+	// The server rolled back: the row is not locked and keeps its value.
+	var owner string
+	require.Eventually(t, func() bool {
+		tx, err := direct.BeginTx(ctx, nil)
+		if err != nil {
+			return false
+		}
+		defer func() { _ = tx.Rollback() }()
+		_, _ = tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1")
+		return tx.QueryRowContext(ctx, "SELECT owner FROM lockgen_locks WHERE name = 'intx' FOR UPDATE").Scan(&owner) == nil
+	}, 20*time.Second, 100*time.Millisecond, "the transaction's row lock was released")
+	assert.Equal(t, "before", owner, "the transaction was rolled back")
+	proxy.Restore()
+}
