@@ -75,10 +75,10 @@ func readValidity(sj ScheduledJob) time.Duration {
 // nothing, when the newest tick cannot be read.
 //
 // A job that has no tick in the database and a node with no position (the
-// job's first start) has nothing to catch up. A newest tick more than
-// catchUpGrace ahead of the database's clock means that clock stepped back
-// after ticks were inserted by its time: the ticks go on from the clock's
-// time, and none is caught up.
+// job's first start) has nothing to catch up. A newest tick ahead of the
+// database's clock (which stepped back after ticks were inserted by its
+// time) leaves nothing to catch up and a next tick far ahead, which
+// runJob's clock check takes back to the clock's time.
 func (s *Scheduler) catchUpFrom(ctx context.Context, ts driver.JobStore, sj ScheduledJob, own time.Time) (next, last time.Time, err error) {
 	for {
 		s.now.Now(ctx) // a fresh reading of the database clock first, if due
@@ -89,11 +89,6 @@ func (s *Scheduler) catchUpFrom(ctx context.Context, ts driver.JobStore, sj Sche
 		}
 		now := s.now.Now(ctx)
 		if !ok && own.IsZero() {
-			return sj.Schedule.Next(now), last, nil
-		}
-		if newest.After(now.Add(catchUpGrace)) {
-			s.jobs.log.Warn("lockgen: the job's newest tick is ahead of the database clock, which went back; ticks go on from the clock's time and the missed ones are not caught up",
-				"job", sj.Name, "newest", newest, "now", now)
 			return sj.Schedule.Next(now), last, nil
 		}
 		last = latest(last, newest)

@@ -249,10 +249,12 @@ func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj Scheduled
 		now := s.now.Now(ctx)
 		if now.Before(next) {
 			if t := sj.Schedule.Next(now.Add(catchUpGrace)); !t.IsZero() && t.Before(next) {
-				// The tick before next, which this node handled, is more
-				// than catchUpGrace ahead of the database's clock: it went
-				// back. Waiting for next would silence the job until the
-				// clock gets there again.
+				// The tick before next, which this node handled or found
+				// as the newest in the database, is more than catchUpGrace
+				// ahead of the database's clock: it went back. Waiting for
+				// next would silence the job until the clock gets there
+				// again. The ticks up to next that have a run ran early,
+				// and their inserts are no-ops when their time comes.
 				log.Warn("lockgen: the database clock went back; the ticks go on from its time", "was", next, "now", now)
 				next, last = sj.Schedule.Next(now), time.Time{}
 				continue
