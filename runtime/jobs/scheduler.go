@@ -48,10 +48,11 @@ import (
 // time. A step of the database clock: forward by d, the ticks of d are
 // missed (caught up as above, within the retention); back, after a step
 // forward, the ticks inserted ahead of the clock ran early and do not run
-// again when their time comes, the ticks of the clock's time go on within
-// 35 s (the clock is read every 30 s, and a waiting scheduler looks at it
-// every 5 s), and a node that starts meanwhile goes on from the clock's
-// time rather than from the newest tick, which is ahead.
+// again when their time comes, the schedule goes on from the clock's time
+// within 35 s and one tick (the clock is read every 30 s, and a waiting
+// scheduler looks at it every 5 s), and so does a node that starts
+// meanwhile, rather than waiting for the tick after the newest, which is
+// ahead. A step back of less than 5 s is simply waited out.
 
 // Schedule computes a job's ticks.
 type Schedule interface {
