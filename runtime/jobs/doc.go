@@ -55,7 +55,22 @@
 // keyed by job and tick, and the unique key makes every insert after the
 // first a no-op. Ticks are computed by the database clock, survive restarts
 // through the newest tick in the runs table, and missed ticks follow the
-// job's CatchUp policy (see Scheduler).
+// job's CatchUp policy (see Scheduler, and catchup.go for the rule).
+//
+// Catch-up, whatever the cause (every node down, this node paused, or its
+// inserts failing while the others ran), starts after the latest of this
+// node's own position, the newest tick in the runs table and now minus the
+// job's retention, and does not happen while the newest tick cannot be
+// read: the other nodes may have run the missed ticks and pruning deleted
+// them, so a tick older than the retention or at or before the newest tick
+// is never inserted again. Live ticks (at most 5 s old) are safe because
+// the node's pruner keeps finished runs for their retention (at least 5 s)
+// plus 2 s. Every statement of the scheduler and of pruning is bounded (2
+// s; 10 s per prune DELETE). A step of the database clock forward by d
+// makes the ticks of d missed; a step back after it leaves ticks ahead of
+// the clock, which ran early and are not run again, and the schedule goes
+// on from the clock's time within 35 s and one tick on every node (see
+// Scheduler).
 //
 // # Failures
 //

@@ -19,7 +19,10 @@ type QueueConfig struct {
 	Concurrency int
 }
 
-// Retention is how long one job's finished runs are kept.
+// Retention is how long one job's finished runs are kept: the node's
+// pruner deletes them Keep (at least 5 s, the scheduler's catch-up grace)
+// plus 2 s after they finished, so that no scheduler can insert a tick
+// again that was run and pruned (see Client.Prune).
 type Retention struct {
 	Job   string
 	Keep  time.Duration
