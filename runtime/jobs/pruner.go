@@ -9,13 +9,13 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/timing"
 )
 
-// Pruning: finished runs (completed, discarded, cancelled, skipped) are
-// deleted after their job's retention, in batches, by every node. A
-// scheduled job's latest tick is never deleted: it is the position from
-// which a restarted scheduler catches up.
+// Pruning: finished runs (completed, discarded, orphaned, cancelled,
+// skipped) are deleted after their job's retention, in batches, by every
+// node. A scheduled job's latest tick is never deleted: it is the position
+// from which a restarted scheduler catches up.
 
 // Prune deletes the runs of job that finished (completed, discarded,
-// cancelled or skipped) more than olderThan ago, limit per statement, until
+// orphaned, cancelled or skipped) more than olderThan ago, limit per statement, until
 // none is left or ctx ends, and returns how many it deleted.
 //
 // The run of the job's newest scheduled tick is kept: it anchors catch-up
