@@ -123,8 +123,10 @@ func jobsGo(m *model) *jen.File {
 		jen.Return(client.Clone().Dot("Cancel").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
-	f.Comment(comment("RetryRun restores a discarded or cancelled run: due now, with its attempts counted from zero. False when the run is in another state; " +
-		"an error wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique key."))
+	f.Comment(comment("RetryRun restores a discarded, orphaned or cancelled run: due now, with its attempts counted from zero. False when the run is in another state; " +
+		"an error wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique key. " +
+		"An orphaned run's last attempt may still have succeeded: once the run is retried, a late outcome of that attempt matches nothing, " +
+		"so retrying it before its worker can no longer report may run a success twice."))
 	f.Func().Params(recv()).Id("RetryRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Bool(), jen.Error()).Block(
 		jen.Return(client.Clone().Dot("Retry").Call(jen.Id("ctx"), jen.Id("id"))),
 	)

@@ -25,6 +25,7 @@ const (
 	RunDiscarded = driver.RunDiscarded
 	RunCancelled = driver.RunCancelled
 	RunSkipped   = driver.RunSkipped
+	RunOrphaned  = driver.RunOrphaned
 )
 
 // RunState is the state of a run: one of the Run* constants.
@@ -219,9 +220,12 @@ func (j *Client) Cancel(ctx context.Context, id int64) (bool, error) {
 	return ok, nil
 }
 
-// Retry restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state; an error
-// wrapping ErrUniqueKeyTaken when an unfinished run has its unique key.
+// Retry restores a discarded, orphaned or cancelled run: due now, with its
+// attempts counted from zero. False when the run is in another state; an
+// error wrapping ErrUniqueKeyTaken when an unfinished run has its unique
+// key. An orphaned run's last attempt may still have succeeded: once it is
+// retried, a late outcome of that attempt matches nothing, so retrying it
+// before its worker can no longer report may run a success twice.
 func (j *Client) Retry(ctx context.Context, id int64) (bool, error) {
 	ok, err := j.store.RunRetry(ctx, id)
 	if servererr.IsDuplicateKey(err) {

@@ -26,7 +26,8 @@ import (
 // not a lost connection) recordTries times is dropped, and so is every
 // outcome still queued after close and recordTries more rounds: their runs
 // stay running until their deadline passes and are rescued and run again
-// (at least once).
+// (at least once), or orphaned when on their last attempt, where a later
+// outcome of the same claim is still recorded.
 type completer struct {
 	w      *Worker
 	mu     sync.Mutex
@@ -145,7 +146,7 @@ func (r *completer) loop() {
 		failures++
 		if closed {
 			if roundsClosed++; roundsClosed >= recordTries {
-				log.Error("lockgen: could not record the outcomes of finished runs before stopping; they will be rescued and run again", "queue", cfg.Queue, "runs", left, "error", err)
+				log.Error("lockgen: could not record the outcomes of finished runs before stopping; they will be rescued: run again, or orphaned on their last attempt", "queue", cfg.Queue, "runs", left, "error", err)
 				return
 			}
 		}
@@ -185,7 +186,7 @@ func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 		}
 		for _, o := range os {
 			if r.rejected[o.run]++; r.rejected[o.run] >= recordTries {
-				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued and run again", "job", o.run.Job, "run", o.run.ID, "error", err)
+				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued: run again, or orphaned on its last attempt", "job", o.run.Job, "run", o.run.ID, "error", err)
 				done[o.run] = true
 				delete(r.rejected, o.run)
 			}
@@ -236,7 +237,9 @@ func (r *completer) complete(items []outcome) error {
 		return err
 	})
 	if err == nil && int(n) < len(claims) {
-		r.w.jobs.log.Info("lockgen: runs completed after they were rescued; their new attempts go on", "runs", len(claims)-int(n))
+		r.w.jobs.log.Warn("lockgen: completions arrived too late and matched no running or orphaned run: "+
+			"while they could not be recorded, their runs were rescued and made due again (a new attempt may run them), "+
+			"or retried or cancelled by an operator, or pruned", "queue", r.w.cfg.Queue, "runs", len(claims)-int(n))
 	}
 	return err
 }

@@ -18,7 +18,8 @@
 //     holds, and tells a handler at once when its run was rescued.
 //   - completer (completer.go): records outcomes, completions in batches,
 //     retrying while the database is unreachable.
-//   - rescuer (rescuer.go): makes the runs of dead workers due again.
+//   - rescuer (rescuer.go): makes the runs of dead workers due again, or
+//     orphans them when they were on their last attempt.
 //   - Scheduler (scheduler.go): inserts the ticks of scheduled jobs.
 //   - pruner (pruner.go): deletes finished runs after their retention.
 //   - Worker (worker.go) ties a queue's claimer, executor, heartbeater,
@@ -43,7 +44,12 @@
 // (the worker died, was paused, or lost its connection) and a rescuer makes
 // it due again; when its handler finished but the outcome could not be
 // recorded before the worker stopped; or when the handler failed and the
-// run has attempts left. The handler of a run that may be rescued learns
+// run has attempts left. A run on its last attempt is not run again by a
+// rescue: once that attempt's deadline and timeout have passed, it is
+// orphaned (RunOrphaned), claimed by nobody, and the late outcome of that
+// attempt is still recorded when it arrives; only an operator's Retry runs
+// it again (twice, if the attempt had succeeded and its outcome arrives
+// after the retry). The handler of a run that may be rescued learns
 // it first: its context ends, with a cause wrapping runtime.ErrLeaseLost,
 // before the run's deadline in the database passes (see JobFunc). A
 // handler that ignores its context may overlap with the new attempt, so

@@ -9,11 +9,11 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/timing"
 )
 
-// Pruning: finished runs (completed, discarded, cancelled, skipped) are
-// deleted after their job's retention, in batches, by every node. A
-// scheduled job's latest tick is never deleted: it is the position from
-// which a restarted scheduler catches up. Every statement is bounded, so a
-// half-open connection delays a round of pruning, never hangs it.
+// Pruning: finished runs (completed, discarded, orphaned, cancelled,
+// skipped) are deleted after their job's retention, in batches, by every
+// node. A scheduled job's latest tick is never deleted: it is the position
+// from which a restarted scheduler catches up. Every statement is bounded,
+// so a half-open connection delays a round of pruning, never hangs it.
 
 // pruneMargin is how much longer than its retention (at least the
 // catch-up grace) the node's pruner keeps a job's finished runs: a
@@ -29,7 +29,7 @@ const pruneMargin = dbClockTimeout
 const pruneStatementTimeout = 10 * time.Second
 
 // Prune deletes the runs of job that finished (completed, discarded,
-// cancelled or skipped) more than olderThan ago, limit per statement, until
+// orphaned, cancelled or skipped) more than olderThan ago, limit per statement, until
 // none is left or ctx ends, and returns how many it deleted.
 //
 // The run of the job's newest scheduled tick is kept: it anchors catch-up

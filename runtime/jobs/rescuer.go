@@ -9,9 +9,11 @@ import (
 // rescueLimit bounds the runs one rescue statement changes.
 const rescueLimit = 1000
 
-// rescuer makes the runs of dead workers due again (or discards them when
-// they are out of attempts): runs whose deadline, which their worker's
-// heartbeats extend, has passed by the database clock. Every worker with
+// rescuer makes the runs of dead workers due again, or orphans them when
+// they were on their last attempt (and its timeout passed too): runs whose
+// deadline, which their worker's heartbeats extend, has passed by the
+// database clock. A late outcome of an orphaned run's claim is still
+// recorded; nothing claims it again unless an operator retries it. Every worker with
 // a RescueEvery rescues; the statement locks each run by primary key, so
 // rescuers and the runs' workers never both change a run.
 type rescuer struct {

@@ -15,7 +15,8 @@ import (
 // retried with backoff, never fatal: an outcome that cannot be recorded yet
 // is kept (its run heartbeated) and retried while Run runs; one still
 // unrecorded when Run returns leaves its run claimed until its lease
-// passes, and the run is then rescued and run again (at least once).
+// passes, and the run is then rescued and run again (at least once), or
+// orphaned when on its last attempt (see RunOrphaned).
 // It fails at once, before claiming, when the server cannot run jobs or the
 // connection lacks parseTime=true (see runtime.Client.CheckServer).
 //
@@ -130,7 +131,7 @@ func (w *Worker) drain(ctx context.Context, log *slog.Logger, ex *executor, comp
 			defer abandon.Stop()
 			abandonC = abandon.C()
 		case <-abandonC:
-			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued and run again", "running", ex.live)
+			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued: run again, or orphaned on their last attempt", "running", ex.live)
 			waiting = false
 		case <-beat.C():
 			beat.Reset(hb.beat(bg, ex.running, comp.claims()))

@@ -82,7 +82,8 @@ type WorkerConfig struct {
 	// finish before it cancels their contexts; default
 	// DefaultShutdownGrace. Handlers that
 	// still run one Lease after that are left behind: Run returns, and
-	// their runs are rescued and run again.
+	// their runs are rescued and run again (orphaned on their last
+	// attempt).
 	ShutdownGrace time.Duration
 }
 

@@ -65,6 +65,10 @@ const (
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
 	RunSkipped = jobs.RunSkipped
+	// RunOrphaned is a run whose worker stopped heartbeating during its last
+	// attempt: its outcome is unknown, a late one is still recorded, and only
+	// RetryRun runs it again.
+	RunOrphaned = jobs.RunOrphaned
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
@@ -187,9 +191,12 @@ func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Cancel(ctx, id)
 }
 
-// RetryRun restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state; an error wrapping
-// ErrUniqueKeyTaken when an unfinished run of its job has its unique key.
+// RetryRun restores a discarded, orphaned or cancelled run: due now, with its
+// attempts counted from zero. False when the run is in another state; an error
+// wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique
+// key. An orphaned run's last attempt may still have succeeded: once the run
+// is retried, a late outcome of that attempt matches nothing, so retrying it
+// before its worker can no longer report may run a success twice.
 func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }
