@@ -35,7 +35,11 @@
 // the claim is no longer the run's: a worker whose run was rescued and
 // claimed again cannot overwrite the new attempt's outcome, and a rescue
 // cannot undo a completion that committed first. Two workers never hold
-// the same claim: the claiming statement locks the rows it takes.
+// the same claim: the claiming statement locks the rows it takes. A claim
+// whose connection is partitioned before its COMMIT holds those row locks
+// only until the server ends the silent session, about one Lease plus
+// two seconds after the claim began (driver.InTx), not for the server's
+// wait_timeout.
 //
 // # When a run may run twice
 //
