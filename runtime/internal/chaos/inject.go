@@ -19,18 +19,45 @@ func (c *Controller) count(kind string) {
 	c.faults[kind]++
 }
 
-// inject applies f, waits its duration and heals it.
+// inject applies f, waits its duration and heals it, and records when it
+// was in force (see Span).
 func (c *Controller) inject(ctx context.Context, f Fault, adminCfg *mysql.Config) error {
 	c.count(f.Kind)
-	if f.Kind == FaultRestart {
+	sp := Span{Kind: f.Kind, Proc: f.Proc, From: Mono()}
+	defer func() {
+		sp.To = Mono()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.spans = append(c.spans, sp)
+	}()
+	switch f.Kind {
+	case FaultRestart:
 		return c.restart(ctx, f.Dur, adminCfg)
+	case FaultLockRows:
+		return c.lockRows(ctx, f, &sp)
 	}
 	p := c.procs[f.Proc]
 	switch f.Kind {
 	case FaultKill:
 		c.kill(p)
+		sp.Killed = true
 		time.Sleep(f.Dur)
 		return c.spawn(p)
+	case FaultPartition:
+		p.proxy.Delay(f.Arg)
+		time.Sleep(time.Second)
+		p.proxy.Partition()
+		time.Sleep(f.Dur)
+		p.proxy.Restore()
+		c.mu.Lock()
+		c.lastPartition = Mono()
+		c.mu.Unlock()
+	case FaultOutage:
+		p.proxy.Cut()
+		time.Sleep(f.Dur)
+		p.proxy.Restore()
+	case FaultRotate:
+		return c.rotate(ctx, p, f.Dur)
 	case FaultPause:
 		c.signal(p, syscall.SIGSTOP)
 		time.Sleep(f.Dur)
