@@ -142,6 +142,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	plan := Plan(cfg.Seed, cfg.Procs, cfg.Duration, cfg.RestartCmd != "")
 	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d workers, %s of faults, %d faults planned\n", cfg.Seed, cfg.Procs, cfg.Duration, len(plan))
 	began := time.Now()
+	// Times in the report count from here, as the plan's do.
+	c.start = Mono()
 	var wg sync.WaitGroup
 	for _, f := range plan {
 		if d := time.Until(began.Add(f.At)); d > 0 {
@@ -151,10 +153,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.inject(ctx, f, adminCfg); err != nil {
+			sp, err := c.inject(ctx, f, adminCfg)
+			if err != nil {
 				fmt.Fprintf(cfg.Out, "chaos: %s: %v\n", f.Kind, err)
 				c.count("failed " + f.Kind)
 			}
+			fmt.Fprintf(cfg.Out, "chaos: %s\n", sp.describe(c.start))
 		}()
 	}
 	time.Sleep(time.Until(began.Add(cfg.Duration)))

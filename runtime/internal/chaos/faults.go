@@ -25,6 +25,19 @@ type Span struct {
 	Owners []int
 }
 
+// describe says when sp was in force, counted from base.
+func (sp Span) describe(base int64) string {
+	target := fmt.Sprintf("p%d", sp.Proc)
+	if sp.Proc < 0 {
+		target = "server"
+	}
+	s := fmt.Sprintf("%s %s in force from %s to %s", sp.Kind, target, Dur(sp.From-base), Dur(sp.To-base))
+	if sp.Kind == FaultLockRows {
+		s += fmt.Sprintf(" on runs %v of %v", sp.Runs, sp.Owners)
+	}
+	return s
+}
+
 // procUser is the database user of worker slot i: one per process, so
 // that a rotation locks out one process only.
 func procUser(i int) string { return fmt.Sprintf("%s_p%d", appUser, i) }

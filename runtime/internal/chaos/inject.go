@@ -19,22 +19,26 @@ func (c *Controller) count(kind string) {
 	c.faults[kind]++
 }
 
-// inject applies f, waits its duration and heals it, and records when it
-// was in force (see Span).
-func (c *Controller) inject(ctx context.Context, f Fault, adminCfg *mysql.Config) error {
-	c.count(f.Kind)
+// inject applies f, waits its duration and heals it, and records and
+// returns when it was in force (see Span).
+func (c *Controller) inject(ctx context.Context, f Fault, adminCfg *mysql.Config) (Span, error) {
 	sp := Span{Kind: f.Kind, Proc: f.Proc, From: Mono()}
-	defer func() {
-		sp.To = Mono()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		c.spans = append(c.spans, sp)
-	}()
+	err := c.apply(ctx, f, adminCfg, &sp)
+	sp.To = Mono()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spans = append(c.spans, sp)
+	return sp, err
+}
+
+// apply applies f, waits its duration and heals it.
+func (c *Controller) apply(ctx context.Context, f Fault, adminCfg *mysql.Config, sp *Span) error {
+	c.count(f.Kind)
 	switch f.Kind {
 	case FaultRestart:
 		return c.restart(ctx, f.Dur, adminCfg)
 	case FaultLockRows:
-		return c.lockRows(ctx, f, &sp)
+		return c.lockRows(ctx, f, sp)
 	}
 	p := c.procs[f.Proc]
 	switch f.Kind {
