@@ -175,7 +175,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	stopWatching()
 	watchers.Wait()
 	facts.Strands, facts.StrandBound = c.strands, cfg.StrandBound
-	facts.Spans, facts.Lease = c.spans, runLease
+	facts.Spans, facts.Lease, facts.Began = c.spans, runLease, c.start
 	facts.Locked = c.locked(ctx)
 
 	events, err := ReadHistory(c.hist)

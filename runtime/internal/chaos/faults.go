@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -195,7 +196,11 @@ func (c *Controller) watchStrands(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		held := ""
 		for rows.Next() {
+			if held == "" {
+				held = fmt.Sprint(c.dueLocked(ctx))
+			}
 			var user, trx string
 			var thread, age, locked int64
 			if rows.Scan(&user, &trx, &thread, &age, &locked) != nil {
@@ -204,7 +209,7 @@ func (c *Controller) watchStrands(ctx context.Context) {
 			key := user + " " + trx
 			st := seen[key]
 			if st == nil {
-				st = &strand{desc: fmt.Sprintf("%s's session %d (transaction %s)", strings.TrimPrefix(user, appUser+"_"), thread, trx)}
+				st = &strand{desc: fmt.Sprintf("%s's session %d (transaction %s; due runs held locked when first seen: %s)", strings.TrimPrefix(user, appUser+"_"), thread, trx, held)}
 				seen[key] = st
 				order = append(order, key)
 			}
@@ -218,6 +223,41 @@ func (c *Controller) watchStrands(ctx context.Context) {
 		st := seen[k]
 		c.strands = append(c.strands, fmt.Sprintf("%s held %d row locks open for %d s or more", st.desc, st.rows, st.age))
 	}
+}
+
+// dueLocked returns the available runs due for 5 s or more that a
+// transaction holds locked: no claim takes that long, so they are held by
+// a claim whose client is gone.
+func (c *Controller) dueLocked(ctx context.Context) []int64 {
+	tx, err := c.admin.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = tx.Rollback() }()
+	const due = "SELECT id FROM " + database + ".chaos_runs WHERE state = 'available' AND run_at < UTC_TIMESTAMP(6) - INTERVAL 5 SECOND"
+	ids := func(q string) []int64 {
+		var ids []int64
+		rows, err := tx.QueryContext(ctx, q)
+		if err != nil {
+			return nil
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if rows.Scan(&id) == nil {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	free := ids(due + " FOR UPDATE SKIP LOCKED")
+	var held []int64
+	for _, id := range ids(due) {
+		if !slices.Contains(free, id) {
+			held = append(held, id)
+		}
+	}
+	return held
 }
 
 // sleepCtx sleeps d and reports whether ctx is still live.

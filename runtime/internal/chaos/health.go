@@ -18,12 +18,15 @@ type timeline struct {
 	// its pool may still hold connections the fault killed, a statement
 	// on one of which waits for its bound.
 	grace int64
+	// began is when the faults began (the report's base): calls entered
+	// before, while every worker was starting, are not checked.
+	began int64
 }
 
 func newTimeline(f Facts) timeline {
 	spans := slices.Clone(f.Spans)
 	slices.SortFunc(spans, func(a, b Span) int { return int(a.From - b.From) })
-	return timeline{spans: spans, grace: int64(f.Lease)}
+	return timeline{spans: spans, grace: int64(f.Lease), began: f.Began}
 }
 
 // hits reports whether sp hit proc (a server restart hits every process;
@@ -74,7 +77,8 @@ func (tl timeline) killedBeforeRecording(s *section) bool {
 
 // checkHandlers finds the handler calls told their lease was lost
 // although neither their process nor the server had a fault from one
-// lease before the call to then: a healthy worker whose heartbeats were
+// lease before the call to then (calls entered before the faults began
+// are not checked: every worker was starting up): a healthy worker whose heartbeats were
 // held up by something else it did (a stuck claim or rescue), which
 // cancels a healthy handler and runs its run again.
 func (tl timeline) checkHandlers(order []*section, f Facts, r *Report, at func(int64) string, add func(string, ...any)) {
@@ -87,6 +91,9 @@ func (tl timeline) checkHandlers(order []*section, f Facts, r *Report, at func(i
 	for _, s := range order {
 		if s.run == 0 || s.lost == nil {
 			continue
+		}
+		if s.entry < tl.began {
+			continue // the workers were starting up
 		}
 		r.Counts["handler calls told their lease was lost"]++
 		if tl.faulted(s.proc, s.run, s.entry-int64(f.Lease), s.lost.T0) != nil {

@@ -54,6 +54,8 @@ type Facts struct {
 	OneAttempt []string
 	// Lease is the workers' run lease.
 	Lease time.Duration
+	// Began is when the faults began (CLOCK_MONOTONIC).
+	Began int64
 	// Spans are the faults as they were applied (see Span).
 	Spans []Span
 	// Strands are the workers' transactions seen open for longer than
