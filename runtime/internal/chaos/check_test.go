@@ -148,10 +148,7 @@ func TestPlanIsReproducible(t *testing.T) {
 			continue
 		}
 		require.GreaterOrEqual(t, f.At, busy[f.Proc], "two faults at once on p%d", f.Proc)
-		busy[f.Proc] = f.At + f.Dur
-		if f.Kind == FaultPartition {
-			busy[f.Proc] += time.Second
-		}
+		busy[f.Proc] = f.At + f.Lead + f.Dur
 	}
 	require.Equal(t, 1, restarts)
 }

@@ -49,7 +49,7 @@ func (c *Controller) apply(ctx context.Context, f Fault, adminCfg *mysql.Config,
 		return c.spawn(p)
 	case FaultPartition:
 		p.proxy.Delay(f.Arg)
-		time.Sleep(time.Second)
+		time.Sleep(f.Lead)
 		p.proxy.Partition()
 		time.Sleep(f.Dur)
 		p.proxy.Restore()

@@ -16,8 +16,10 @@ const (
 	FaultClock     = "clock"     // step the process's wall clock by Arg, and back after Dur
 	FaultPool      = "pool"      // shrink the process's pool to Arg connections for Dur
 	FaultRestart   = "restart"   // shut the database server down and start it again
-	// FaultPartition: a second of Arg delay on every chunk (so that
-	// transactions are in flight), then a partition for Dur: nothing gets
+	// FaultPartition: Lead of Arg delay on every chunk (so that
+	// transactions are in flight: a claim started as the delay began has
+	// its SELECT … FOR UPDATE delivered after 3·Arg and its COMMIT after
+	// 7·Arg), then a partition for Dur: nothing gets
 	// through, and the server sides of the connections stay open after
 	// the process closes them (as in a real partition), holding their
 	// transactions and locks until the server closes them.
@@ -44,6 +46,8 @@ type Fault struct {
 	Proc int // -1 for the server
 	Dur  time.Duration
 	Arg  time.Duration // the delay, the clock step, the pool size or the rows
+	// Lead is how long a partition's delay lasts before the partition.
+	Lead time.Duration
 }
 
 func (f Fault) String() string {
@@ -53,8 +57,10 @@ func (f Fault) String() string {
 	}
 	s := fmt.Sprintf("%7s %-9s %-6s for %s", f.At.Round(time.Millisecond), f.Kind, target, f.Dur.Round(time.Millisecond))
 	switch f.Kind {
-	case FaultDelay, FaultClock, FaultPartition:
+	case FaultDelay, FaultClock:
 		s += fmt.Sprintf(" (%s)", f.Arg)
+	case FaultPartition:
+		s += fmt.Sprintf(" (after %s of %s delay)", f.Lead.Round(time.Millisecond), f.Arg.Round(time.Millisecond))
 	case FaultPool:
 		s += fmt.Sprintf(" (%d connections)", f.Arg)
 	case FaultLockRows:
@@ -73,7 +79,7 @@ const (
 	// PartitionGap is the least time between two partitions: a partition
 	// may leave up to a pool of server sessions open until the
 	// keep-alive stand-in closes them (see Config.KeepAlive).
-	PartitionGap = 60 * time.Second
+	PartitionGap = 30 * time.Second
 )
 
 // Plan draws the faults of a run from seed: one every 1–3 s on a random
@@ -153,7 +159,8 @@ func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 			f.Arg = time.Duration(1 + rng.IntN(2))
 		case FaultPartition:
 			f.Dur = between(2*time.Second, 5*time.Second)
-			f.Arg = between(100*time.Millisecond, 400*time.Millisecond)
+			f.Arg = between(100*time.Millisecond, 250*time.Millisecond)
+			f.Lead = between(2*f.Arg, 6*f.Arg)
 			lastPartition = at
 		case FaultRotate:
 			f.Dur = between(2*time.Second, 6*time.Second)
@@ -162,9 +169,7 @@ func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 			f.Arg = time.Duration(1 + rng.IntN(3))
 		}
 		end := at + f.Dur
-		if f.Kind == FaultPartition {
-			end += time.Second // its delay phase
-		}
+		end += f.Lead
 		if f.Proc >= 0 {
 			busy[f.Proc] = end + 500*time.Millisecond
 		}
