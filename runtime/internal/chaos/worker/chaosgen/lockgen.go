@@ -158,7 +158,8 @@ type Locks struct {
 
 // New returns the locks and jobs declared in lockgen.yaml, running their
 // statements on db, never inside a transaction of yours unless you pass it to
-// EnqueueSingleTx or EnqueueDelayedTx. It does not touch the database.
+// EnqueueSingleTx, EnqueueDelayedTx, EnqueueLongTx or EnqueueOnceTx. It does
+// not touch the database.
 //
 // The tables chaos_locks and chaos_runs must exist: apply
 // migrations/0001_chaos_locks.up.sql and migrations/0002_chaos_runs.up.sql

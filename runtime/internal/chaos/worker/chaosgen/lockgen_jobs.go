@@ -20,6 +20,12 @@ const (
 	SingleJob = "single"
 	// DelayedJob is the name of the delayed job.
 	DelayedJob = "delayed"
+	// RetainedJob is the name of the retained job.
+	RetainedJob = "retained"
+	// LongJob is the name of the long job.
+	LongJob = "long"
+	// OnceJob is the name of the once job.
+	OnceJob = "once"
 )
 
 // SingleArgs are the arguments of the single job, stored as JSON in its runs.
@@ -31,6 +37,18 @@ type SingleArgs struct {
 // DelayedArgs are the arguments of the delayed job, stored as JSON in its
 // runs.
 type DelayedArgs struct {
+	Proc int64 `json:"proc"`
+	Seq  int64 `json:"seq"`
+}
+
+// LongArgs are the arguments of the long job, stored as JSON in its runs.
+type LongArgs struct {
+	Proc int64 `json:"proc"`
+	Seq  int64 `json:"seq"`
+}
+
+// OnceArgs are the arguments of the once job, stored as JSON in its runs.
+type OnceArgs struct {
 	Proc int64 `json:"proc"`
 	Seq  int64 `json:"seq"`
 }
@@ -115,6 +133,12 @@ type JobHandlers interface {
 	Single(ctx context.Context, run *Run, args SingleArgs) error
 	// Delayed handles a run of delayed (enqueued with EnqueueDelayed; timeout 10m, 20 attempts).
 	Delayed(ctx context.Context, run *Run, args DelayedArgs) error
+	// Retained handles a run of retained (scheduled "@every 1s" in UTC; timeout 10m, 20 attempts).
+	Retained(ctx context.Context, run *Run) error
+	// Long handles a run of long (enqueued with EnqueueLong; timeout 10m, 20 attempts).
+	Long(ctx context.Context, run *Run, args LongArgs) error
+	// Once handles a run of once (enqueued with EnqueueOnce; timeout 2s, 1 attempt).
+	Once(ctx context.Context, run *Run, args OnceArgs) error
 }
 
 var (
@@ -138,6 +162,27 @@ var (
 		Queue:       "default",
 		MaxAttempts: 20,
 		Timeout:     10 * time.Minute,
+	}
+	// retainedRun is a run of retained with its declared defaults.
+	retainedRun = jobs.NewRun{
+		Job:         RetainedJob,
+		Queue:       "default",
+		MaxAttempts: 20,
+		Timeout:     10 * time.Minute,
+	}
+	// longRun is a run of long with its declared defaults.
+	longRun = jobs.NewRun{
+		Job:         LongJob,
+		Queue:       "default",
+		MaxAttempts: 20,
+		Timeout:     10 * time.Minute,
+	}
+	// onceRun is a run of once with its declared defaults.
+	onceRun = jobs.NewRun{
+		Job:         OnceJob,
+		Queue:       "default",
+		MaxAttempts: 1,
+		Timeout:     2 * time.Second,
 	}
 )
 
@@ -179,6 +224,46 @@ func (l *Locks) EnqueueDelayedTx(ctx context.Context, tx *sql.Tx, args DelayedAr
 // inserted; an error means later batches may not exist.
 func (l *Locks) EnqueueDelayedMany(ctx context.Context, args []DelayedArgs, opts ...EnqueueOption) error {
 	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, delayedRun, args, opts...)
+}
+
+// EnqueueLong enqueues a run of long, due now unless an option says otherwise
+// (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and returns
+// its ID; with a unique key that an unfinished run already has, that run's ID.
+// An error means the run may or may not exist.
+func (l *Locks) EnqueueLong(ctx context.Context, args LongArgs, opts ...EnqueueOption) (int64, error) {
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, longRun, args, opts...)
+}
+
+// EnqueueLongTx is EnqueueLong in tx: the run exists only if tx commits.
+func (l *Locks) EnqueueLongTx(ctx context.Context, tx *sql.Tx, args LongArgs, opts ...EnqueueOption) (int64, error) {
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, longRun, args, opts...)
+}
+
+// EnqueueLongMany enqueues one run of long per element of args, 500 per
+// statement, with opts applied to each. Every run is checked before any is
+// inserted; an error means later batches may not exist.
+func (l *Locks) EnqueueLongMany(ctx context.Context, args []LongArgs, opts ...EnqueueOption) error {
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, longRun, args, opts...)
+}
+
+// EnqueueOnce enqueues a run of once, due now unless an option says otherwise
+// (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and returns
+// its ID; with a unique key that an unfinished run already has, that run's ID.
+// An error means the run may or may not exist.
+func (l *Locks) EnqueueOnce(ctx context.Context, args OnceArgs, opts ...EnqueueOption) (int64, error) {
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, onceRun, args, opts...)
+}
+
+// EnqueueOnceTx is EnqueueOnce in tx: the run exists only if tx commits.
+func (l *Locks) EnqueueOnceTx(ctx context.Context, tx *sql.Tx, args OnceArgs, opts ...EnqueueOption) (int64, error) {
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, onceRun, args, opts...)
+}
+
+// EnqueueOnceMany enqueues one run of once per element of args, 500 per
+// statement, with opts applied to each. Every run is checked before any is
+// inserted; an error means later batches may not exist.
+func (l *Locks) EnqueueOnceMany(ctx context.Context, args []OnceArgs, opts ...EnqueueOption) error {
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, onceRun, args, opts...)
 }
 
 // JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
@@ -252,6 +337,30 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 					BackoffMax:     time.Second,
 				},
 			},
+			RetainedJob: {
+				Queue: "default",
+				JobHandler: jobs.JobHandler{
+					Handle:         h.Retained,
+					BackoffInitial: 100 * time.Millisecond,
+					BackoffMax:     time.Second,
+				},
+			},
+			LongJob: {
+				Queue: "default",
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.Long),
+					BackoffInitial: 100 * time.Millisecond,
+					BackoffMax:     time.Second,
+				},
+			},
+			OnceJob: {
+				Queue: "default",
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.Once),
+					BackoffInitial: time.Second,
+					BackoffMax:     time.Hour,
+				},
+			},
 		},
 		Retention: []jobs.Retention{
 			{
@@ -266,6 +375,18 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 				Job:  DelayedJob,
 				Keep: 168 * time.Hour,
 			},
+			{
+				Job:  RetainedJob,
+				Keep: time.Minute,
+			},
+			{
+				Job:  LongJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  OnceJob,
+				Keep: 168 * time.Hour,
+			},
 		},
 	}
 	tickSchedule, err := jobs.ParseSchedule("@every 1s", "UTC")
@@ -276,6 +397,18 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 		Name:        TickJob,
 		Queue:       "default",
 		Schedule:    tickSchedule,
+		CatchUp:     jobs.CatchUpAll,
+		MaxAttempts: 20,
+		Timeout:     10 * time.Minute,
+	})
+	retainedSchedule, err := jobs.ParseSchedule("@every 1s", "UTC")
+	if err != nil {
+		return err
+	}
+	cfg.Scheduled = append(cfg.Scheduled, jobs.ScheduledJob{
+		Name:        RetainedJob,
+		Queue:       "default",
+		Schedule:    retainedSchedule,
 		CatchUp:     jobs.CatchUpAll,
 		MaxAttempts: 20,
 		Timeout:     10 * time.Minute,
