@@ -12,7 +12,9 @@ const rescueLimit = 1000
 // rescuer makes the runs of dead workers due again (or discards them when
 // they are out of attempts): runs whose deadline, which their worker's
 // heartbeats extend, has passed by the database clock. Every worker with
-// a RescueEvery rescues; the statement locks each run by primary key, so
+// a RescueEvery rescues, in its loop between claims (the heartbeats go on
+// apart from it: a rescue waiting on a row lock an admin transaction holds
+// delays them not). The statement locks each run by primary key, so
 // rescuers and the runs' workers never both change a run.
 type rescuer struct {
 	w *Worker
@@ -22,11 +24,11 @@ type rescuer struct {
 
 // rescue runs rescue statements until one changes fewer than rescueLimit
 // runs, or fails (logged; the next round retries). Each statement is
-// bounded by the lease.
+// bounded by rescueTimeout, and cut when ctx ends.
 func (r *rescuer) rescue(ctx context.Context) {
 	w := r.w
 	for ctx.Err() == nil {
-		sctx, cancel := context.WithTimeout(ctx, w.cfg.Lease)
+		sctx, cancel := context.WithTimeout(ctx, w.rescueTimeout())
 		n, err := w.jobs.store.RunsRescue(sctx, rescueLimit)
 		cancel()
 		if err != nil {
