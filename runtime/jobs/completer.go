@@ -22,8 +22,10 @@ import (
 // completer retries with backoff and the worker heartbeats the queued runs'
 // claims (so a finished run is not rescued and run again just because its
 // outcome could not be written yet) and claims no new runs once
-// maxUnrecorded are queued. An outcome the server rejects (a MySQL error,
-// not a lost connection) recordTries times is dropped, and so is every
+// maxUnrecorded are queued. A deadlock or a lock wait timeout (1213, 1205:
+// the server rolled the statement back) is retried like a lost
+// connection, for as long as it takes. An outcome the server rejects (any
+// other MySQL error) recordTries times is dropped, and so is every
 // outcome still queued after close and recordTries more rounds: their runs
 // stay running until their deadline passes and are rescued and run again
 // (at least once), or orphaned when on their last attempt, where a later
@@ -87,6 +89,18 @@ func (r *completer) claims() []driver.Claim {
 		claims[i] = driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
 	}
 	return claims
+}
+
+// holds reports whether the outcome of claim c waits to be recorded.
+func (r *completer) holds(c driver.Claim) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.queue {
+		if o.run.ID == c.ID && o.run.Claim == c.Claim {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *completer) loop() {
@@ -163,7 +177,9 @@ const recordTries = 5
 // record writes items' outcomes and returns the ones it is done with
 // (recorded, or given up after recordTries rejections) and the first
 // error. A lost connection or a timeout ends the round at once: the
-// statements after it would most likely wait as long.
+// statements after it would most likely wait as long. A deadlock or a lock
+// wait timeout counts as neither a rejection nor a lost connection: the
+// round goes on, and those outcomes are retried in the next.
 func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 	done := map[*Run]bool{}
 	var firstErr error
@@ -179,6 +195,12 @@ func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 		}
 		if firstErr == nil {
 			firstErr = err
+		}
+		if servererr.IsTransient(err) {
+			// A deadlock or a lock wait timeout rolled the statement
+			// back: not a rejection. Its outcomes are retried in the
+			// next round; the other statements of this one go on.
+			return true
 		}
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) {

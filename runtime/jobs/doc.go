@@ -26,6 +26,17 @@
 //     rescuer and completer together; RunNode (node.go) starts a node's
 //     workers, scheduler and pruner.
 //
+// A worker's loop claims runs into the executor, hands their outcomes to
+// the completer and rescues on its timer. The heartbeater and the
+// completer each run in a goroutine of their own, so nothing else the
+// worker does (a claim or a rescue stuck on a dead pooled connection or
+// waiting on a row lock, a slow completion) stands between two
+// heartbeats. The heartbeater
+// reads the attempts being handled from the executor and the outcomes not
+// recorded yet from the completer; an outcome reaches the completer before
+// it leaves the executor, so every claimed run is in one of the two until
+// its outcome is recorded.
+//
 // # What a claim guarantees
 //
 // A claim marks a run running, by one worker, until a deadline set by the
@@ -86,7 +97,12 @@
 //
 // Database errors in the loops (claim, heartbeat, completion, rescue,
 // scheduling, pruning) are logged and retried with backoff; they never
-// stop a worker. An outcome is kept until it is recorded; its run is
+// stop a worker. Every statement is bounded below the lease: a heartbeat
+// by Lease/6, a rescue by Lease/3, a claim by Lease/2. A claim cut at its
+// bound may have committed: its runs are started by no one and are rescued
+// after their lease (at least once), and the runs a failed claim returned
+// are never started. A deadlock or a lock wait timeout while recording an
+// outcome is retried like a lost connection, never counted as a rejection. An outcome is kept until it is recorded; its run is
 // heartbeated meanwhile, so it is not rescued and run again just because
 // the database was briefly unreachable.
 package jobs
