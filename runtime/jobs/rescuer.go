@@ -17,8 +17,7 @@ const rescueLimit = 1000
 // worker with a RescueEvery rescues, in its loop between claims (the
 // heartbeats go on apart from it: a rescue waiting on a row lock an admin
 // transaction holds does not delay them). The statement locks each run by
-// primary key, so
-// rescuers and the runs' workers never both change a run.
+// primary key, so rescuers and the runs' workers never both change a run.
 type rescuer struct {
 	w *Worker
 	// failures counts the rescues in a row that failed, for the log.
