@@ -276,9 +276,12 @@ LIMIT 1;
 -- RunsClaimable locks and reads up to limit due runs of a queue, highest
 -- priority first, then oldest run_at, skipping runs other workers are
 -- claiming. RunsMarkRunning then claims them in the same transaction: a
--- claimed run has the attempt and claim read here plus one.
+-- claimed run has the attempt and claim read here plus one. FORCE INDEX:
+-- MySQL 9.7 read the state index and sorted, locking every available run
+-- of every queue it read instead of the ones it took (a claim then blocked
+-- or deadlocked with the others); the claim index reads them in order.
 SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
-FROM jobsdemo_runs
+FROM jobsdemo_runs FORCE INDEX (jobsdemo_runs_claim)
 WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
