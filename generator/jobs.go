@@ -97,8 +97,14 @@ func jobsGo(m *model) *jen.File {
 			jen.Return(jb("EnqueueArgs").Call(jen.Id("ctx"), client.Clone(), jen.Nil(), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
 		)
 		f.Line()
-		f.Comment(comment(fmt.Sprintf("%s is %s in tx: the run exists only if tx commits.", j.EnqueueTx, j.Enqueue)))
+		f.Comment(comment(fmt.Sprintf("%s is %s in tx: the run exists only if tx commits. A nil tx is an error wrapping ErrInvalid "+
+			"(use %s outside a transaction).", j.EnqueueTx, j.Enqueue, j.Enqueue)))
 		f.Func().Params(recv()).Id(j.EnqueueTx).Params(params(jen.Id("tx").Op("*").Qual("database/sql", "Tx"))...).Params(jen.Int64(), jen.Error()).Block(
+			// Not an enqueue outside any transaction: the caller meant the
+			// run to exist only if its transaction commits.
+			jen.If(jen.Id("tx").Op("==").Nil()).Block(
+				jen.Return(jen.Lit(0), jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: "+j.EnqueueTx+" needs a transaction (nil tx); use "+j.Enqueue+" outside one"), rt("ErrInvalid"))),
+			),
 			jen.Return(jb("EnqueueArgs").Call(jen.Id("ctx"), client.Clone(), jen.Id("tx"), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
 		)
 		if j.EnqueueMany == "" {

@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV2 is the compile-time version guard of
+// RegenerateWithLockgenGenerateV3 is the compile-time version guard of
 // generated code. Every package lockgen generates for this runtime refers to
-// it (const _ = runtime.RegenerateWithLockgenGenerateV2), so generated code
+// it (const _ = runtime.RegenerateWithLockgenGenerateV3), so generated code
 // and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -17,4 +17,13 @@ package runtime
 // V2: LeaseAcquire and RowTake report a session holding as
 // driver.SessionHeld (1), which a V1 runtime would take for a token, and
 // the generated store has LeaseTakeover and RowTx.Takeover.
+//
+// V3: the generated store names the migration of each table
+// (driver.Target.LocksMigration and RunsMigration), fields a V2 runtime
+// lacks. This runtime still runs V2 code (without them, its errors name
+// the migrations directory only).
+const RegenerateWithLockgenGenerateV3 = true
+
+// RegenerateWithLockgenGenerateV2 is the guard of code generated for V2
+// runtimes, which this one still runs (see RegenerateWithLockgenGenerateV3).
 const RegenerateWithLockgenGenerateV2 = true

@@ -41,6 +41,11 @@ type Target struct {
 	// ("db/migrations/ (relative to lockgen.yaml)"), for the error that
 	// says they are missing.
 	Migrations string
+	// LocksMigration and RunsMigration name the migration file that
+	// creates each table ("db/migrations/0002_app_runs.up.sql (relative
+	// to lockgen.yaml)"), for the error that says a table is missing or
+	// does not match it. Empty: the error names Migrations.
+	LocksMigration, RunsMigration string
 }
 
 // SessionHeld is what LeaseAcquire returns for a row that shows a

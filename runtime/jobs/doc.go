@@ -95,6 +95,13 @@
 //
 // # Failures
 //
+// What cannot work fails at start, not later: every entry point checks
+// the server once per Client (see Client.Enqueue), and RunNode returns a
+// refusal at once instead of running without its workers. A run in the
+// wrong queue for its job fails its attempt with an error naming the
+// job's queue; due runs in a queue no worker of the node works are
+// reported at WARN by RunNode (stranded.go).
+//
 // Database errors in the loops (claim, heartbeat, completion, rescue,
 // scheduling, pruning) are logged and retried with backoff; they never
 // stop a worker. Every statement is bounded below the lease: a heartbeat

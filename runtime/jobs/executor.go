@@ -194,7 +194,7 @@ func (e *executor) close() {
 func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 	h, ok := w.cfg.Handlers[r.Job]
 	if !ok {
-		return fmt.Errorf("no handler for job %q on worker %s", r.Job, w.jobs.owner)
+		return w.noHandler(r)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -219,4 +219,18 @@ func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 		return nil
 	}
 	return err
+}
+
+// noHandler is the failure of a run whose job has no handler in this
+// worker's queue: in the wrong queue when the node declares the job in
+// another one (enqueued by hand or by another program, or before the job
+// moved queues), else a job the node does not know.
+func (w *Worker) noHandler(r *Run) error {
+	if q, ok := w.declared[r.Job]; ok && q != w.cfg.Queue {
+		return fmt.Errorf("run %d of job %q is in queue %q, but job %q is declared in queue %q: the run was enqueued in the wrong queue "+
+			"(by hand, by another program, or before the job moved to queue %q), and the workers of queue %q have no handler for it; enqueue it again in queue %q",
+			r.ID, r.Job, w.cfg.Queue, r.Job, q, q, w.cfg.Queue, q)
+	}
+	return fmt.Errorf("no handler for job %q in queue %q on worker %s: this node declares no such job (a run enqueued by another application on the same tables, or by another version of this one?)",
+		r.Job, w.cfg.Queue, w.jobs.owner)
 }

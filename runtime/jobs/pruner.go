@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/timing"
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // Pruning: finished runs (completed, discarded, orphaned, cancelled,
@@ -29,8 +30,10 @@ const pruneMargin = dbClockTimeout
 const pruneStatementTimeout = 10 * time.Second
 
 // Prune deletes the runs of job that finished (completed, discarded,
-// orphaned, cancelled or skipped) more than olderThan ago, limit per statement, until
-// none is left or ctx ends, and returns how many it deleted.
+// orphaned, cancelled or skipped) more than olderThan ago, limit per
+// statement, until none is left or ctx ends, and returns how many it
+// deleted. Like every entry point it checks the server first (see
+// Client.Enqueue).
 //
 // The run of the job's newest scheduled tick is kept: it anchors catch-up
 // after a restart (pruning it would make a restarted scheduler run that
@@ -46,6 +49,9 @@ const pruneStatementTimeout = 10 * time.Second
 func (j *Client) Prune(ctx context.Context, job string, olderThan time.Duration, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("%w: prune limit must be positive", runtime.ErrInvalid)
+	}
+	if err := j.locks.CheckFeature(ctx, nil, probe.Jobs); err != nil {
+		return 0, err
 	}
 	keep, _, err := lastTick(ctx, j.store, job)
 	if err != nil {

@@ -102,6 +102,9 @@ type Worker struct {
 	cfg  WorkerConfig
 	// singletons are the locks of the Singleton jobs, by job.
 	singletons map[string]*runtime.Lock
+	// declared maps every job of the node (RunNode) to its queue, so that
+	// a run claimed from the wrong queue says where its job is worked.
+	declared map[string]string
 }
 
 // NewWorker validates cfg, applies its defaults and returns the worker.

@@ -21,11 +21,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV2 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV3 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV2
+const _ = runtime.RegenerateWithLockgenGenerateV3
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -106,9 +106,10 @@ func (l *Locks) Owner() string {
 // fails with an error wrapping ErrUnsupported when lockgen cannot run safely
 // on it (TiDB or another engine it does not know, MySQL before 8.0, MariaDB
 // before 10.6), and with ErrInvalid when db was opened without parseTime=true
-// or a table is missing (the runs table, or the lock table that singleton jobs
-// use). Call it at startup to fail fast; `go tool lockgen doctor` prints the
-// same checks.
+// or a table is missing or unlike its migration (a column or an index missing;
+// the runs table, or the lock table that singleton jobs use); the error names
+// the migration. Every other method fails the same way. Call it at startup to
+// fail fast; `go tool lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	for _, f := range []probe.Feature{probe.Lease, probe.Jobs} {
 		if err := l.client.CheckFeature(ctx, nil, f); err != nil {

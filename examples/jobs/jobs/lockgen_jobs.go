@@ -133,8 +133,12 @@ func (l *Locks) EnqueueSendReceipt(ctx context.Context, args SendReceiptArgs, op
 }
 
 // EnqueueSendReceiptTx is EnqueueSendReceipt in tx: the run exists only if tx
-// commits.
+// commits. A nil tx is an error wrapping ErrInvalid (use EnqueueSendReceipt
+// outside a transaction).
 func (l *Locks) EnqueueSendReceiptTx(ctx context.Context, tx *sql.Tx, args SendReceiptArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueSendReceiptTx needs a transaction (nil tx); use EnqueueSendReceipt outside one", runtime.ErrInvalid)
+	}
 	return lockgenjobs.EnqueueArgs(ctx, l.jobs, tx, sendReceiptRun, args, opts...)
 }
 

@@ -119,8 +119,12 @@ func (l *Locks) EnqueueTest(ctx context.Context, args TestArgs, opts ...EnqueueO
 	return jobs.EnqueueArgs(ctx, l.jobs, nil, testRun, args, opts...)
 }
 
-// EnqueueTestTx is EnqueueTest in tx: the run exists only if tx commits.
+// EnqueueTestTx is EnqueueTest in tx: the run exists only if tx commits. A nil
+// tx is an error wrapping ErrInvalid (use EnqueueTest outside a transaction).
 func (l *Locks) EnqueueTestTx(ctx context.Context, tx *sql.Tx, args TestArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueTestTx needs a transaction (nil tx); use EnqueueTest outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, testRun, args, opts...)
 }
 

@@ -37,9 +37,10 @@ func NewStore(db *sql.DB) Store {
 // first use.
 func (s Store) Server() driver.Target {
 	return driver.Target{
-		DB:         s.db,
-		LocksTable: "leaderdemo_locks",
-		Migrations: "migrations/ (relative to lockgen.yaml)",
+		DB:             s.db,
+		LocksTable:     "leaderdemo_locks",
+		Migrations:     "migrations/ (relative to lockgen.yaml)",
+		LocksMigration: "migrations/0001_leaderdemo_locks.up.sql (relative to lockgen.yaml)",
 	}
 }
 

@@ -194,8 +194,13 @@ func (l *Locks) EnqueueSingle(ctx context.Context, args SingleArgs, opts ...Enqu
 	return jobs.EnqueueArgs(ctx, l.jobs, nil, singleRun, args, opts...)
 }
 
-// EnqueueSingleTx is EnqueueSingle in tx: the run exists only if tx commits.
+// EnqueueSingleTx is EnqueueSingle in tx: the run exists only if tx commits. A
+// nil tx is an error wrapping ErrInvalid (use EnqueueSingle outside a
+// transaction).
 func (l *Locks) EnqueueSingleTx(ctx context.Context, tx *sql.Tx, args SingleArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueSingleTx needs a transaction (nil tx); use EnqueueSingle outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, singleRun, args, opts...)
 }
 
@@ -215,7 +220,12 @@ func (l *Locks) EnqueueDelayed(ctx context.Context, args DelayedArgs, opts ...En
 }
 
 // EnqueueDelayedTx is EnqueueDelayed in tx: the run exists only if tx commits.
+// A nil tx is an error wrapping ErrInvalid (use EnqueueDelayed outside a
+// transaction).
 func (l *Locks) EnqueueDelayedTx(ctx context.Context, tx *sql.Tx, args DelayedArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueDelayedTx needs a transaction (nil tx); use EnqueueDelayed outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, delayedRun, args, opts...)
 }
 

@@ -42,10 +42,12 @@ func NewStore(db *sql.DB) Store {
 // first use.
 func (s Store) Server() driver.Target {
 	return driver.Target{
-		DB:         s.db,
-		LocksTable: "chaos_locks",
-		RunsTable:  "chaos_runs",
-		Migrations: "migrations/ (relative to lockgen.yaml)",
+		DB:             s.db,
+		LocksTable:     "chaos_locks",
+		RunsTable:      "chaos_runs",
+		Migrations:     "migrations/ (relative to lockgen.yaml)",
+		LocksMigration: "migrations/0001_chaos_locks.up.sql (relative to lockgen.yaml)",
+		RunsMigration:  "migrations/0002_chaos_runs.up.sql (relative to lockgen.yaml)",
 	}
 }
 

@@ -170,7 +170,12 @@ func (l *Locks) EnqueueSendSMS(ctx context.Context, args SendSMSArgs, opts ...En
 }
 
 // EnqueueSendSMSTx is EnqueueSendSMS in tx: the run exists only if tx commits.
+// A nil tx is an error wrapping ErrInvalid (use EnqueueSendSMS outside a
+// transaction).
 func (l *Locks) EnqueueSendSMSTx(ctx context.Context, tx *sql.Tx, args SendSMSArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueSendSMSTx needs a transaction (nil tx); use EnqueueSendSMS outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, sendSMSRun, args, opts...)
 }
 
@@ -190,7 +195,12 @@ func (l *Locks) EnqueueReindex(ctx context.Context, args ReindexArgs, opts ...En
 }
 
 // EnqueueReindexTx is EnqueueReindex in tx: the run exists only if tx commits.
+// A nil tx is an error wrapping ErrInvalid (use EnqueueReindex outside a
+// transaction).
 func (l *Locks) EnqueueReindexTx(ctx context.Context, tx *sql.Tx, args ReindexArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueReindexTx needs a transaction (nil tx); use EnqueueReindex outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, reindexRun, args, opts...)
 }
 
@@ -210,8 +220,12 @@ func (l *Locks) EnqueueRebuildCache(ctx context.Context, opts ...EnqueueOption) 
 }
 
 // EnqueueRebuildCacheTx is EnqueueRebuildCache in tx: the run exists only if
-// tx commits.
+// tx commits. A nil tx is an error wrapping ErrInvalid (use
+// EnqueueRebuildCache outside a transaction).
 func (l *Locks) EnqueueRebuildCacheTx(ctx context.Context, tx *sql.Tx, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueRebuildCacheTx needs a transaction (nil tx); use EnqueueRebuildCache outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, rebuildCacheRun, struct{}{}, opts...)
 }
 

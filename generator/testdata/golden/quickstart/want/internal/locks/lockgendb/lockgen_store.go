@@ -37,9 +37,10 @@ func NewStore(db *sql.DB) Store {
 // first use.
 func (s Store) Server() driver.Target {
 	return driver.Target{
-		DB:         s.db,
-		LocksTable: "lockgen_locks",
-		Migrations: "db/migrations/ (relative to lockgen.yaml)",
+		DB:             s.db,
+		LocksTable:     "lockgen_locks",
+		Migrations:     "db/migrations/ (relative to lockgen.yaml)",
+		LocksMigration: "db/migrations/0001_lockgen_locks.up.sql (relative to lockgen.yaml)",
 	}
 }
 
