@@ -244,8 +244,12 @@ func (l *Locks) EnqueueLong(ctx context.Context, args LongArgs, opts ...EnqueueO
 	return jobs.EnqueueArgs(ctx, l.jobs, nil, longRun, args, opts...)
 }
 
-// EnqueueLongTx is EnqueueLong in tx: the run exists only if tx commits.
+// EnqueueLongTx is EnqueueLong in tx: the run exists only if tx commits. A nil
+// tx is an error wrapping ErrInvalid (use EnqueueLong outside a transaction).
 func (l *Locks) EnqueueLongTx(ctx context.Context, tx *sql.Tx, args LongArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueLongTx needs a transaction (nil tx); use EnqueueLong outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, longRun, args, opts...)
 }
 
@@ -264,8 +268,12 @@ func (l *Locks) EnqueueOnce(ctx context.Context, args OnceArgs, opts ...EnqueueO
 	return jobs.EnqueueArgs(ctx, l.jobs, nil, onceRun, args, opts...)
 }
 
-// EnqueueOnceTx is EnqueueOnce in tx: the run exists only if tx commits.
+// EnqueueOnceTx is EnqueueOnce in tx: the run exists only if tx commits. A nil
+// tx is an error wrapping ErrInvalid (use EnqueueOnce outside a transaction).
 func (l *Locks) EnqueueOnceTx(ctx context.Context, tx *sql.Tx, args OnceArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueOnceTx needs a transaction (nil tx); use EnqueueOnce outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, onceRun, args, opts...)
 }
 
