@@ -180,10 +180,13 @@ func TestDeadlineAfterBatchedRenewalsPrecedesExpiry(t *testing.T) {
 func testDeadlineAfterBatchedRenewals(t *testing.T, lost bool) {
 	tdb := testdb.New(t)
 	observer := tdb.Open(t)
-	faults := &batchFaults{Store: lockgendb.NewStore(tdb.Open(t)), delay: 150 * time.Millisecond, partitionAfter: 3, lost: lost}
+	faults := &batchFaults{Store: lockgendb.NewStore(tdb.Open(t)), delay: 300 * time.Millisecond, partitionAfter: 3, lost: lost}
 	c, err := runtime.NewClient(faults)
 	require.NoError(t, err)
-	l, err := c.Lock(runtime.LockConfig{Name: "late-batch", Keyed: true, TTL: 600 * time.Millisecond})
+	// TTL and delay leave room for a loaded machine (make test runs
+	// packages side by side under -race): with 600 ms and 150 ms, the
+	// leases were sometimes lost before the third reply, under load only.
+	l, err := c.Lock(runtime.LockConfig{Name: "late-batch", Keyed: true, TTL: 1200 * time.Millisecond})
 	require.NoError(t, err)
 	var held []*runtime.Lease
 	for i := 0; i < 20; i++ {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testkit"
 )
@@ -39,4 +40,40 @@ func TestSessionPartitionedHolderIsReplacedAfterItsDeadline(t *testing.T) {
 	require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost, "the holder knows it lost the lock")
 	assert.Greater(t, next.Token(), lease.Token())
 	require.ErrorIs(t, lease.Release(ctx), runtime.ErrLeaseLost)
+}
+
+// TestRowPartitionedHolderIsReplacedWithinItsIdleBound: a row holding whose
+// connection is partitioned (the client gives up, the server never learns)
+// frees its row lock RowIdleBound after its last statement: the server ends
+// the silent session, rolls the holding's transaction back, and a rival
+// waiting in the row lock queue acquires, with a greater token. With the
+// server's own wait_timeout (8 hours) the rival waited for good (issue 21,
+// item 3). The holder learns of the loss at its release, as a row holding
+// does, and its writes in the transaction are rolled back.
+func TestRowPartitionedHolderIsReplacedWithinItsIdleBound(t *testing.T) {
+	tdb := testdb.New(t)
+	proxy, viaProxy := testkit.OpenViaProxy(t, tdb)
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategyRow, Wait: time.Second}
+	holder := rowNode(t, viaProxy).lock(t, cfg)
+	rival := rowNode(t, tdb.Open(t)).lock(t, cfg)
+	ctx := context.Background()
+	lease, err := holder.Try(ctx, "")
+	require.NoError(t, err)
+
+	proxy.Partition()
+	cut := time.Now()
+	var next *runtime.Lease
+	require.Eventually(t, func() bool {
+		next, err = rival.Try(ctx, "")
+		return err == nil
+	}, driver.RowIdleBound+15*time.Second, 250*time.Millisecond, "the server freed the partitioned holding's row lock")
+	waited := time.Since(cut)
+	defer func() { require.NoError(t, next.Release(ctx)) }()
+	assert.Greater(t, next.Token(), lease.Token())
+	assert.GreaterOrEqual(t, waited, driver.RowIdleBound-time.Second, "the row was freed by the server's idle bound, not earlier")
+	// The partition ends with the proxy (the client sees its connection
+	// close): the holder's release fails at once instead of after its
+	// statement's timeout.
+	require.NoError(t, proxy.Close())
+	require.ErrorIs(t, lease.Release(ctx), runtime.ErrLeaseLost, "the partitioned holder's transaction is gone")
 }

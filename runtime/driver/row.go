@@ -8,8 +8,20 @@ import (
 )
 
 // restoreTimeout bounds the statement that gives a row holding's connection
-// its autocommit back.
+// its autocommit back, and the COMMIT or ROLLBACK that ends the holding.
 const restoreTimeout = 30 * time.Second
+
+// RowIdleBound is how long the server keeps a row holding's session when
+// nothing arrives on it: the holding's connection has this wait_timeout
+// (restored when the holding ends). A holder cut off by a partition (its
+// client gave up, the server never learned) so frees the row lock this
+// long after its last statement, not after the server's own wait_timeout
+// (8 hours by default) or TCP keepalive. The other side of the bound: a
+// live holding whose fn leaves its transaction idle this long is ended by
+// the server too; fn's writes in it roll back and the release reports
+// ErrLeaseLost, as for any holding whose connection broke under fn (a
+// row holding learns of a loss at its release).
+const RowIdleBound = 20 * time.Second
 
 // RowConn is the connection and transaction of one row-strategy holding.
 // Stores embed it in their RowTx; it runs the statements that are the same
@@ -25,8 +37,15 @@ type RowConn struct {
 // statements fn runs after the server rolled the transaction back (a
 // deadlock) open a new transaction that the release rolls back, instead of
 // committing one by one without the lock.
+// It also bounds the session's idle time on the server (RowIdleBound).
 const rowSessionSet = "SET @lockgen_lock_wait = @@SESSION.innodb_lock_wait_timeout, @lockgen_autocommit = @@SESSION.autocommit, " +
-	"SESSION innodb_lock_wait_timeout = ?, SESSION autocommit = 0"
+	"@lockgen_wait_timeout = @@SESSION.wait_timeout, " +
+	"SESSION innodb_lock_wait_timeout = ?, SESSION autocommit = 0, SESSION wait_timeout = ?"
+
+// rowSessionRestore gives the connection back what rowSessionSet changed
+// (the lock wait is restored before fn runs, by RestoreLockWait). Setting
+// autocommit to 1 first commits the holding's transaction, if one is open.
+const rowSessionRestore = "SET SESSION autocommit = 1, SESSION autocommit = @lockgen_autocommit, SESSION wait_timeout = @lockgen_wait_timeout"
 
 // BeginRow pins a connection of db, sets its innodb_lock_wait_timeout to
 // lockWait (whole seconds, rounded up, at least 1; the previous value is
@@ -40,7 +59,7 @@ func BeginRow(ctx context.Context, db *sql.DB, lockWait time.Duration) (*RowConn
 		return nil, err
 	}
 	secs := max(int64((lockWait+time.Second-1)/time.Second), 1)
-	if _, err := conn.ExecContext(ctx, rowSessionSet, secs); err != nil {
+	if _, err := conn.ExecContext(ctx, rowSessionSet, secs, int64(RowIdleBound/time.Second)); err != nil {
 		discardConn(conn)
 		return nil, err
 	}
@@ -67,23 +86,53 @@ func (c *RowConn) RestoreLockWait(ctx context.Context) error {
 	return nil
 }
 
-// Commit commits the transaction, restores autocommit and returns the
-// connection to the pool (or discards it when any of that failed or its
-// lock wait was not restored).
-func (c *RowConn) Commit() error { return c.end(c.tx.Commit()) }
+// Commit commits the transaction, restores autocommit and the session's
+// wait_timeout, and returns the connection to the pool (or discards it when
+// any of that failed or its lock wait was not restored). The commit is one
+// statement bounded by restoreTimeout: database/sql's Tx.Commit takes no
+// context, and on a half-open connection it would wait for its answer for
+// good, pinning the connection (and a slot of the pool) while the server
+// keeps the row locked until RowIdleBound.
+func (c *RowConn) Commit() error {
+	if !c.restored {
+		// The holding never began (its lock wait was not restored): roll
+		// back and discard.
+		return c.Rollback()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	defer cancel()
+	_, err := c.tx.ExecContext(ctx, rowSessionRestore)
+	// The Tx must still be ended for database/sql. After a failed
+	// statement the driver has closed the connection (a timeout closes it),
+	// so this returns at once; after a committed one it is a no-op ROLLBACK.
+	rerr := c.tx.Rollback()
+	if err != nil {
+		discardConn(c.conn)
+		return err
+	}
+	if rerr != nil {
+		discardConn(c.conn)
+		return nil // committed: the holding ended as asked
+	}
+	_ = c.conn.Close()
+	return nil
+}
 
 // Rollback rolls the transaction back and returns the connection to the
-// pool (or discards it, as Commit does).
-func (c *RowConn) Rollback() error { return c.end(c.tx.Rollback()) }
-
-func (c *RowConn) end(err error) error {
+// pool (or discards it, as Commit does). Its statements are bounded like
+// Commit's.
+func (c *RowConn) Rollback() error {
+	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
+	defer cancel()
+	_, err := c.tx.ExecContext(ctx, "ROLLBACK")
+	if rerr := c.tx.Rollback(); err == nil {
+		err = rerr
+	}
 	if err != nil || !c.restored {
 		discardConn(c.conn)
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
-	defer cancel()
-	if _, rerr := c.conn.ExecContext(ctx, "SET SESSION autocommit = @lockgen_autocommit"); rerr != nil {
+	if _, rerr := c.conn.ExecContext(ctx, rowSessionRestore); rerr != nil {
 		discardConn(c.conn)
 		return nil // the transaction itself ended as asked
 	}

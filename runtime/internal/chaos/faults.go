@@ -59,7 +59,17 @@ func (c *Controller) rotate(ctx context.Context, p *proc, d time.Duration) error
 	}
 	c.killSessions(ctx, procUser(p.id), -1)
 	time.Sleep(d)
-	return c.setPassword(ctx, procUser(p.id), appPass)
+	// The password must come back even when the server is down meanwhile
+	// (a restart fault overlapping this one): until it does, the process
+	// is locked out for good, which is no fault the plan made.
+	var err error
+	for try := 0; try < 120; try++ {
+		if err = c.setPassword(ctx, procUser(p.id), appPass); err == nil || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return err
 }
 
 func (c *Controller) setPassword(ctx context.Context, user, pass string) error {
