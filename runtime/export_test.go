@@ -25,3 +25,10 @@ func QueueLenForTest(c *Client, name, key string) int {
 func WakeLockNameForTest(namespace, name, key string) string {
 	return wakeLockName(namespace, name, key)
 }
+
+// ReleasingForTest reports whether Release has begun on ls.
+func ReleasingForTest(ls *Lease) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.released
+}
