@@ -311,9 +311,10 @@ func (ls *Lease) renew(renew renewal) bool {
 //
 // Guard returns an error wrapping ErrLeaseLost when the holding is over (the
 // caller must roll tx back), ErrReleased after Release, ErrInvalid for a nil
-// tx, ErrUnsupported on a Galera cluster (which does not replicate the
-// shared lock, so Guard cannot hold a new holder off there: compare the
-// fencing token in the guarded write itself), or the database's error.
+// tx, ErrUnsupported on a Galera or Group Replication cluster (which does
+// not certify the shared lock across nodes, so Guard cannot hold a new
+// holder off there: compare the fencing token in the guarded write
+// itself), or the database's error.
 func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	if tx == nil {
 		return fmt.Errorf("%w: nil transaction", ErrInvalid)

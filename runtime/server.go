@@ -98,16 +98,27 @@ func neededTables(f probe.Feature, target driver.Target) []string {
 	return []string{target.LocksTable}
 }
 
-// galeraNode tells whether the server is a Galera node: from the probe when
-// it ran, else by asking once.
-func (c *Client) galeraNode(ctx context.Context) (bool, error) {
+// guardRefusal is Guard's ErrUnsupported on a cluster (see
+// probe.Report.GuardRefusal): from the probe when it ran, else (a store
+// that hides its pool) by asking whether the server is a Galera node.
+func (c *Client) guardRefusal(ctx context.Context) error {
 	c.server.mu.Lock()
 	r := c.server.report
 	c.server.mu.Unlock()
 	if r != nil {
-		return r.Cluster == probe.Galera, nil
+		if why := r.GuardRefusal(); why != "" {
+			return fmt.Errorf("%w: Guard on %s: %s", ErrUnsupported, r.Server(), why)
+		}
+		return nil
 	}
-	return c.isGalera(ctx)
+	galera, err := c.isGalera(ctx)
+	if err != nil {
+		return err
+	}
+	if galera {
+		return fmt.Errorf("%w: Guard on a Galera cluster (wsrep_on): %s", ErrUnsupported, (&probe.Report{Cluster: probe.Galera}).GuardRefusal())
+	}
+	return nil
 }
 
 // refusal is the error for running f on the server of r, nil when it can

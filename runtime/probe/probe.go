@@ -288,6 +288,21 @@ func (r *Report) Refusal(f Feature) string {
 	return ""
 }
 
+// GuardRefusal returns why Lease.Guard cannot hold a new holder off on
+// this server, or "" when it can. Guard's shared lock on the lock row
+// excludes an acquire only on the node that holds it: Galera certifies
+// write sets, not shared locks, and so does Group Replication in
+// multi-primary mode, so another node's acquire could commit before the
+// guarded writes do. Every Group Replication group is refused, since a
+// single-primary group can be switched to multi-primary online, after
+// this probe.
+func (r *Report) GuardRefusal() string {
+	if r.Cluster == NoCluster {
+		return ""
+	}
+	return fmt.Sprintf("on a %s cluster a shared row lock is not certified across nodes, so another node's holder could acquire before the guarded writes commit; compare the fencing token in the write itself", r.Cluster)
+}
+
 // utcNames are the names of locations that are UTC at every instant.
 var utcNames = map[string]bool{"UTC": true, "Etc/UTC": true, "Etc/UCT": true, "UCT": true, "Universal": true,
 	"Etc/Universal": true, "Zulu": true, "Etc/Zulu": true, "Etc/GMT": true, "GMT": true, "Etc/GMT+0": true, "Etc/GMT-0": true, "Etc/GMT0": true}

@@ -75,6 +75,28 @@ func TestRefusal(t *testing.T) {
 	}
 }
 
+// TestGuardRefusal: Guard's shared lock holds off acquires on one node
+// only, so every cluster refuses it; a lone server (whatever its flavour)
+// does not.
+func TestGuardRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		r       Report
+		refused string
+	}{
+		{Report{Flavor: MariaDB, Major: 10, Minor: 11}, ""},
+		{Report{Flavor: MySQL, Major: 9, Minor: 7}, ""},
+		{Report{Flavor: MariaDB, Major: 10, Minor: 11, Cluster: Galera}, "Galera cluster a shared row lock is not certified"},
+		{Report{Flavor: MySQL, Major: 8, Minor: 4, Cluster: GroupReplication}, "Group Replication cluster a shared row lock is not certified"},
+	} {
+		got := tc.r.GuardRefusal()
+		if tc.refused == "" {
+			assert.Empty(t, got, tc.r.Server())
+		} else {
+			assert.Contains(t, got, tc.refused, tc.r.Server())
+		}
+	}
+}
+
 // TestRunOnTheTestServer probes the real test server (MariaDB or MySQL,
 // whichever LOCKGEN_TEST_DSN names) and checks what it reports against
 // what the server says directly.
