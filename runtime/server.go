@@ -25,7 +25,10 @@ type serverCheck struct {
 // it fails with an error wrapping ErrUnsupported when the server (TiDB or
 // another engine lockgen does not know, MySQL before 8.0, MariaDB before
 // 10.6) cannot run lockgen's locks safely, and with ErrInvalid when the
-// connection lacks parseTime=true or the lock table is missing. The probe
+// connection lacks parseTime=true, its loc is not UTC, its character set
+// is not utf8mb4 or its sql_mode not strict (either could store two keys
+// as one row), or the lock table is missing; the error names the DSN
+// setting to change. The probe
 // costs a few statements once per Client; a probe that failed is tried
 // again at the next call.
 func (c *Client) CheckServer(ctx context.Context) error {

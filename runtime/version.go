@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV2 is the compile-time version guard of
+// RegenerateWithLockgenGenerateV3 is the compile-time version guard of
 // generated code. Every package lockgen generates for this runtime refers to
-// it (const _ = runtime.RegenerateWithLockgenGenerateV2), so generated code
+// it (const _ = runtime.RegenerateWithLockgenGenerateV3), so generated code
 // and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -17,4 +17,8 @@ package runtime
 // V2: LeaseAcquire and RowTake report a session holding as
 // driver.SessionHeld (1), which a V1 runtime would take for a token, and
 // the generated store has LeaseTakeover and RowTx.Takeover.
-const RegenerateWithLockgenGenerateV2 = true
+//
+// V3: LeaseTakeover and RowTx.Takeover take the session holding's GET_LOCK
+// name from the runtime (sessionLock) instead of computing it in SQL from
+// the stored row.
+const RegenerateWithLockgenGenerateV3 = true

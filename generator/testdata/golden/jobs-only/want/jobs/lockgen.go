@@ -21,11 +21,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV2 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV3 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV2
+const _ = runtime.RegenerateWithLockgenGenerateV3
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -105,8 +105,10 @@ func (l *Locks) Owner() string {
 // CheckServer probes the server now, as the first job call does anyway: it
 // fails with an error wrapping ErrUnsupported when lockgen cannot run safely
 // on it (TiDB or another engine it does not know, MySQL before 8.0, MariaDB
-// before 10.6), and with ErrInvalid when db was opened without parseTime=true
-// or a table is missing (the runs table, or the lock table that singleton jobs
+// before 10.6), and with ErrInvalid when db was opened without parseTime=true,
+// with a loc other than UTC, a character set other than utf8mb4 or an sql_mode
+// that is not strict (the error names the DSN setting to change), or when a
+// table is missing (the runs table, or the lock table that singleton jobs
 // use). Call it at startup to fail fast; `go tool lockgen doctor` prints the
 // same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
