@@ -15,7 +15,7 @@ MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 # go.mod requires it (the runtime keeps its few dependencies).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos
+.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos test-ensure
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -48,6 +48,9 @@ test: tools db lint ## gofmt, vet, staticcheck and run every test (race detector
 lint: tools ## gofmt, go vet and staticcheck (STATICCHECK, pinned) over every module
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt needed" >&2; exit 1)
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...) || exit 1; done
+
+test-ensure: ## check that the ensure scripts start the project's server beside another mariadbd (found by port and pid file)
+	@GO=$(GO) ./.ci/test-ensure
 
 chaos: db ## the chaos harness against MariaDB, then MySQL: CHAOS_DURATION (default 3m) of faults each, CHAOS_SEED to replay a plan
 	@GO=$(GO) ./.ci/chaos $${CHAOS_DURATION:-3m}

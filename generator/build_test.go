@@ -127,7 +127,7 @@ func use(ctx context.Context, w *work.Locks) error {
 	var opt work.WorkerOption = func(c *work.WorkerConfig) { c.Lease = time.Minute }
 	errs = append(errs, err, w.RunJobs(ctx, handlers{}, opt, func(c *work.WorkerConfig) { c.ShutdownGrace = time.Minute }))
 	_ = []string{work.NightlyReportJob, work.SendSMSJob, work.ReindexJob, work.RebuildCacheJob, string(info.State)}
-	_ = []any{work.RunAvailable, work.RunRunning, work.RunCompleted, work.RunDiscarded, work.RunCancelled, work.RunSkipped}
+	_ = []any{work.RunAvailable, work.RunRunning, work.RunCompleted, work.RunDiscarded, work.RunCancelled, work.RunSkipped, work.RunOrphaned}
 	_ = []error{work.ErrInvalid, work.ErrUnsupported, work.ErrLeaseLost, work.ErrNotAcquired, work.ErrReleased,
 		work.ErrRunNotFound, work.ErrUniqueKeyTaken}
 	return errors.Join(errs...)

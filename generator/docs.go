@@ -336,17 +336,18 @@ func (m *model) checkServerDoc() string {
 	if m.pinsConnection() {
 		unsupported += ", session or row locks on a Galera or Group Replication cluster"
 	}
-	first, missing := "lock", "the lock table is missing"
+	first, missing := "lock", "the lock table is missing or unlike its migration (a column or an index missing)"
 	switch {
 	case len(m.Locks) == 0:
-		first, missing = "job", "a table is missing (the runs table, or the lock table that singleton jobs use)"
+		first, missing = "job", "a table is missing or unlike its migration (a column or an index missing; the runs table, or the lock table that singleton jobs use)"
 	case len(m.Jobs) > 0:
-		first, missing = "lock or job", "the lock or the runs table is missing"
+		first, missing = "lock or job", "the lock or the runs table is missing or unlike its migration (a column or an index missing)"
 	}
 	return comment("CheckServer probes the server now, as the first " + first + " call does anyway: it fails with an error wrapping " +
 		"ErrUnsupported when lockgen cannot run safely on it (" + unsupported + "), and with ErrInvalid when db " +
 		"was opened without parseTime=true, with a loc other than UTC, a character set other than utf8mb4 or an sql_mode " +
-		"that is not strict (the error names the DSN setting to change), or when " + missing + ". Call it at startup to fail fast; " +
+		"that is not strict (the error names the DSN setting to change), or when " + missing + " (the error names the migration). " +
+		"Every other method fails the same way. Call it at startup to fail fast; " +
 		"`go tool lockgen doctor` prints the same checks.")
 }
 
@@ -358,6 +359,12 @@ func (m *model) serverDoc() string {
 // tables are missing.
 func (m *model) migrationsHint() string {
 	return fmt.Sprintf("%s/ (relative to %s)", strings.TrimSuffix(m.MigrationsDir, "/"), m.SpecName)
+}
+
+// fileHint names a migration file for the errors that say its table is
+// missing or unlike it.
+func (m *model) fileHint(file string) string {
+	return fmt.Sprintf("%s (relative to %s)", file, m.SpecName)
 }
 
 func (m *model) ownerDoc() string {

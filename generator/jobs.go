@@ -97,8 +97,14 @@ func jobsGo(m *model) *jen.File {
 			jen.Return(jb("EnqueueArgs").Call(jen.Id("ctx"), client.Clone(), jen.Nil(), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
 		)
 		f.Line()
-		f.Comment(comment(fmt.Sprintf("%s is %s in tx: the run exists only if tx commits.", j.EnqueueTx, j.Enqueue)))
+		f.Comment(comment(fmt.Sprintf("%s is %s in tx: the run exists only if tx commits. A nil tx is an error wrapping ErrInvalid "+
+			"(use %s outside a transaction).", j.EnqueueTx, j.Enqueue, j.Enqueue)))
 		f.Func().Params(recv()).Id(j.EnqueueTx).Params(params(jen.Id("tx").Op("*").Qual("database/sql", "Tx"))...).Params(jen.Int64(), jen.Error()).Block(
+			// Not an enqueue outside any transaction: the caller meant the
+			// run to exist only if its transaction commits.
+			jen.If(jen.Id("tx").Op("==").Nil()).Block(
+				jen.Return(jen.Lit(0), jen.Qual("fmt", "Errorf").Call(jen.Lit("%w: "+j.EnqueueTx+" needs a transaction (nil tx); use "+j.Enqueue+" outside one"), rt("ErrInvalid"))),
+			),
 			jen.Return(jb("EnqueueArgs").Call(jen.Id("ctx"), client.Clone(), jen.Id("tx"), jen.Id(j.RunVar), argsVal, jen.Id("opts").Op("..."))),
 		)
 		if j.EnqueueMany == "" {
@@ -123,8 +129,10 @@ func jobsGo(m *model) *jen.File {
 		jen.Return(client.Clone().Dot("Cancel").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
-	f.Comment(comment("RetryRun restores a discarded or cancelled run: due now, with its attempts counted from zero. False when the run is in another state; " +
-		"an error wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique key."))
+	f.Comment(comment("RetryRun restores a discarded, orphaned or cancelled run: due now, with its attempts counted from zero. False when the run is in another state; " +
+		"an error wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique key. " +
+		"An orphaned run's last attempt may still have succeeded: once the run is retried, a late outcome of that attempt matches nothing, " +
+		"so retrying it before its worker can no longer report may run a success twice."))
 	f.Func().Params(recv()).Id("RetryRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Bool(), jen.Error()).Block(
 		jen.Return(client.Clone().Dot("Retry").Call(jen.Id("ctx"), jen.Id("id"))),
 	)

@@ -65,6 +65,10 @@ type model struct {
 	// MigrationsDir their directory relative to the spec dir.
 	Migrations    []sqlFile
 	MigrationsDir string
+	// LocksMigration and RunsMigration are the paths, relative to the spec
+	// dir, of the migrations that create the lock and runs tables (the up
+	// file); RunsMigration is empty without jobs.
+	LocksMigration, RunsMigration string
 	// RunsTable is the runs table's name; empty without jobs.
 	RunsTable string
 	// Receiver is the receiver name of the Locks methods; it differs from
@@ -158,6 +162,8 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 		Migrations:  migrations(s.Migrations, s.TablePrefix),
 		// The runtime names it in the error for missing tables.
 		MigrationsDir: s.Migrations.Dir,
+		// And these in the errors for a table missing or unlike them.
+		LocksMigration: s.Migrations.File(spec.LocksMigration, s.TablePrefix+tableBaseName, spec.Up),
 	}
 	for _, lk := range s.Locks {
 		m.Locks = append(m.Locks, resolveLock(lk))
@@ -165,6 +171,7 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 	if len(s.Jobs) > 0 {
 		m.Jobs, m.Queues = resolveJobs(s), s.Queues
 		m.RunsTable = s.TablePrefix + runsTableBaseName
+		m.RunsMigration = s.Migrations.File(spec.RunsMigration, m.RunsTable, spec.Up)
 		m.Migrations = append(m.Migrations, runsMigrations(s.Migrations, s.TablePrefix)...)
 	}
 	m.Receiver = receiverName(m.Locks)
@@ -242,24 +249,24 @@ func receiverName(locks []lockModel) string {
 // migrations returns the migration files of the lock table for m's format
 // in m's directory.
 func migrations(m spec.Migrations, prefix string) []sqlFile {
-	return migrationFiles(m, 1, prefix+tableBaseName, templates.GooseLocks, templates.LocksDown, templates.LocksUp)
+	return migrationFiles(m, spec.LocksMigration, prefix+tableBaseName, templates.GooseLocks, templates.LocksDown, templates.LocksUp)
 }
 
 // runsMigrations are the migration files of the runs table: always a new
 // file after the lock table's, so adding jobs never rewrites a migration.
 func runsMigrations(m spec.Migrations, prefix string) []sqlFile {
-	return migrationFiles(m, 2, prefix+runsTableBaseName, templates.GooseRuns, templates.RunsDown, templates.RunsUp)
+	return migrationFiles(m, spec.RunsMigration, prefix+runsTableBaseName, templates.GooseRuns, templates.RunsDown, templates.RunsUp)
 }
 
 // migrationFiles names migration number n of base in m's format: one goose
 // file, or a down and an up file, from the given templates.
 func migrationFiles(m spec.Migrations, n int, base, goose, down, up string) []sqlFile {
 	if m.Format == spec.FormatGoose {
-		return []sqlFile{{Path: path.Join(m.Dir, fmt.Sprintf("%05d_%s.sql", n, base)), Template: goose}}
+		return []sqlFile{{Path: m.File(n, base, spec.Up), Template: goose}}
 	}
 	return []sqlFile{
-		{Path: path.Join(m.Dir, fmt.Sprintf("%04d_%s.down.sql", n, base)), Template: down},
-		{Path: path.Join(m.Dir, fmt.Sprintf("%04d_%s.up.sql", n, base)), Template: up},
+		{Path: m.File(n, base, spec.Down), Template: down},
+		{Path: m.File(n, base, spec.Up), Template: up},
 	}
 }
 

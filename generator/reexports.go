@@ -83,6 +83,7 @@ var runStateReexports = []reexport{
 	{"RunDiscarded", "RunDiscarded is a run that failed its last attempt.", true},
 	{"RunCancelled", "RunCancelled is a run cancelled before it started.", true},
 	{"RunSkipped", "RunSkipped records a scheduled tick that was not run (catch-up policy or min_interval).", true},
+	{"RunOrphaned", "RunOrphaned is a run whose worker stopped heartbeating during its last attempt: its outcome is unknown, a late one is still recorded, and only RetryRun runs it again.", true},
 }
 
 // enqueueOptionReexports are the options of the Enqueue methods, all of

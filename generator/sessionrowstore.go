@@ -26,11 +26,11 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(sessionConnDoc)
 	f.Func().Params(recv.Clone()).Id("SessionConn").Params(ctx.Clone()).Params(dr("SessionConn"), jen.Error()).Block(
-		jen.List(jen.Id("conn"), jen.Err()).Op(":=").Id("s").Dot("db").Dot("Conn").Call(jen.Id("ctx")),
+		jen.List(jen.Id("pin"), jen.Err()).Op(":=").Add(dr("PinSession")).Call(jen.Id("ctx"), jen.Id("s").Dot("db")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Return(jen.Id("sessionConn").Values(
-			jen.Id("conn").Op(":").Id("conn"),
-			jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("conn")),
+			jen.Id("SessionPin").Op(":").Id("pin"),
+			jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("pin").Dot("Conn").Call()),
 		), jen.Nil()),
 	)
 
@@ -49,7 +49,7 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(sessionConnTypeDoc)
 	f.Type().Id("sessionConn").Struct(
-		jen.Id("conn").Op("*").Qual("database/sql", "Conn"),
+		jen.Op("*").Add(dr("SessionPin")),
 		jen.Id("q").Op("*").Add(db("Queries")),
 	)
 
@@ -101,25 +101,6 @@ func sessionGlue(f *jen.File, m *model) {
 		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")), jen.Id("ttl").Qual("time", "Duration"),
 	).Params(jen.Bool(), jen.Error()).Block(
 		jen.Return(jen.Id("Store").Values(jen.Id("q").Op(":").Id("c").Dot("q")).Dot("LeaseRenew").Call(jen.Id("ctx"), jen.Id("id"), jen.Id("ttl"))),
-	)
-
-	f.Line()
-	f.Comment(closeDoc)
-	f.Func().Params(crecv.Clone()).Id("Close").Params().Error().Block(
-		jen.Return(jen.Id("c").Dot("conn").Dot("Close").Call()),
-	)
-
-	f.Line()
-	f.Comment(discardDoc)
-	f.Func().Params(crecv.Clone()).Id("Discard").Params().Error().Block(
-		jen.Id("_").Op("=").Id("c").Dot("conn").Dot("Raw").Call(
-			jen.Func().Params(jen.Any()).Error().Block(jen.Return(jen.Qual("database/sql/driver", "ErrBadConn"))),
-		),
-		jen.Comment("Raw's ErrBadConn closed it already: Close then says ErrConnDone."),
-		jen.If(jen.Err().Op(":=").Id("c").Dot("conn").Dot("Close").Call(), jen.Err().Op("!=").Nil().Op("&&").Op("!").Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrConnDone"))).Block(
-			jen.Return(jen.Err()),
-		),
-		jen.Return(jen.Nil()),
 	)
 }
 

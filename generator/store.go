@@ -50,7 +50,10 @@ func storeGlue(m *model) *jen.File {
 	if m.RunsTable != "" {
 		target = append(target, kv{"RunsTable", jen.Lit(m.RunsTable)})
 	}
-	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())})
+	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())}, kv{"LocksMigration", jen.Lit(m.fileHint(m.LocksMigration))})
+	if m.RunsTable != "" {
+		target = append(target, kv{"RunsMigration", jen.Lit(m.fileHint(m.RunsMigration))})
+	}
 	f.Func().Params(recv.Clone()).Id("Server").Params().Add(dr("Target")).Block(
 		jen.Return(literal(dr("Target"), target...)),
 	)

@@ -60,8 +60,10 @@ const (
 	serverGaleraDoc = "// ServerGalera implements driver.Store: whether the server is a\n" +
 		"// Galera node (wsrep_on), where the session strategy is refused."
 	sessionConnTypeDoc = "// sessionConn implements driver.SessionConn: the connection pinned for one\n" +
-		"// session-lock holding and the queries bound to it. The server frees the\n" +
-		"// lock when the connection itself ends (it breaks, or the pool closes it)."
+		"// session-lock holding (driver.SessionPin: BoundIdle, Close, Discard) and\n" +
+		"// the queries bound to it. The server frees the lock when the connection\n" +
+		"// itself ends (it breaks, the pool closes it, or it is silent past\n" +
+		"// BoundIdle's bound)."
 	getLockDoc = "// GetLock implements driver.SessionConn: GET_LOCK waiting up to timeout on\n" +
 		"// the server; 1 acquired, 0 timed out, -1 error."
 	holdsLockDoc = "// HoldsLock implements driver.SessionConn: whether this connection holds the\n" +
@@ -83,9 +85,6 @@ const (
 		"// pinned connection, if id still holds it."
 	connRenewDoc = "// Renew implements driver.SessionConn: it extends the row held by id to\n" +
 		"// ttl from now by the database clock, on the pinned connection."
-	discardDoc = "// Discard implements driver.SessionConn: it closes the connection itself\n" +
-		"// (marking it bad so the pool drops it), so the server frees any session\n" +
-		"// lock it still holds."
 	rowBeginDoc = "// RowBegin implements driver.Store: it pins a connection, sets its lock\n" +
 		"// wait timeout and begins the holding's READ COMMITTED transaction."
 	rowPeekDoc = "// RowPeek implements driver.Store: LeaseGet in a READ UNCOMMITTED\n" +
@@ -106,6 +105,4 @@ const (
 		"// in the transaction (false after the server rolled it back)."
 	rowFreeDoc = "// Free implements driver.RowTx: it marks the row free, in the holding's\n" +
 		"// transaction, if id still holds it."
-	closeDoc = "// Close implements driver.SessionConn: it returns the connection to the\n" +
-		"// pool."
 )

@@ -21,9 +21,13 @@ type Holder struct {
 	Remaining time.Duration
 }
 
-// Holder reads who holds the lock for key, by the database clock.
+// Holder reads who holds the lock for key, by the database clock. Like
+// every entry point it first checks the server, once per Client: an error
+// wrapping ErrUnsupported or ErrInvalid when the server or the connection
+// (parseTime=true missing, say) cannot run the lock, or its table is
+// missing or unlike its migration.
 func (l *Lock) Holder(ctx context.Context, key string) (Holder, error) {
-	key, err := l.checkKey(key)
+	key, err := l.admit(ctx, key)
 	if err != nil {
 		return Holder{}, err
 	}

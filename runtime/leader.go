@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // LeaderOption configures RunAsLeader.
@@ -57,7 +59,10 @@ func PollEvery(d time.Duration) LeaderOption {
 //
 // Server errors while campaigning are logged and retried. RunAsLeader
 // returns nil when ctx ends, ErrInvalid for a keyed lock or a nil fn, and
-// ErrUnsupported when the strategy cannot run safely on the server.
+// at once, like every other entry point, an error wrapping ErrUnsupported
+// when the strategy cannot run safely on the server or ErrInvalid when the
+// connection (parseTime=true missing, say) or the lock table cannot serve
+// it (see Client.CheckServer).
 func (l *Lock) RunAsLeader(ctx context.Context, fn func(ctx context.Context, lease *Lease) error, opts ...LeaderOption) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil fn for leader %q", ErrInvalid, l.cfg.Name)
@@ -120,7 +125,14 @@ func (l *Lock) campaign(ctx context.Context, o *leaderOptions) (*Lease, error) {
 	}
 	for {
 		start := l.client.clock.Now()
-		lease, err := lw.try(ctx)
+		// The server check, once per Client (then a map lookup): a
+		// connection or server that cannot run the lock ends the campaign
+		// at once, as every other entry point refuses it.
+		err := l.client.checkServer(ctx, nil, probe.Lease)
+		var lease *Lease
+		if err == nil {
+			lease, err = lw.try(ctx)
+		}
 		l.observeAcquire(start, err)
 		switch {
 		case err == nil:

@@ -156,7 +156,8 @@ func (ls *Lease) Err() error {
 func (ls *Lease) Held() bool { return ls.Err() == nil }
 
 // leaseContext is a lease's context whose Err checks the local deadline at
-// the call: after a pause (SIGSTOP, a VM freeze, a long GC) the holder's
+// the call: after a pause (SIGSTOP, a long GC, a VM paused by its
+// hypervisor; a suspend stops the monotonic clock and is not covered) the holder's
 // own goroutine often runs before the watchdog's, and must not read nil.
 // It cancels the lease first, so Done is closed before Err is non-nil.
 type leaseContext struct {

@@ -195,7 +195,7 @@ func (l *Lock) admit(ctx context.Context, key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := l.client.checkServer(ctx, probe.Feature(l.cfg.Strategy)); err != nil {
+	if err := l.client.checkServer(ctx, nil, probe.Feature(l.cfg.Strategy)); err != nil {
 		return "", err
 	}
 	return key, nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 // PruneBatch is the most rows one prune statement deletes.
@@ -33,7 +35,9 @@ const PruneBatch = 1000
 // during a rollout that lengthens it, prune with the longer one.
 //
 // Run it from a leader or a timer. It returns how many rows it deleted, and
-// ErrInvalid for an unkeyed lock or an olderThan below the lock's TTL.
+// ErrInvalid for an unkeyed lock or an olderThan below the lock's TTL; like
+// every entry point it first checks the server, once per Client, and fails
+// as Try does when the server or the connection cannot run the lock.
 func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error) {
 	ps := l.client.store
 	switch {
@@ -43,6 +47,9 @@ func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error
 		return 0, fmt.Errorf("%w: negative prune age %v", ErrInvalid, olderThan)
 	case olderThan < l.cfg.TTL:
 		return 0, fmt.Errorf("%w: prune age %v is below the ttl %v of lock %q: an acquisition still waiting for its answer could re-create a pruned row with a lower fencing token", ErrInvalid, olderThan, l.cfg.TTL, l.cfg.Name)
+	}
+	if err := l.client.checkServer(ctx, nil, probe.Feature(l.cfg.Strategy)); err != nil {
+		return 0, err
 	}
 	var total int64
 	for {

@@ -27,16 +27,21 @@ type serverCheck struct {
 // 10.6) cannot run lockgen's locks safely, and with ErrInvalid when the
 // connection lacks parseTime=true, its loc is not UTC, its character set
 // is not utf8mb4 or its sql_mode not strict (either could store two keys
-// as one row), or the lock table is missing; the error names the DSN
-// setting to change. The probe
-// costs a few statements once per Client; a probe that failed is tried
-// again at the next call.
+// as one row; the error names the DSN setting to change), or the lock
+// table is missing or does not match the migration that creates it (a
+// column or an index missing; the error names the table, what it lacks
+// and the migration). The probe costs a few statements once per Client; a
+// probe that failed, or found a table missing or unlike its migration, is
+// tried again at the next call.
 func (c *Client) CheckServer(ctx context.Context) error {
-	return c.checkServer(ctx, probe.Lease)
+	return c.checkServer(ctx, nil, probe.Lease)
 }
 
-// checkServer refuses f when the probed server or connection cannot run it.
-func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
+// checkServer refuses f when the probed server or connection cannot run
+// it. It probes through tx when tx is not nil (the probe only reads), else
+// through the store's pool; once every table is in place the answers are
+// kept, so later calls cost a mutex and a map lookup.
+func (c *Client) checkServer(ctx context.Context, tx *sql.Tx, f probe.Feature) error {
 	ss := c.store
 	c.server.mu.Lock()
 	err, known := c.server.refusals[f]
@@ -50,11 +55,18 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 	if target.DB == nil {
 		return nil // a test's store that hides its pool (driver.Target.DB)
 	}
+	var q probe.Querier = target.DB
+	if tx != nil {
+		// Through the caller's transaction: a probe through the pool
+		// would wait for a second connection, which a pool the
+		// transaction exhausted never gives.
+		q = tx
+	}
 	tables := []string{target.LocksTable}
 	if target.RunsTable != "" {
 		tables = append(tables, target.RunsTable)
 	}
-	r, err := probe.Run(ctx, target.DB, tables...)
+	r, err := probe.Run(ctx, q, tables...)
 	if err != nil {
 		return fmt.Errorf("lockgen: checking the server: %w", err)
 	}
@@ -63,7 +75,7 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 	c.server.report = r
 	c.server.refusals = map[probe.Feature]error{}
 	for _, each := range probe.Features {
-		if len(r.MissingTables(neededTables(each, target)...)) > 0 {
+		if tableTrouble(r, each, target) {
 			continue // not kept: the migrations may be applied meanwhile
 		}
 		c.server.refusals[each] = refusal(r, each, target)
@@ -72,33 +84,47 @@ func (c *Client) checkServer(ctx context.Context, f probe.Feature) error {
 }
 
 // CheckFeature is CheckServer for feature f of the probe: probe.Lease,
-// probe.Session, probe.Row, probe.Jobs (which also needs the runs table). With a
-// non-nil tx it never probes, since the probe would need a second
-// connection of a pool the caller's transaction may have exhausted: it
-// returns only a refusal that an earlier check of this Client found, and
-// nil otherwise.
+// probe.Session, probe.Row, probe.Jobs (which also needs the runs table).
+// With a non-nil tx, a probe not yet made runs inside tx (it only reads),
+// since one through the pool would need a second connection of a pool the
+// caller's transaction may have exhausted.
 func (c *Client) CheckFeature(ctx context.Context, tx *sql.Tx, f probe.Feature) error {
-	if tx != nil {
-		return c.knownRefusal(f)
-	}
-	return c.checkServer(ctx, f)
+	return c.checkServer(ctx, tx, f)
 }
 
-// knownRefusal is checkServer for callers holding a transaction: it never
-// probes (the probe would need a second connection of a pool the caller's
-// transaction may have exhausted), it only returns an answer already kept.
-func (c *Client) knownRefusal(f probe.Feature) error {
-	c.server.mu.Lock()
-	defer c.server.mu.Unlock()
-	return c.server.refusals[f]
-}
-
-// neededTables are the tables f needs.
-func neededTables(f probe.Feature, target driver.Target) []string {
+// schemas are the tables f needs, as their migrations create them.
+func schemas(f probe.Feature, target driver.Target) []probe.TableSchema {
 	if f == probe.Jobs {
-		return []string{target.LocksTable, target.RunsTable}
+		return []probe.TableSchema{probe.LocksSchema(target.LocksTable), probe.RunsSchema(target.RunsTable)}
 	}
-	return []string{target.LocksTable}
+	return []probe.TableSchema{probe.LocksSchema(target.LocksTable)}
+}
+
+// tableTrouble tells whether a table f needs is missing or unlike its
+// migration: an answer not to keep, since the migrations may be applied
+// meanwhile.
+func tableTrouble(r *probe.Report, f probe.Feature, target driver.Target) bool {
+	for _, t := range schemas(f, target) {
+		if !r.Tables[t.Table] || len(r.Lacks(t)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// migrationOf names the migration that creates table.
+func migrationOf(table string, target driver.Target) string {
+	file := target.LocksMigration
+	if table == target.RunsTable {
+		file = target.RunsMigration
+	}
+	switch {
+	case file != "":
+		return "migration " + file
+	case target.Migrations != "":
+		return "the migrations in " + target.Migrations
+	}
+	return "the migrations lockgen generate wrote"
 }
 
 // guardRefusal is Guard's ErrUnsupported on a cluster (see
@@ -133,14 +159,17 @@ func refusal(r *probe.Report, f probe.Feature, target driver.Target) error {
 	if bad := r.Settings(); len(bad) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalid, strings.Join(bad, "; "))
 	}
-	if missing := r.MissingTables(neededTables(f, target)...); len(missing) > 0 {
-		where := "the migrations lockgen generate wrote"
-		if target.Migrations != "" {
-			where = "the migrations in " + target.Migrations
+	for _, t := range schemas(f, target) {
+		if !r.Tables[t.Table] {
+			// A user without privileges on a table does not see it either.
+			return fmt.Errorf("%w: table %s does not exist in database %q, or user %s has no privilege on it: apply %s with your migration tool, and grant the application's user SELECT, INSERT, UPDATE, DELETE on lockgen's tables", ErrInvalid,
+				t.Table, r.Database, r.User, migrationOf(t.Table, target))
 		}
-		// A user without privileges on a table does not see it either.
-		return fmt.Errorf("%w: table %s does not exist in database %q, or user %s has no privilege on it: apply %s with your migration tool, and grant the application's user SELECT, INSERT, UPDATE, DELETE on lockgen's tables", ErrInvalid,
-			strings.Join(missing, " and "), r.Database, r.User, where)
+	}
+	for _, t := range schemas(f, target) {
+		if lacks := r.Lacks(t); len(lacks) > 0 {
+			return fmt.Errorf("%w: %s", ErrInvalid, probe.SchemaProblem(t.Table, r.Database, lacks, migrationOf(t.Table, target)))
+		}
 	}
 	return nil
 }

@@ -109,6 +109,13 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	if err != nil {
 		return nil, fmt.Errorf("lockgen: acquire %s: pin a connection: %w", l.describe(key), err)
 	}
+	// A silent session ends on the server IdleBound(TTL) after its last
+	// statement: later than the local deadline, which counts TTL -
+	// SafetyMargin from when that statement was sent (see renew).
+	if err := conn.BoundIdle(ctx, l.cfg.TTL); err != nil {
+		_ = conn.Discard()
+		return nil, fmt.Errorf("lockgen: acquire %s: bound the pinned connection: %w", l.describe(key), err)
+	}
 	got, err := l.client.getLock(ctx, conn, name, wait)
 	switch {
 	case err != nil:
@@ -156,9 +163,11 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		// running the lease strategy): busy, whatever GET_LOCK said.
 		return nil, fmt.Errorf("%w: %s is held by a lease-strategy holder", ErrNotAcquired, l.describe(key))
 	}
-	// The local deadline starts now: the wait on the server is not part of
-	// the holding, and the server keeps the lock as long as the connection.
-	return newLease(ctx, l, key, token, l.client.clock.Now(), &sessionHolding{conn: conn, name: name}), nil
+	// The local deadline counts from when the token statement was sent:
+	// the wait on the server is not part of the holding, and the server
+	// keeps the lock until the connection ends or has been silent for
+	// IdleBound(TTL) after that statement, which is later.
+	return newLease(ctx, l, key, token, sent, &sessionHolding{conn: conn, name: name}), nil
 }
 
 // plainLockName reports whether both servers keep s as a GET_LOCK name
@@ -191,7 +200,10 @@ func (h *sessionHolding) start(ls *Lease) {
 
 // renew checks that the pinned connection still holds the lock (the
 // session strategy's renewal, which also keeps the connection from idling
-// out).
+// out). A successful check extends the local deadline to TTL -
+// SafetyMargin after it was sent; the server ends the session no sooner
+// than IdleBound(TTL) > TTL after the check ended, so a holder cut off
+// from the server always passes its deadline before its lock is freed.
 func (h *sessionHolding) renew(ls *Lease, left time.Duration) bool {
 	// Not tied to renewCtx: cancelling a statement makes the driver close
 	// the pinned connection, which would drop the lock under a Release

@@ -42,8 +42,9 @@ func TestSessionMutualExclusion(t *testing.T) {
 	contend(t, locks, 8, 10)
 }
 
-// TestSessionStatementsAndHolder: acquire is GET_LOCK plus the token bump,
-// release is RELEASE_LOCK plus freeing the row; Holder tells who holds it.
+// TestSessionStatementsAndHolder: acquire is the SET of the pinned
+// session's wait_timeout, GET_LOCK and the token bump; release frees the
+// row, RELEASE_LOCK and sets wait_timeout back; Holder tells who holds it.
 func TestSessionStatementsAndHolder(t *testing.T) {
 	tdb := testdb.New(t)
 	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
@@ -62,7 +63,7 @@ func TestSessionStatementsAndHolder(t *testing.T) {
 	before := counter.Count()
 	lease, err = l.Try(ctx, "")
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), counter.Count()-before, "acquire: GET_LOCK + token")
+	assert.Equal(t, int64(3), counter.Count()-before, "acquire: SET wait_timeout + GET_LOCK + token")
 	_, err = lo.Try(ctx, "")
 	require.ErrorIs(t, err, runtime.ErrNotAcquired)
 	h, err := lo.Holder(ctx, "")
@@ -70,7 +71,7 @@ func TestSessionStatementsAndHolder(t *testing.T) {
 	assert.Equal(t, runtime.Holder{Held: true, Owner: "holder", Token: lease.Token()}, h)
 	before = counter.Count()
 	require.NoError(t, lease.Release(ctx))
-	assert.Equal(t, int64(2), counter.Count()-before, "release: RELEASE_LOCK + row")
+	assert.Equal(t, int64(3), counter.Count()-before, "release: row + RELEASE_LOCK + SET wait_timeout back")
 	h, err = lo.Holder(ctx, "")
 	require.NoError(t, err)
 	assert.False(t, h.Held)
@@ -107,8 +108,9 @@ func TestSessionWaitsOnTheServer(t *testing.T) {
 	require.NoError(t, lease.Release(ctx))
 	next := <-got
 	assert.Greater(t, next.Token(), lease.Token())
-	// Galera check (first use) + GET_LOCK + token: no polling while waiting.
-	assert.LessOrEqual(t, counter.Count()-before, int64(3))
+	// Galera check (first use) + SET wait_timeout + GET_LOCK + token: no
+	// polling while waiting.
+	assert.LessOrEqual(t, counter.Count()-before, int64(4))
 	require.NoError(t, next.Release(ctx))
 }
 

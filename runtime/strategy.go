@@ -19,7 +19,9 @@ const (
 	StrategyLease Strategy = "lease"
 	// StrategySession holds a server-side named lock (GET_LOCK) on a pinned
 	// connection: waiting happens on the server, without polling, and the
-	// server frees the lock when the connection dies.
+	// server frees the lock when the connection dies, or when it has heard
+	// nothing on it for the TTL (rounded up to seconds) plus one second
+	// (a partition), which is after the holder's local deadline.
 	StrategySession Strategy = "session"
 	// StrategyRow holds the lock row's exclusive row lock (SELECT ... FOR
 	// UPDATE) in a transaction that lasts the critical section: the server

@@ -20,5 +20,8 @@ package runtime
 //
 // V3: LeaseTakeover and RowTx.Takeover take the session holding's GET_LOCK
 // name from the runtime (sessionLock) instead of computing it in SQL from
-// the stored row.
+// the stored row; a session holding's pinned connection bounds its idle
+// time on the server (driver.SessionConn.BoundIdle); and the generated
+// store names the migration of each table (driver.Target.LocksMigration
+// and RunsMigration). This runtime does not run V2 code.
 const RegenerateWithLockgenGenerateV3 = true

@@ -231,7 +231,8 @@ func TestSwitchingMigrationsFormat(t *testing.T) {
 		down+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n"+
 		up+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n")
 	assert.Contains(t, stdout, filepath.Join(dir, "internal", "locks", "lockgen.go")+": stale\n", "its doc names the migration")
-	assert.Equal(t, "lockgen: 2 of 8 generated files are stale or missing and 2 files lockgen no longer generates are left over; run `"+self+" generate -f "+specPath+"`\n", stderr)
+	assert.Contains(t, stdout, filepath.Join(dir, "internal", "locks", "lockgendb", "lockgen_store.go")+": stale\n", "its Server names the migration")
+	assert.Equal(t, "lockgen: 3 of 8 generated files are stale or missing and 2 files lockgen no longer generates are left over; run `"+self+" generate -f "+specPath+"`\n", stderr)
 
 	code, stdout, stderr = lockgen("generate", "-f", specPath)
 	require.Equal(t, exitOK, code, stderr)

@@ -23,9 +23,10 @@ e.g. 'app:pw@tcp(db:3306)/app?parseTime=true'; default $LOCKGEN_DSN) and
 prints, in plain words: the server, its version, flavour and cluster kind;
 each lock and the jobs the spec declares, with works or refused and why;
 wait_timeout and innodb_lock_wait_timeout against the spec's TTLs and waits;
-read_only; the lockgen tables and the user's grants on them (missing or
-more than lockgen needs); the session time zone, the DSN's parseTime and
-loc; the auth plugin. These are the checks the runtime makes at first use.
+read_only; the lockgen tables, every column and index of each against the
+migration that creates it (naming that migration file when one lacks
+any), and the user's grants on them (missing or more than lockgen needs);
+the session time zone, the DSN's parseTime and loc; the auth plugin. These are the checks the runtime makes at first use.
 Without a spec file (-f, default lockgen.yaml when it exists) it checks
 every strategy and the jobs on the default table prefix.
 

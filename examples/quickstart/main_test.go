@@ -74,7 +74,7 @@ func TestGeneratedCodeChecksTheServer(t *testing.T) {
 	err = l.CheckServer(ctx)
 	require.ErrorIs(t, err, locks.ErrInvalid)
 	assert.ErrorContains(t, err, "table quickstart_locks does not exist")
-	assert.ErrorContains(t, err, "migrations/ (relative to lockgen.yaml)")
+	assert.ErrorContains(t, err, "apply migration migrations/0001_quickstart_locks.up.sql (relative to lockgen.yaml)")
 	_, err = l.TryMasterLock(ctx)
 	assert.ErrorIs(t, err, locks.ErrInvalid)
 

@@ -103,8 +103,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			r.add(Fail, t, "user %s may not use database %q at all (error 1044), so whether table %s exists is unknown: the user has no privilege there, or only through a role that is not active (see the grants)", report.User, cfg.DBName, t)
 			continue
 		}
-		if report.Tables[t] {
-			r.add(OK, t, "table %s exists", t)
+		if lacks := report.Lacks(schemaOf(t, locksTable)); len(lacks) > 0 {
+			r.add(Fail, t, "%s", probe.SchemaProblem(t, report.Database, lacks, "migration "+migrationOf(o.Spec, t, locksTable)))
+		} else if report.Tables[t] {
+			r.add(OK, t, "table %s exists and has every column and index of its migration", t)
 		} else {
 			where := "the migrations lockgen generate wrote"
 			if o.Spec != nil {
@@ -147,6 +149,29 @@ func declared(s *spec.Spec) (uses []Use, locks, runs string) {
 		runs = s.TablePrefix + "runs"
 	}
 	return uses, s.TablePrefix + "locks", runs
+}
+
+// schemaOf is the schema of table t, the lock table or else the runs
+// table.
+func schemaOf(t, locksTable string) probe.TableSchema {
+	if t == locksTable {
+		return probe.LocksSchema(t)
+	}
+	return probe.RunsSchema(t)
+}
+
+// migrationOf names the migration of s that creates table t (the lock
+// table or else the runs table), with where its path is relative to.
+func migrationOf(s *spec.Spec, t, locksTable string) string {
+	m, file := spec.Migrations{Dir: spec.DefaultMigrationsDir, Format: spec.FormatGolangMigrate}, "lockgen.yaml"
+	if s != nil {
+		m, file = s.Migrations, s.File
+	}
+	n := spec.RunsMigration
+	if t == locksTable {
+		n = spec.LocksMigration
+	}
+	return fmt.Sprintf("%s (relative to %s)", m.File(n, t, spec.Up), file)
 }
 
 // checkTimeouts compares the server's and the DSN's timeouts with the

@@ -176,6 +176,41 @@ func TestDoctorFindsProblems(t *testing.T) {
 	assert.Contains(t, failures(r)[0], "readTimeout 2s is not longer than the longest session or row wait 5s")
 }
 
+// TestDoctorNamesWhatATableLacks: a table that exists but lacks a column
+// or an index of its migration (dropped by hand, or created by another
+// version of the migrations) used to pass, and the runtime then logged
+// "Unknown column" at WARN for ever. Doctor fails it, naming the table,
+// what it lacks and the migration, in the spec's migration format.
+func TestDoctorNamesWhatATableLacks(t *testing.T) {
+	s := newServer(t)
+	s.migrate(t, "app_")
+	_, err := s.admin.Exec("ALTER TABLE " + s.cfg.DBName + ".app_runs DROP COLUMN claim_ref, DROP INDEX app_runs_claim")
+	require.NoError(t, err)
+	_, err = s.admin.Exec("ALTER TABLE " + s.cfg.DBName + ".app_locks DROP COLUMN holding")
+	require.NoError(t, err)
+	goose, err := spec.Load("lockgen.yaml", []byte(strings.Replace(specYAML, "{ dir: db/migrations }", "{ dir: db/migrations, format: goose }", 1)))
+	require.NoError(t, err)
+	r, err := Run(context.Background(), Options{DSN: s.cfg.FormatDSN(), Spec: goose})
+	require.NoError(t, err)
+	assert.False(t, r.OK())
+	assert.Equal(t, []string{
+		"app_locks: table app_locks in database \"" + s.cfg.DBName + "\" does not match migration db/migrations/00001_app_locks.sql (relative to lockgen.yaml): it lacks column holding; ",
+		"app_runs: table app_runs in database \"" + s.cfg.DBName + "\" does not match migration db/migrations/00002_app_runs.sql (relative to lockgen.yaml): it lacks column claim_ref, index KEY app_runs_claim (queue, state, priority, run_at); ",
+	}, prefixes(failures(r), "; "))
+}
+
+// prefixes cuts each of list after the first sep.
+func prefixes(list []string, sep string) []string {
+	var out []string
+	for _, s := range list {
+		if i := strings.Index(s, sep); i >= 0 {
+			s = s[:i+len(sep)]
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // TestDoctorWithoutSpec checks every strategy and the jobs on the default
 // prefix.
 func TestDoctorWithoutSpec(t *testing.T) {

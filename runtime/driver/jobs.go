@@ -24,6 +24,15 @@ const (
 	RunCancelled RunState = "cancelled"
 	// RunSkipped: a scheduled tick recorded but not run (catch-up policy).
 	RunSkipped RunState = "skipped"
+	// RunOrphaned: its worker stopped heartbeating during its last attempt
+	// and that attempt's timeout passed too, so its outcome is unknown (the
+	// handler may have succeeded, failed or still run). Nothing claims it
+	// again; a late outcome of that attempt's claim is still recorded (a
+	// success completes it, a failure discards it), and an operator's retry
+	// makes it available, after which that late outcome matches nothing.
+	// It counts as finished: it is pruned after the retention and frees its
+	// unique key.
+	RunOrphaned RunState = "orphaned"
 )
 
 // NewRun is a run to enqueue.
@@ -89,7 +98,8 @@ type RunInfo struct {
 	// LastError is the error text of the last failed attempt.
 	LastError string
 	// Deadline is when a running run is rescued unless heartbeats extend
-	// it; FinishedAt when it completed, was discarded or cancelled.
+	// it; FinishedAt when it completed, was discarded, orphaned or
+	// cancelled.
 	Deadline, FinishedAt time.Time
 	// UniqueKey is the run's unique key, if any.
 	UniqueKey string
@@ -120,16 +130,20 @@ type JobStore interface {
 	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Run, error)
 	// RunsHeartbeat extends the deadline of the runs still holding claims.
 	RunsHeartbeat(ctx context.Context, claims []Claim, lease time.Duration) (int64, error)
-	// RunsComplete marks completed the runs still holding claims.
+	// RunsComplete marks completed the runs still holding claims, running
+	// or orphaned.
 	RunsComplete(ctx context.Context, claims []Claim) (int64, error)
-	// RunFail records a failed attempt of a run still holding c: due again
-	// after backoff, or discarded without attempts left.
+	// RunFail records a failed attempt of a run still holding c, running
+	// or orphaned: due again after backoff, or discarded without attempts
+	// left.
 	RunFail(ctx context.Context, c Claim, errText string, backoff time.Duration) (bool, error)
 	// RunSnooze gives a claimed run back, due again after delay, without
-	// counting the attempt.
+	// counting the attempt, if it is still running with claim c (an
+	// orphaned run stays orphaned).
 	RunSnooze(ctx context.Context, c Claim, delay time.Duration) (bool, error)
-	// RunsRescue makes up to limit runs past their deadline due again (or
-	// discards them). It must lock the runs by primary key, as the other
+	// RunsRescue makes up to limit runs past their deadline due again, or
+	// orphans them when they were on their last attempt and its timeout
+	// passed too. It must lock the runs by primary key, as the other
 	// statements that change running runs do, not through an index of the
 	// deadline: the generated store reads the runs without locking first.
 	RunsRescue(ctx context.Context, limit int) (int64, error)
@@ -138,7 +152,7 @@ type JobStore interface {
 	RunsPrune(ctx context.Context, job string, keep time.Time, olderThan time.Duration, limit int) (int64, error)
 	// RunCancel cancels a run that has not started.
 	RunCancel(ctx context.Context, id int64) (bool, error)
-	// RunRetry restores a discarded or cancelled run.
+	// RunRetry restores a discarded, orphaned or cancelled run.
 	RunRetry(ctx context.Context, id int64) (bool, error)
 	// RunGet reads a run; found is false when there is none.
 	RunGet(ctx context.Context, id int64) (info RunInfo, found bool, err error)

@@ -41,6 +41,11 @@ type Target struct {
 	// ("db/migrations/ (relative to lockgen.yaml)"), for the error that
 	// says they are missing.
 	Migrations string
+	// LocksMigration and RunsMigration name the migration file that
+	// creates each table ("db/migrations/0002_app_runs.up.sql (relative
+	// to lockgen.yaml)"), for the error that says a table is missing or
+	// does not match it. Empty: the error names Migrations.
+	LocksMigration, RunsMigration string
 }
 
 // SessionHeld is what LeaseAcquire returns for a row that shows a
@@ -137,7 +142,13 @@ type SessionConn interface {
 	// that pinned a connection for its wake lock renews on it, so it needs
 	// nothing from a pool that may have no connection to spare.
 	Renew(ctx context.Context, id LeaseID, ttl time.Duration) (bool, error)
-	// Close returns the connection to the pool.
+	// BoundIdle makes the server end the session, freeing its named
+	// locks, once it has heard nothing from the client for
+	// IdleBound(idle), and keeps the previous wait_timeout for Close (see
+	// SessionPin.BoundIdle).
+	BoundIdle(ctx context.Context, idle time.Duration) error
+	// Close returns the connection to the pool, with the wait_timeout it
+	// had before BoundIdle.
 	Close() error
 	// Discard closes the connection itself instead of returning it to the
 	// pool, so the server drops any session lock it may still hold. The

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 )
 
 // CheckClaimed is the generated job store's check that its claim
@@ -17,44 +18,86 @@ func CheckClaimed(n int64, want int) error {
 	return nil
 }
 
+// txBegin opens InTx's transaction: it keeps the session's autocommit and
+// wait_timeout in session variables, turns autocommit off (the next
+// statement begins the transaction, READ COMMITTED by the SET TRANSACTION
+// sent before) and, with %s, bounds how long the server waits for the
+// next statement.
+const txBegin = "SET @lockgen_tx_autocommit = @@SESSION.autocommit, @lockgen_tx_wait_timeout = @@SESSION.wait_timeout, SESSION autocommit = 0%s"
+
+// txCommit commits InTx's transaction (turning autocommit on commits it)
+// and gives the session back its autocommit and wait_timeout, in one
+// statement.
+const txCommit = "SET SESSION autocommit = 1, SESSION autocommit = @lockgen_tx_autocommit, SESSION wait_timeout = @lockgen_tx_wait_timeout"
+
+// txRestore gives the session back its autocommit and wait_timeout after
+// a ROLLBACK.
+const txRestore = "SET SESSION autocommit = @lockgen_tx_autocommit, SESSION wait_timeout = @lockgen_tx_wait_timeout"
+
+// IdleBound is the wait_timeout, in whole seconds, that keeps a pinned
+// connection's session alive on the server for at least d without a
+// statement: d rounded up, plus one second for the reply that may still be
+// on its way when the client starts counting.
+func IdleBound(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1) + 1
+}
+
 // InTx runs fn in a READ COMMITTED transaction on a connection of db and
 // commits it when fn returns nil. Every statement, COMMIT included, is
 // bounded by ctx, which is why it does not use database/sql's Tx: Tx.Commit
 // takes no context, and a COMMIT sent on a half-open connection waits for
 // its answer for good while the server, which never got it, keeps the
 // transaction's row locks (claimed runs that no other worker can claim
-// either; the chaos harness found it). When fn fails or panics the
-// transaction is rolled back with a ROLLBACK bounded by ctx; when that (or
-// COMMIT) does not succeed, the connection is discarded and the server
-// rolls the transaction back as the connection closes. The generated job
-// store claims runs with it.
+// either; the chaos harness found it).
+//
+// The server is bounded too: when ctx has a deadline, the session's
+// wait_timeout is IdleBound of the time left for the transaction, so a
+// server that stops hearing from the client (a partition: the client gave
+// up and closed, but the server never learned) ends the session, rolling
+// the transaction back and freeing its row locks, at most that long after
+// the last statement it received, instead of after the server's
+// wait_timeout (8 hours by default) or TCP keepalive (about 2 hours). The
+// connection's autocommit and wait_timeout are restored in the statement
+// that commits, so a commit costs no extra round trip: SET TRANSACTION,
+// SET (wait_timeout, autocommit off), fn's statements, SET (autocommit on,
+// which commits, and the saved values back).
+//
+// When fn fails or panics the transaction is rolled back with a ROLLBACK
+// bounded by ctx; when that, the restore or the commit does not succeed,
+// the connection is discarded and the server rolls the transaction back as
+// the connection closes. The generated job store claims runs with it.
 func InTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) (err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	ended := false // committed or rolled back: the connection can be reused
+	restored := false // the transaction ended and the session has its settings back
 	defer func() {
-		if !ended {
+		if !restored {
 			discardConn(conn)
 			return
 		}
 		_ = conn.Close()
 	}()
-	for _, stmt := range []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", "START TRANSACTION"} {
+	bound := ""
+	if dl, ok := ctx.Deadline(); ok {
+		bound = fmt.Sprintf(", SESSION wait_timeout = %d", IdleBound(time.Until(dl)))
+	}
+	for _, stmt := range []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", fmt.Sprintf(txBegin, bound)} {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}
 	if err := fn(conn); err != nil {
 		if _, rerr := conn.ExecContext(ctx, "ROLLBACK"); rerr == nil {
-			ended = true
+			_, rerr = conn.ExecContext(ctx, txRestore)
+			restored = rerr == nil
 		}
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+	if _, err := conn.ExecContext(ctx, txCommit); err != nil {
 		return err
 	}
-	ended = true
+	restored = true
 	return nil
 }

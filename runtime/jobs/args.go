@@ -37,7 +37,9 @@ func WithUniqueKey(key string) EnqueueOption { return func(r *NewRun) { r.Unique
 func WithMaxAttempts(n int) EnqueueOption { return func(r *NewRun) { r.MaxAttempts = n } }
 
 // EnqueueArgs enqueues a run of base's job with args as its JSON arguments
-// and opts applied (in tx when not nil); see Client.Enqueue.
+// and opts applied (in tx when not nil); see Client.Enqueue. It fails with
+// ErrInvalid when an option changes the run's job or queue: a job's queue
+// is declared with it, and a run in another queue is never handled.
 func EnqueueArgs[T any](ctx context.Context, j *Client, tx *sql.Tx, base NewRun, args T, opts ...EnqueueOption) (int64, error) {
 	r, err := withArgs(base, args, opts)
 	if err != nil {
@@ -67,11 +69,18 @@ func withArgs[T any](base NewRun, args T, opts []EnqueueOption) (NewRun, error) 
 	if err := checkEncodedArgs(b); err != nil {
 		return NewRun{}, fmt.Errorf("%w: job %q: %w", runtime.ErrInvalid, base.Job, err)
 	}
+	job, queue := base.Job, base.Queue
 	base.Args = b
 	for _, o := range opts {
 		if o != nil {
 			o(&base)
 		}
+	}
+	// A job's queue is declared with the job: a run put elsewhere would be
+	// claimed by workers without its handler, or by none.
+	if base.Job != job || base.Queue != queue {
+		return NewRun{}, fmt.Errorf("%w: job %q is declared in queue %q; an enqueue option moved the run to job %q in queue %q, where no worker would handle it: change the job's queue in the spec instead",
+			runtime.ErrInvalid, job, queue, base.Job, base.Queue)
 	}
 	return base, nil
 }

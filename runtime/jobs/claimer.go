@@ -68,15 +68,18 @@ func (c *claimer) claim(ctx context.Context, free int) (runs []Run, sent time.Ti
 	return runs, sent, false
 }
 
-// claimOnce claims up to limit runs. It is not cut by ctx: a claim
-// committed after a cut would leave its runs running without a handler
-// until their lease passed. The caller holds the gate; claimOnce gives it
-// back (also on a panic) and reports whether other workers skipped their
-// claims meanwhile.
+// claimOnce claims up to limit runs, bounded by claimTimeout so that a
+// claim stuck on a dead pooled connection holds up the worker loop (its
+// outcomes, its next claim) for a fraction of a lease, never its
+// heartbeats. It is not cut
+// by ctx: a claim cut while its COMMIT may land leaves its runs running
+// without a handler until they are rescued, which a shutdown need not
+// cause. The caller holds the gate; claimOnce gives it back (also on a
+// panic) and reports whether other workers skipped their claims meanwhile.
 func (c *claimer) claimOnce(ctx context.Context, limit int) (runs []Run, othersSkipped bool, err error) {
 	defer func() { othersSkipped = c.gate.leave() }()
 	cfg := c.w.cfg
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Lease)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.w.claimTimeout())
 	defer cancel()
 	runs, err = c.w.jobs.store.RunsClaim(cctx, cfg.Queue, c.w.jobs.owner, limit, cfg.Lease)
 	return runs, false, err

@@ -25,6 +25,7 @@ const (
 	RunDiscarded = driver.RunDiscarded
 	RunCancelled = driver.RunCancelled
 	RunSkipped   = driver.RunSkipped
+	RunOrphaned  = driver.RunOrphaned
 )
 
 // RunState is the state of a run: one of the Run* constants.
@@ -118,6 +119,14 @@ const (
 // woken at once. It fails with ErrInvalid on a bad NewRun; an error from
 // the database means the run may or may not exist (with tx: it does not,
 // once tx rolls back).
+//
+// Every entry point of the Client (Enqueue, EnqueueMany, Get, Cancel,
+// Retry, Prune, and the workers and scheduler as they start) first checks
+// the server through the lock client (runtime.Client.CheckFeature, once
+// per Client, then a map lookup): an error wrapping runtime.ErrUnsupported
+// or runtime.ErrInvalid, the same for each, when the server or the
+// connection (a DSN without parseTime=true, say) cannot run jobs, or a
+// table is missing or unlike its migration.
 func (j *Client) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, error) {
 	r, err := checkNewRun(r)
 	if err != nil {
@@ -210,8 +219,12 @@ func (j *Client) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) err
 }
 
 // Cancel cancels run id if it has not started; false when it is running or
-// finished.
+// finished. Like every entry point it checks the server first (see
+// Enqueue).
 func (j *Client) Cancel(ctx context.Context, id int64) (bool, error) {
+	if err := j.locks.CheckFeature(ctx, nil, probe.Jobs); err != nil {
+		return false, err
+	}
 	ok, err := j.store.RunCancel(ctx, id)
 	if err != nil {
 		return false, fmt.Errorf("lockgen: cancel run %d: %w", id, err)
@@ -219,10 +232,17 @@ func (j *Client) Cancel(ctx context.Context, id int64) (bool, error) {
 	return ok, nil
 }
 
-// Retry restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state; an error
-// wrapping ErrUniqueKeyTaken when an unfinished run has its unique key.
+// Retry restores a discarded, orphaned or cancelled run: due now, with its
+// attempts counted from zero. False when the run is in another state; an
+// error wrapping ErrUniqueKeyTaken when an unfinished run has its unique
+// key. An orphaned run's last attempt may still have succeeded: once it is
+// retried, a late outcome of that attempt matches nothing, so retrying it
+// before its worker can no longer report may run a success twice. Like
+// every entry point it checks the server first (see Enqueue).
 func (j *Client) Retry(ctx context.Context, id int64) (bool, error) {
+	if err := j.locks.CheckFeature(ctx, nil, probe.Jobs); err != nil {
+		return false, err
+	}
 	ok, err := j.store.RunRetry(ctx, id)
 	if servererr.IsDuplicateKey(err) {
 		return false, fmt.Errorf("%w: retry run %d", ErrUniqueKeyTaken, id)
@@ -238,8 +258,12 @@ func (j *Client) Retry(ctx context.Context, id int64) (bool, error) {
 	return ok, nil
 }
 
-// Get reads run id; ErrRunNotFound when there is none.
+// Get reads run id; ErrRunNotFound when there is none. Like every entry
+// point it checks the server first (see Enqueue).
 func (j *Client) Get(ctx context.Context, id int64) (RunInfo, error) {
+	if err := j.locks.CheckFeature(ctx, nil, probe.Jobs); err != nil {
+		return RunInfo{}, err
+	}
 	info, found, err := j.store.RunGet(ctx, id)
 	switch {
 	case err != nil:

@@ -22,11 +22,14 @@ import (
 // completer retries with backoff and the worker heartbeats the queued runs'
 // claims (so a finished run is not rescued and run again just because its
 // outcome could not be written yet) and claims no new runs once
-// maxUnrecorded are queued. An outcome the server rejects (a MySQL error,
-// not a lost connection) recordTries times is dropped, and so is every
+// maxUnrecorded are queued. A deadlock or a lock wait timeout (1213, 1205:
+// the server rolled the statement back) is retried like a lost
+// connection, for as long as it takes. An outcome the server rejects (any
+// other MySQL error) recordTries times is dropped, and so is every
 // outcome still queued after close and recordTries more rounds: their runs
 // stay running until their deadline passes and are rescued and run again
-// (at least once).
+// (at least once), or orphaned when on their last attempt, where a later
+// outcome of the same claim is still recorded.
 type completer struct {
 	w      *Worker
 	mu     sync.Mutex
@@ -88,6 +91,18 @@ func (r *completer) claims() []driver.Claim {
 	return claims
 }
 
+// holds reports whether the outcome of claim c waits to be recorded.
+func (r *completer) holds(c driver.Claim) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.queue {
+		if o.run.ID == c.ID && o.run.Claim == c.Claim {
+			return true
+		}
+	}
+	return false
+}
+
 func (r *completer) loop() {
 	cfg := r.w.cfg
 	clock := r.w.jobs.clock
@@ -145,7 +160,7 @@ func (r *completer) loop() {
 		failures++
 		if closed {
 			if roundsClosed++; roundsClosed >= recordTries {
-				log.Error("lockgen: could not record the outcomes of finished runs before stopping; they will be rescued and run again", "queue", cfg.Queue, "runs", left, "error", err)
+				log.Error("lockgen: could not record the outcomes of finished runs before stopping; they will be rescued: run again, or orphaned on their last attempt", "queue", cfg.Queue, "runs", left, "error", err)
 				return
 			}
 		}
@@ -162,7 +177,9 @@ const recordTries = 5
 // record writes items' outcomes and returns the ones it is done with
 // (recorded, or given up after recordTries rejections) and the first
 // error. A lost connection or a timeout ends the round at once: the
-// statements after it would most likely wait as long.
+// statements after it would most likely wait as long. A deadlock or a lock
+// wait timeout counts as neither a rejection nor a lost connection: the
+// round goes on, and those outcomes are retried in the next.
 func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 	done := map[*Run]bool{}
 	var firstErr error
@@ -179,13 +196,19 @@ func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 		if firstErr == nil {
 			firstErr = err
 		}
+		if servererr.IsTransient(err) {
+			// A deadlock or a lock wait timeout rolled the statement
+			// back: not a rejection. Its outcomes are retried in the
+			// next round; the other statements of this one go on.
+			return true
+		}
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) {
 			return false
 		}
 		for _, o := range os {
 			if r.rejected[o.run]++; r.rejected[o.run] >= recordTries {
-				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued and run again", "job", o.run.Job, "run", o.run.ID, "error", err)
+				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued: run again, or orphaned on its last attempt", "job", o.run.Job, "run", o.run.ID, "error", err)
 				done[o.run] = true
 				delete(r.rejected, o.run)
 			}
@@ -236,7 +259,9 @@ func (r *completer) complete(items []outcome) error {
 		return err
 	})
 	if err == nil && int(n) < len(claims) {
-		r.w.jobs.log.Info("lockgen: runs completed after they were rescued; their new attempts go on", "runs", len(claims)-int(n))
+		r.w.jobs.log.Warn("lockgen: completions arrived too late and matched no running or orphaned run: "+
+			"while they could not be recorded, their runs were rescued and made due again (a new attempt may run them), "+
+			"or retried or cancelled by an operator, or pruned", "queue", r.w.cfg.Queue, "runs", len(claims)-int(n))
 	}
 	return err
 }

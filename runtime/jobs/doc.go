@@ -18,12 +18,24 @@
 //     holds, and tells a handler at once when its run was rescued.
 //   - completer (completer.go): records outcomes, completions in batches,
 //     retrying while the database is unreachable.
-//   - rescuer (rescuer.go): makes the runs of dead workers due again.
+//   - rescuer (rescuer.go): makes the runs of dead workers due again, or
+//     orphans them when they were on their last attempt.
 //   - Scheduler (scheduler.go): inserts the ticks of scheduled jobs.
 //   - pruner (pruner.go): deletes finished runs after their retention.
 //   - Worker (worker.go) ties a queue's claimer, executor, heartbeater,
 //     rescuer and completer together; RunNode (node.go) starts a node's
 //     workers, scheduler and pruner.
+//
+// A worker's loop claims runs into the executor, hands their outcomes to
+// the completer and rescues on its timer. The heartbeater and the
+// completer each run in a goroutine of their own, so nothing else the
+// worker does (a claim or a rescue stuck on a dead pooled connection or
+// waiting on a row lock, a slow completion) stands between two
+// heartbeats. The heartbeater
+// reads the attempts being handled from the executor and the outcomes not
+// recorded yet from the completer; an outcome reaches the completer before
+// it leaves the executor, so every claimed run is in one of the two until
+// its outcome is recorded.
 //
 // # What a claim guarantees
 //
@@ -34,7 +46,11 @@
 // the claim is no longer the run's: a worker whose run was rescued and
 // claimed again cannot overwrite the new attempt's outcome, and a rescue
 // cannot undo a completion that committed first. Two workers never hold
-// the same claim: the claiming statement locks the rows it takes.
+// the same claim: the claiming statement locks the rows it takes. A claim
+// whose connection is partitioned before its COMMIT holds those row locks
+// only until the server ends the silent session, about one Lease plus
+// two seconds after the claim began (driver.InTx), not for the server's
+// wait_timeout.
 //
 // # When a run may run twice
 //
@@ -43,7 +59,12 @@
 // (the worker died, was paused, or lost its connection) and a rescuer makes
 // it due again; when its handler finished but the outcome could not be
 // recorded before the worker stopped; or when the handler failed and the
-// run has attempts left. The handler of a run that may be rescued learns
+// run has attempts left. A run on its last attempt is not run again by a
+// rescue: once that attempt's deadline and timeout have passed, it is
+// orphaned (RunOrphaned), claimed by nobody, and the late outcome of that
+// attempt is still recorded when it arrives; only an operator's Retry runs
+// it again (twice, if the attempt had succeeded and its outcome arrives
+// after the retry). The handler of a run that may be rescued learns
 // it first: its context ends, with a cause wrapping runtime.ErrLeaseLost,
 // before the run's deadline in the database passes (see JobFunc). A
 // handler that ignores its context may overlap with the new attempt, so
@@ -55,13 +76,40 @@
 // keyed by job and tick, and the unique key makes every insert after the
 // first a no-op. Ticks are computed by the database clock, survive restarts
 // through the newest tick in the runs table, and missed ticks follow the
-// job's CatchUp policy (see Scheduler).
+// job's CatchUp policy (see Scheduler, and catchup.go for the rule).
+//
+// Catch-up, whatever the cause (every node down, this node paused, or its
+// inserts failing while the others ran), starts after the latest of this
+// node's own position, the newest tick in the runs table and now minus the
+// job's retention, and does not happen while the newest tick cannot be
+// read: the other nodes may have run the missed ticks and pruning deleted
+// them, so a tick older than the retention or at or before the newest tick
+// is never inserted again. Live ticks (at most 5 s old) are safe because
+// the node's pruner keeps finished runs for their retention (at least 5 s)
+// plus 2 s. Every statement of the scheduler and of pruning is bounded (2
+// s; 10 s per prune DELETE). A step of the database clock forward by d
+// makes the ticks of d missed; a step back after it leaves ticks ahead of
+// the clock, which ran early and are not run again, and the schedule goes
+// on from the clock's time within 35 s and one tick on every node (see
+// Scheduler).
 //
 // # Failures
 //
+// What cannot work fails at start, not later: every entry point checks
+// the server once per Client (see Client.Enqueue), and RunNode returns a
+// refusal at once instead of running without its workers. A run in the
+// wrong queue for its job fails its attempt with an error naming the
+// job's queue; due runs in a queue no worker of the node works are
+// reported at WARN by RunNode (stranded.go).
+//
 // Database errors in the loops (claim, heartbeat, completion, rescue,
 // scheduling, pruning) are logged and retried with backoff; they never
-// stop a worker. An outcome is kept until it is recorded; its run is
+// stop a worker. Every statement is bounded below the lease: a heartbeat
+// by Lease/6, a rescue by Lease/3, a claim by Lease/2. A claim cut at its
+// bound may have committed: its runs are started by no one and are rescued
+// after their lease (at least once), and the runs a failed claim returned
+// are never started. A deadlock or a lock wait timeout while recording an
+// outcome is retried like a lost connection, never counted as a rejection. An outcome is kept until it is recorded; its run is
 // heartbeated meanwhile, so it is not rescued and run again just because
 // the database was briefly unreachable.
 package jobs

@@ -10,16 +10,22 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // active is one attempt being handled.
 type active struct {
-	run     *Run
+	run *Run
+	// claim, job and timeout are copied from run when the handler starts:
+	// the heartbeater reads them while the handler may change *run.
+	claim   driver.Claim
+	job     string
+	timeout time.Duration
 	started time.Time
 	// lease ends the handler's context when the run's lease may be lost.
 	lease *runLease
 	// gone: a heartbeat showed the run no longer has this claim (it was
-	// rescued); it is not heartbeated again.
+	// rescued); it is not heartbeated again. Only the heartbeater uses it.
 	gone bool
 }
 
@@ -40,8 +46,15 @@ type executor struct {
 	// returned closes when the worker returns, so that a handler left
 	// behind (it ignored its cancelled context) does not block on results.
 	returned chan struct{}
-	// running are the attempts being handled, by run ID.
+	// mu guards running and released, which the heartbeater reads.
+	mu sync.Mutex
+	// running are the attempts being handled, by run ID: from the start
+	// of the handler until the worker loop has handed its outcome to the
+	// completer (finish).
 	running map[int64]*active
+	// released: the worker stopped waiting for the handlers (drain); their
+	// runs are no longer heartbeated.
+	released bool
 	// live counts the handler goroutines that have not delivered their
 	// outcome: more than len(running) when a stuck handler's run was
 	// rescued and claimed again here. Free slots count live handlers.
@@ -75,7 +88,10 @@ func (e *executor) start(r *Run, sent time.Time) {
 	lease := newRunLease(tctx, clock, r, sent, e.w.cfg.Lease, func(cause error) {
 		e.log.Warn("lockgen: a running run's lease may be lost; its handler's context is cancelled", "job", r.Job, "run", r.ID, "attempt", r.Attempt, "cause", cause)
 	})
-	e.running[r.ID] = &active{run: r, started: clock.Now(), lease: lease}
+	a := &active{run: r, claim: driver.Claim{ID: r.ID, Claim: r.Claim}, job: r.Job, timeout: r.Timeout, started: clock.Now(), lease: lease}
+	e.mu.Lock()
+	e.running[r.ID] = a
+	e.mu.Unlock()
 	e.live++
 	e.handlers.Add(1)
 	go func() {
@@ -90,29 +106,70 @@ func (e *executor) start(r *Run, sent time.Time) {
 	}()
 }
 
-// finish takes o, delivered on results, off the running attempts.
+// finish takes o, delivered on results, off the running attempts. The
+// caller hands o to the completer first, so that the heartbeater, which
+// reads the running attempts before the completer's, always finds a run
+// whose outcome is not recorded yet in one of them.
 func (e *executor) finish(o outcome) {
 	e.live--
-	if a, ok := e.running[o.run.ID]; ok && a.run.Claim == o.run.Claim {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a, ok := e.running[o.run.ID]; ok && a.claim.Claim == o.run.Claim {
 		delete(e.running, o.run.ID)
 	}
 }
 
-// ready returns o and every other outcome already delivered, each
-// finished: the next claim then fills all the freed slots in one
-// statement instead of one each.
-func (e *executor) ready(o outcome) []outcome {
+// handOff hands o, delivered on results, to comp and finishes it.
+func (e *executor) handOff(o outcome, comp *completer) {
+	comp.add(o)
 	e.finish(o)
+}
+
+// ready returns o and every other outcome already delivered: the next
+// claim then fills all the freed slots in one statement instead of one
+// each. The caller hands each off.
+func (e *executor) ready(o outcome) []outcome {
 	done := []outcome{o}
 	for {
 		select {
 		case o := <-e.results:
-			e.finish(o)
 			done = append(done, o)
 		default:
 			return done
 		}
 	}
+}
+
+// held returns the attempts being handled, for the heartbeater: none once
+// released.
+func (e *executor) held() []*active {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.released {
+		return nil
+	}
+	held := make([]*active, 0, len(e.running))
+	for _, a := range e.running {
+		held = append(held, a)
+	}
+	return held
+}
+
+// holds reports whether c is the claim of an attempt being handled (and
+// not released).
+func (e *executor) holds(c driver.Claim) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.running[c.ID]
+	return ok && !e.released && a.claim == c
+}
+
+// release stops the heartbeats of the runs still being handled: the worker
+// stops without them (drain), and they are rescued after their lease.
+func (e *executor) release() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.released = true
 }
 
 // allDone closes when every handler goroutine has returned (not only the
@@ -137,7 +194,7 @@ func (e *executor) close() {
 func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 	h, ok := w.cfg.Handlers[r.Job]
 	if !ok {
-		return fmt.Errorf("no handler for job %q on worker %s", r.Job, w.jobs.owner)
+		return w.noHandler(r)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -162,4 +219,18 @@ func (w *Worker) handle(ctx context.Context, r *Run) (err error) {
 		return nil
 	}
 	return err
+}
+
+// noHandler is the failure of a run whose job has no handler in this
+// worker's queue: in the wrong queue when the node declares the job in
+// another one (enqueued by hand or by another program, or before the job
+// moved queues), else a job the node does not know.
+func (w *Worker) noHandler(r *Run) error {
+	if q, ok := w.declared[r.Job]; ok && q != w.cfg.Queue {
+		return fmt.Errorf("run %d of job %q is in queue %q, but job %q is declared in queue %q: the run was enqueued in the wrong queue "+
+			"(by hand, by another program, or before the job moved to queue %q), and the workers of queue %q have no handler for it; enqueue it again in queue %q",
+			r.ID, r.Job, w.cfg.Queue, r.Job, q, q, w.cfg.Queue, q)
+	}
+	return fmt.Errorf("no handler for job %q in queue %q on worker %s: this node declares no such job (a run enqueued by another application on the same tables, or by another version of this one?)",
+		r.Job, w.cfg.Queue, w.jobs.owner)
 }

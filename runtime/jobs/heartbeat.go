@@ -15,32 +15,84 @@ const heartbeatBatch = 500
 
 // heartbeater extends the deadlines of a worker's claimed runs, so that a
 // live worker's runs are not rescued, and tells a handler at once when its
-// run turns out to have been rescued.
+// run turns out to have been rescued. It runs in a goroutine of its own,
+// from before the first claim until the completer's last round, so that
+// nothing else the worker does (a claim or a rescue stuck on a dead pooled
+// connection or on a row lock, a slow completion) stands between two
+// heartbeats. It reads the runs it heartbeats from the executor (the
+// attempts being handled) and the completer (the outcomes not recorded
+// yet), both safe for concurrent use.
 type heartbeater struct {
-	w *Worker
-	// failures counts the heartbeats in a row that failed, for the log.
+	w    *Worker
+	ex   *executor
+	comp *completer
+	// now asks for a heartbeat at once: runs were claimed by a slow claim,
+	// and their leases have less left than a heartbeat period.
+	now chan struct{}
+	// failures counts the heartbeats in a row that failed, for the log;
+	// only the heartbeater's goroutine uses it.
 	failures int
+}
+
+func newHeartbeater(w *Worker, ex *executor, comp *completer) *heartbeater {
+	return &heartbeater{w: w, ex: ex, comp: comp, now: make(chan struct{}, 1)}
+}
+
+// run heartbeats every Lease/3 (sooner after a failure, or when asked by
+// soon) until ctx ends; ctx also cuts the heartbeat in flight.
+func (h *heartbeater) run(ctx context.Context) {
+	clock := h.w.jobs.clock
+	next := h.w.cfg.Lease / 3
+	for {
+		t := clock.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		case <-h.now:
+			t.Stop()
+		}
+		next = h.beat(ctx)
+	}
+}
+
+// soon asks for a heartbeat at once (it never blocks).
+func (h *heartbeater) soon() {
+	select {
+	case h.now <- struct{}{}:
+	default:
+	}
 }
 
 // beat extends the deadline of the running runs that are still within
 // their timeout plus one lease (a run stuck past that is left to be
-// rescued) and of the finished runs whose outcomes wait to be recorded
-// (unrecorded), and moves the local deadline of each running run it
-// extended. A batch the database extends only in part is heartbeated run
-// by run: a run whose claim is gone (it was rescued) has its handler told
-// at once. Each statement is bounded by statementTimeout, so a heartbeat
-// stuck on a half-open connection neither freezes the worker nor outlives
-// the runs' local deadlines. It returns when to heartbeat next: Lease/3,
-// or sooner after a failure.
-func (h *heartbeater) beat(ctx context.Context, running map[int64]*active, unrecorded []driver.Claim) (next time.Duration) {
+// rescued) and of the finished runs whose outcomes wait to be recorded,
+// and moves the local deadline of each running run it extended. A batch
+// the database extends only in part is heartbeated run by run (the runs
+// recorded meanwhile left out): a run whose claim is gone (it was rescued)
+// has its handler told at once. Each statement is bounded by
+// statementTimeout, so a heartbeat stuck on a half-open connection does
+// not outlive the runs' local deadlines. It returns when to heartbeat
+// next: Lease/3, or sooner after a failure.
+func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 	w := h.w
 	lease := w.cfg.Lease
+	// The running attempts first, then the completer's: an outcome is
+	// handed to the completer before it leaves the running attempts, so
+	// it is in one of the two (or recorded).
+	running := h.ex.held()
+	unrecorded := h.comp.claims()
 	now := w.jobs.clock.Now()
 	claims := unrecorded
 	owners := make([]*active, len(unrecorded), len(unrecorded)+len(running))
+	queued := make(map[driver.Claim]bool, len(unrecorded))
+	for _, c := range unrecorded {
+		queued[c] = true
+	}
 	for _, a := range running {
-		if !a.gone && now.Sub(a.started) < a.run.Timeout+lease {
-			claims = append(claims, driver.Claim{ID: a.run.ID, Claim: a.run.Claim})
+		if !a.gone && !queued[a.claim] && now.Sub(a.started) < a.timeout+lease {
+			claims = append(claims, a.claim)
 			owners = append(owners, a)
 		}
 	}
@@ -48,6 +100,7 @@ func (h *heartbeater) beat(ctx context.Context, running map[int64]*active, unrec
 	failed := false // a batch failed
 	for len(claims) > 0 && ctx.Err() == nil {
 		k := min(len(claims), heartbeatBatch)
+		sent := w.jobs.clock.Now()
 		n, err := h.extend(ctx, claims[:k], owners[:k])
 		if err != nil {
 			if !failed {
@@ -57,17 +110,22 @@ func (h *heartbeater) beat(ctx context.Context, running map[int64]*active, unrec
 			if ctx.Err() == nil {
 				servererr.WarnUnlessTransient(w.jobs.log, "lockgen: run heartbeat failed", err, h.failures, "queue", w.cfg.Queue, "runs", k)
 			}
-			next = h.retry()
+			next = h.retry(sent)
 		} else if int(n) < k {
-			// Some claims are gone: find which, one by one.
+			// Some claims are gone: find which, one by one, leaving out
+			// the runs no longer held here (recorded meanwhile).
 			for i := 0; i < k && ctx.Err() == nil; i++ {
+				if !h.ex.holds(claims[i]) && !h.comp.holds(claims[i]) {
+					continue
+				}
+				sent := w.jobs.clock.Now()
 				one, err := h.extend(ctx, claims[i:i+1], owners[i:i+1])
 				switch a := owners[i]; {
 				case err != nil:
-					next = h.retry()
+					next = h.retry(sent)
 				case one == 0 && a != nil:
 					a.gone = true
-					a.lease.lose(fmt.Errorf("%w: run %d of job %q was rescued: its deadline passed before a heartbeat reached the database", runtime.ErrLeaseLost, a.run.ID, a.run.Job), false)
+					a.lease.lose(fmt.Errorf("%w: run %d of job %q was rescued: its deadline passed before a heartbeat reached the database", runtime.ErrLeaseLost, a.claim.ID, a.job), false)
 				}
 			}
 		}
@@ -103,5 +161,10 @@ func (h *heartbeater) extend(ctx context.Context, claims []driver.Claim, owners 
 // fresh connection, still lands before the runs' local deadlines.
 func (h *heartbeater) statementTimeout() time.Duration { return h.w.cfg.Lease / 6 }
 
-// retry is the wait before the next heartbeat after a failed one.
-func (h *heartbeater) retry() time.Duration { return h.w.cfg.Lease / 12 }
+// retry is the wait before the next heartbeat after a failed one sent at
+// sent: until Lease/12 after it was sent, so at once after one that timed
+// out (its connection is discarded; the next may well find a live one in
+// the pool) and not in a busy loop after one that failed fast.
+func (h *heartbeater) retry(sent time.Time) time.Duration {
+	return max(h.w.cfg.Lease/12-h.w.jobs.clock.Now().Sub(sent), 0)
+}

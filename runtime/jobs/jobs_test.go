@@ -862,8 +862,8 @@ func TestJobsStuckHandlerKeepsItsSlot(t *testing.T) {
 // attempt whose worker stopped heartbeating (cut off, not dead) is not
 // discarded while that attempt may still finish within its timeout, so the
 // worker's late success is recorded instead of dropped; once the timeout
-// has passed too it is discarded. Earlier attempts are rescued at the
-// deadline as before.
+// has passed too it is orphaned (see orphan_test.go). Earlier attempts are
+// rescued at the deadline as before.
 func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
@@ -898,8 +898,8 @@ func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	n, err = store.RunsRescue(ctx, 100)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), n)
-	info := waitState(t, j, stuck.ID, jobs.RunDiscarded)
-	assert.Contains(t, info.LastError, "rescued: worker cut-off")
+	info := waitState(t, j, stuck.ID, jobs.RunOrphaned)
+	assert.Contains(t, info.LastError, "orphaned: worker cut-off")
 
 	early := newRun("early")
 	early.MaxAttempts, early.Timeout = 2, time.Hour

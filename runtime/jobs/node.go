@@ -19,7 +19,10 @@ type QueueConfig struct {
 	Concurrency int
 }
 
-// Retention is how long one job's finished runs are kept.
+// Retention is how long one job's finished runs are kept: the node's
+// pruner deletes them Keep (at least 5 s, the scheduler's catch-up grace)
+// plus 2 s after they finished, so that no scheduler can insert a tick
+// again that was run and pruned (see Client.Prune).
 type Retention struct {
 	Job   string
 	Keep  time.Duration
@@ -52,8 +55,23 @@ type QueuedHandler struct {
 
 // RunNode runs cfg's workers, scheduler and pruning until ctx ends, then
 // stops them gracefully (see Worker.Run) and returns nil; it fails at once
-// with ErrInvalid on a bad configuration.
+// with ErrInvalid on a bad configuration. It checks the server before it
+// starts anything, and returns at once the error of a server, connection
+// or table the jobs cannot run on (wrapping runtime.ErrUnsupported or
+// runtime.ErrInvalid; see runtime.Client.CheckServer); a server it cannot
+// reach yet is logged and retried by each part. Should a part still fail
+// as it starts, RunNode stops the others and returns that error: it never
+// runs on with a part missing.
+//
+// While it runs it warns, at start and every PruneEvery, of due runs in
+// queues none of its workers works (see strandedCheck): with the
+// generated RunJobs, which works every queue of the spec, runs that no
+// node of the application will ever claim.
 func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
+	declared := map[string]string{}
+	for job, h := range cfg.Handlers {
+		declared[job] = h.Queue
+	}
 	byQueue := map[string]map[string]JobHandler{}
 	for _, q := range cfg.Queues {
 		byQueue[q.Name] = map[string]JobHandler{}
@@ -76,6 +94,7 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 		if err != nil {
 			return err
 		}
+		w.declared = declared
 		workers = append(workers, w)
 	}
 	var sched *Scheduler
@@ -91,6 +110,11 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 			return err
 		}
 	}
+	if err := j.checkAtStart(ctx); err != nil {
+		return err
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(workers)+1)
 	run := func(fn func(context.Context) error) {
@@ -99,6 +123,7 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 			defer wg.Done()
 			if err := fn(ctx); err != nil {
 				errs <- err
+				stop() // no node runs on with a part missing
 			}
 		}()
 	}
@@ -111,6 +136,13 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 	if len(cfg.Retention) > 0 {
 		p := pruner{jobs: j, retention: cfg.Retention, every: cfg.PruneEvery}
 		run(func(ctx context.Context) error { p.run(ctx); return nil })
+	}
+	if len(workers) > 0 {
+		sc := strandedCheck{jobs: j, every: cfg.PruneEvery}
+		for _, w := range workers {
+			sc.worked = append(sc.worked, w.cfg.Queue)
+		}
+		run(func(ctx context.Context) error { sc.run(ctx); return nil })
 	}
 	wg.Wait()
 	close(errs)

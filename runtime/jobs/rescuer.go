@@ -9,11 +9,15 @@ import (
 // rescueLimit bounds the runs one rescue statement changes.
 const rescueLimit = 1000
 
-// rescuer makes the runs of dead workers due again (or discards them when
-// they are out of attempts): runs whose deadline, which their worker's
-// heartbeats extend, has passed by the database clock. Every worker with
-// a RescueEvery rescues; the statement locks each run by primary key, so
-// rescuers and the runs' workers never both change a run.
+// rescuer makes the runs of dead workers due again, or orphans them when
+// they were on their last attempt (and its timeout passed too): runs whose
+// deadline, which their worker's heartbeats extend, has passed by the
+// database clock. A late outcome of an orphaned run's claim is still
+// recorded; nothing claims it again unless an operator retries it. Every
+// worker with a RescueEvery rescues, in its loop between claims (the
+// heartbeats go on apart from it: a rescue waiting on a row lock an admin
+// transaction holds does not delay them). The statement locks each run by
+// primary key, so rescuers and the runs' workers never both change a run.
 type rescuer struct {
 	w *Worker
 	// failures counts the rescues in a row that failed, for the log.
@@ -22,11 +26,11 @@ type rescuer struct {
 
 // rescue runs rescue statements until one changes fewer than rescueLimit
 // runs, or fails (logged; the next round retries). Each statement is
-// bounded by the lease.
+// bounded by rescueTimeout, and cut when ctx ends.
 func (r *rescuer) rescue(ctx context.Context) {
 	w := r.w
 	for ctx.Err() == nil {
-		sctx, cancel := context.WithTimeout(ctx, w.cfg.Lease)
+		sctx, cancel := context.WithTimeout(ctx, w.rescueTimeout())
 		n, err := w.jobs.store.RunsRescue(sctx, rescueLimit)
 		cancel()
 		if err != nil {

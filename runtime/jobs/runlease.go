@@ -21,7 +21,8 @@ import (
 // is up to the handler, as with any cancelled context.
 //
 // The handler's context checks the local deadline itself in Err, as a
-// lease's does: after a pause (SIGSTOP, a VM freeze) the handler's own
+// lease's does: after a pause (SIGSTOP, a VM paused by its hypervisor; not
+// a suspend, which stops the monotonic clock) the handler's own
 // goroutine may run before the watchdog's and must not read nil.
 type runLease struct {
 	clock runtime.Clock

@@ -26,14 +26,33 @@ import (
 // all nodes compute the same ones, by the database's clock (read every
 // 30 s and moved on with the local monotonic clock in between), so a node
 // whose wall clock is off or stepped computes the same ticks at the same
-// time as the others. The tick survives restarts: the latest
-// tick with a run is read from the runs table at start, and the ticks
-// missed since follow the job's catch-up policy; a tick that is not run is
-// recorded as a skipped run. A node that wakes up late (paused,
-// suspended) catches up the same way, from the newest tick in the
-// runs table rather than its own: the other nodes may have run the ticks
-// since, and Prune deleted them (it always keeps the newest). No tick
-// older than the job's retention is inserted or recorded.
+// time as the others.
+//
+// Missed ticks follow the job's catch-up policy, and a tick that is not
+// run is recorded as a skipped run. A tick is missed when no node ran
+// (the newest tick in the runs table, read at start, is older), when this
+// node reached it more than 5 s late (paused, suspended, its statements
+// hung), or when its insert failed (the database was down, or refused
+// this node alone). All three follow one rule (see catchUpFrom): catch-up
+// starts after the latest of this node's own position, the newest tick in
+// the runs table, and now minus the job's retention, because the other
+// nodes may have run the missed ticks meanwhile and Prune deleted them (it
+// always keeps the newest); when the newest tick cannot be read, nothing
+// is caught up until it can. So no tick older than the job's retention,
+// or at or before the newest tick in the runs table, is inserted or
+// recorded by catch-up; a live tick is at most 5 s old, and the node's
+// pruner keeps finished runs for longer than that.
+//
+// Every statement of the scheduler is bounded (2 s), so a half-open
+// connection delays it by that much, not by the kernel's retransmission
+// time. A step of the database clock: forward by d, the ticks of d are
+// missed (caught up as above, within the retention); back, after a step
+// forward, the ticks inserted ahead of the clock ran early and do not run
+// again when their time comes, the schedule goes on from the clock's time
+// within 35 s and one tick (the clock is read every 30 s, and a waiting
+// scheduler looks at it every 5 s), and so does a node that starts
+// meanwhile, rather than waiting for the tick after the newest, which is
+// ahead. A step back of less than 5 s is simply waited out.
 
 // Schedule computes a job's ticks.
 type Schedule interface {
@@ -132,10 +151,12 @@ type ScheduledJob struct {
 	Timeout     time.Duration
 	// Retention, when positive, is how long the job's finished runs are
 	// kept (Client.RunNode sets it from the job's Retention when it is zero).
-	// Catch-up never inserts a tick older than Retention by this node's
+	// Catch-up never inserts a tick older than Retention by the database's
 	// clock, nor records one as skipped: such a tick may have run and been
 	// pruned since. A Retention shorter than the catch-up grace (5 s) counts
-	// as the grace. Zero: catch-up is bounded only by MaxCatchUp.
+	// as the grace. Zero: catch-up is bounded only by MaxCatchUp and the
+	// newest tick in the database. Whatever prunes the job's runs must keep
+	// them for longer than this (the node's pruner does).
 	Retention time.Duration
 }
 
@@ -191,36 +212,21 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
-// catchUpGrace is how old a tick must be, by this node's clock, to count as
-// missed: a younger one may still be inserted by a live node whose timer
-// fires late or whose clock is behind, so it is inserted as a live tick
-// (the unique key makes that harmless) instead of being skipped.
-const catchUpGrace = 5 * time.Second
-
-// lastTickTimeout bounds the read of a job's newest tick.
-const lastTickTimeout = 5 * time.Second
+// clockCheckEvery is the longest the scheduler sleeps without looking at
+// the database's clock again: when that clock steps back (seen at the
+// dbClock's next reading), the tick it was waiting for may be far ahead.
+const clockCheckEvery = catchUpGrace
 
 func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj ScheduledJob) {
 	clock := s.jobs.clock
-	now := func() time.Time { return s.now.Now(ctx) }
 	log := s.jobs.log.With("job", sj.Name)
-	var last time.Time // the latest tick with a run, for MinInterval
-	var next time.Time
-	// gap is the first tick whose insert failed since the last insert
-	// that succeeded: when the database was down for every node, nobody
-	// inserted it, and no node fell behind to catch it up.
-	var gap time.Time
+	// next is the next tick to insert live; last the latest tick with a
+	// run, for MinInterval.
+	var next, last time.Time
 	for {
-		// Start: catch up from the latest tick with a run.
-		t, ok, err := lastTick(ctx, ts, sj.Name)
-		if err == nil {
-			if !ok {
-				next = sj.Schedule.Next(now()) // first start: no history
-				break
-			}
-			var inserted time.Time
-			next, inserted = s.resume(ctx, ts, sj, t, now())
-			last = latest(t, inserted)
+		// Start: catch up from the newest tick in the database.
+		var err error
+		if next, last, err = s.catchUpFrom(ctx, ts, sj, time.Time{}); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -231,140 +237,76 @@ func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj Scheduled
 			return
 		}
 	}
+	// pending is the first tick this node has not handled since it last
+	// caught up (zero when none): the first whose insert failed (the
+	// database may have been down for every node, and then nobody inserted
+	// it), or the first it reached more than catchUpGrace late (paused,
+	// suspended, its statements hung). The ticks from it on follow the
+	// catch-up rule (catchUpFrom) at the next tick, or the next after that
+	// while the newest tick cannot be read.
+	var pending time.Time
+	readFailed := false // logged once per pending
 	for !next.IsZero() {
-		if err := timing.SleepOrWake(ctx, clock.NewTimer, next.Sub(now()), nil); err != nil {
-			return
-		}
-		now := now()
+		now := s.now.Now(ctx)
 		if now.Before(next) {
-			continue // a timer that fired early
-		}
-		if next.Before(now.Add(-catchUpGrace)) {
-			// This node fell behind (paused, suspended, its clock stepped
-			// ahead): next and the ticks after it are missed, and may have
-			// been run by the other nodes since, and pruned.
-			var inserted time.Time
-			next, inserted = s.fellBehind(ctx, ts, sj, next)
-			last = latest(last, inserted)
+			if t := sj.Schedule.Next(now.Add(catchUpGrace)); !t.IsZero() && t.Before(next) {
+				// The tick before next, which this node handled or found
+				// as the newest in the database, is more than catchUpGrace
+				// ahead of the database's clock: it went back. Waiting for
+				// next would silence the job until the clock gets there
+				// again. The ticks up to next that have a run ran early,
+				// and their inserts are no-ops when their time comes.
+				log.Warn("lockgen: the database clock went back; the ticks go on from its time", "was", next, "now", now)
+				next, last = sj.Schedule.Next(now), time.Time{}
+				continue
+			}
+			if timing.SleepOrWake(ctx, clock.NewTimer, min(next.Sub(now), clockCheckEvery), nil) != nil {
+				return
+			}
 			continue
+		}
+		if pending.IsZero() && next.Before(now.Add(-catchUpGrace)) {
+			pending = next
+		}
+		if !pending.IsZero() {
+			n, l, err := s.catchUpFrom(ctx, ts, sj, pending.Add(-time.Nanosecond))
+			if err == nil {
+				next, last, pending, readFailed = n, latest(last, l), time.Time{}, false
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if !readFailed {
+				log.Warn("lockgen: the job's last tick could not be read; the ticks this node missed are not caught up until it can", "from", pending, "error", err)
+				readFailed = true
+			}
+			// The live ticks go on after the cutoff meanwhile.
+			now = s.now.Now(ctx)
+			if cutoff := now.Add(-catchUpGrace); next.Before(cutoff) {
+				if next = sj.Schedule.Next(cutoff); next.IsZero() || now.Before(next) {
+					continue
+				}
+			}
 		}
 		if !last.IsZero() && next.Sub(last) < sj.MinInterval {
 			s.skip(ctx, ts, sj, next, fmt.Sprintf("min_interval %v since the tick at %v", sj.MinInterval, last.Format(time.RFC3339Nano)))
 		} else if s.insert(ctx, sj, next) {
 			last = next
-			if !gap.IsZero() {
-				// The database answers again: the ticks from the gap up to
-				// this one follow the job's catch-up policy (the unique key
-				// makes the ticks other nodes inserted meanwhile harmless).
-				s.catchUp(ctx, ts, sj, gap.Add(-time.Nanosecond), next.Add(-time.Nanosecond))
-				gap = time.Time{}
-			}
-		} else if gap.IsZero() {
-			gap = next
+		} else if pending.IsZero() {
+			pending = next
 		}
 		next = sj.Schedule.Next(next)
 	}
 	log.Warn("lockgen: the schedule has no more ticks")
 }
 
-// fellBehind handles the ticks from next on for a node that reached next
-// more than catchUpGrace late, and returns the first tick to insert live
-// and the latest tick it inserted a run for (zero when none). This node's
-// own position is stale: the other nodes may have run the ticks since and
-// Prune deleted them (all but the newest), so it catches up, per the job's
-// policy, from the later of next and the newest tick in the database.
-//
-// When the newest tick cannot be read, catching up from this node's own
-// position could insert pruned ticks again, so it does not catch up this
-// time: the live ticks go on after the cutoff, and the missed ticks are
-// left to the other nodes (a tick that every node missed meanwhile is then
-// neither run nor recorded as skipped).
-func (s *Scheduler) fellBehind(ctx context.Context, ts driver.JobStore, sj ScheduledJob, next time.Time) (time.Time, time.Time) {
-	from := next.Add(-time.Nanosecond) // the ticks after from are missed
-	t, ok, err := lastTick(ctx, ts, sj.Name)
-	now := s.now.Now(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.jobs.log.Warn("lockgen: this node fell behind and could not read the job's last tick; the ticks it missed are not caught up",
-				"job", sj.Name, "from", next, "error", err)
-		}
-		return s.resume(ctx, ts, sj, latest(from, now.Add(-catchUpGrace)), now)
-	}
-	if ok {
-		from = latest(from, t)
-	}
-	return s.resume(ctx, ts, sj, from, now)
-}
-
-// resume handles the ticks after from that are older than catchUpGrace at
-// now per the job's policy, except those older than its retention, which
-// are neither run nor recorded. It returns the first tick to insert live
-// and the latest tick it inserted a run for (zero when none).
-func (s *Scheduler) resume(ctx context.Context, ts driver.JobStore, sj ScheduledJob, from, now time.Time) (next, inserted time.Time) {
-	cutoff := now.Add(-catchUpGrace)
-	if sj.Retention > 0 {
-		oldest := now.Add(-max(sj.Retention, catchUpGrace))
-		if t := sj.Schedule.Next(from); !t.IsZero() && t.Before(oldest) {
-			s.jobs.log.Warn("lockgen: missed ticks older than the job's retention are neither run nor recorded",
-				"job", sj.Name, "after", from, "before", oldest)
-			from = oldest.Add(-time.Nanosecond)
-		}
-	}
-	if from.Before(cutoff) {
-		inserted = s.catchUp(ctx, ts, sj, from, cutoff)
-		from = cutoff // the ticks after the cutoff run live
-	}
-	return sj.Schedule.Next(from), inserted
-}
-
-// lastTick reads job's newest tick with a run, within lastTickTimeout.
-func lastTick(ctx context.Context, ts driver.JobStore, job string) (time.Time, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, lastTickTimeout)
-	defer cancel()
-	t, ok, err := ts.RunLastTick(ctx, job)
-	if err != nil {
-		return time.Time{}, false, fmt.Errorf("lockgen: read the last tick of job %q: %w", job, err)
-	}
-	return t, ok, nil
-}
-
-// latest returns the later of a and b.
-func latest(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// catchUp handles the ticks after after up to until, per the job's policy,
-// and returns the latest tick it inserted a run for (zero when none).
-func (s *Scheduler) catchUp(ctx context.Context, ts driver.JobStore, sj ScheduledJob, after, until time.Time) (inserted time.Time) {
-	var missed []time.Time
-	dropped := 0
-	for t := sj.Schedule.Next(after); !t.IsZero() && !t.After(until); t = sj.Schedule.Next(t) {
-		missed = append(missed, t)
-		if len(missed) > MaxCatchUp {
-			missed = missed[1:]
-			dropped++
-		}
-	}
-	if dropped > 0 {
-		s.jobs.log.Warn("lockgen: missed ticks beyond the catch-up bound are not recorded", "job", sj.Name, "ticks", dropped)
-	}
-	for i, t := range missed {
-		run := sj.CatchUp == CatchUpAll || (sj.CatchUp == CatchUpOne && i == len(missed)-1)
-		if run && s.insert(ctx, sj, t) {
-			inserted = t
-			continue
-		}
-		s.skip(ctx, ts, sj, t, "missed while no scheduler ran (catch_up "+string(sj.CatchUp)+")")
-	}
-	return inserted
-}
-
-// insert inserts tick's run; false when it failed (logged).
+// insert inserts tick's run within schedulerStatementTimeout; false when it
+// failed (logged).
 func (s *Scheduler) insert(ctx context.Context, sj ScheduledJob, tick time.Time) bool {
-	_, err := s.jobs.Enqueue(ctx, nil, NewRun{
+	sctx, cancel := context.WithTimeout(ctx, schedulerStatementTimeout)
+	defer cancel()
+	_, err := s.jobs.Enqueue(sctx, nil, NewRun{
 		Job: sj.Name, Queue: sj.Queue, Priority: sj.Priority, ScheduledAt: tick,
 		MaxAttempts: sj.MaxAttempts, Timeout: sj.Timeout,
 	})
@@ -374,8 +316,12 @@ func (s *Scheduler) insert(ctx context.Context, sj ScheduledJob, tick time.Time)
 	return err == nil
 }
 
+// skip records tick as skipped, for reason, within
+// schedulerStatementTimeout; a failure is logged.
 func (s *Scheduler) skip(ctx context.Context, ts driver.JobStore, sj ScheduledJob, tick time.Time, reason string) {
-	if err := ts.RunInsertSkipped(ctx, sj.Name, sj.Queue, tick, reason); err != nil && ctx.Err() == nil {
+	sctx, cancel := context.WithTimeout(ctx, schedulerStatementTimeout)
+	defer cancel()
+	if err := ts.RunInsertSkipped(sctx, sj.Name, sj.Queue, tick, reason); err != nil && ctx.Err() == nil {
 		servererr.WarnUnlessTransient(s.jobs.log, "lockgen: recording a skipped tick failed", err, 1, "job", sj.Name, "tick", tick)
 	}
 }

@@ -65,7 +65,7 @@ func TestServerNamesMissingTables(t *testing.T) {
 	_, err := j.Enqueue(ctx, nil, newRun("x"))
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	assert.ErrorContains(t, err, "table lockgen_runs does not exist")
-	assert.ErrorContains(t, err, lockgendb.Store{}.Server().Migrations, "the error names where the migrations are")
+	assert.ErrorContains(t, err, "apply migration "+lockgendb.Store{}.Server().RunsMigration, "the error names the migration that creates the table")
 
 	c, err := runtime.NewClient(lockgendb.NewStore(db))
 	require.NoError(t, err)
@@ -164,8 +164,9 @@ func TestServerRefusesLocOtherThanUTC(t *testing.T) {
 
 // TestServerProbeNeverWaitsForAConnectionUnderATransaction: a first
 // Enqueue inside the caller's transaction on a pool of one connection must
-// not probe the server (the probe would wait for a second connection that
-// the transaction holds); the workers probe when they start instead.
+// not probe the server through the pool (the probe would wait for a second
+// connection that the transaction holds): it probes through the
+// transaction.
 func TestServerProbeNeverWaitsForAConnectionUnderATransaction(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)

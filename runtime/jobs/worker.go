@@ -15,13 +15,16 @@ import (
 // retried with backoff, never fatal: an outcome that cannot be recorded yet
 // is kept (its run heartbeated) and retried while Run runs; one still
 // unrecorded when Run returns leaves its run claimed until its lease
-// passes, and the run is then rescued and run again (at least once).
+// passes, and the run is then rescued and run again (at least once), or
+// orphaned when on its last attempt (see RunOrphaned).
 // It fails at once, before claiming, when the server cannot run jobs or the
 // connection lacks parseTime=true (see runtime.Client.CheckServer).
 //
-// Run is the loop that ties the worker's parts together: the claimer, the
-// executor, the heartbeater, the rescuer and the completer (see the
-// package documentation).
+// Run ties the worker's parts together (see the package documentation):
+// its loop claims runs into the executor, hands outcomes to the completer
+// and rescues on its timer; the heartbeater and the completer each run in
+// a goroutine of their own, so that a claim, a rescue or a recording stuck
+// on a dead connection or a row lock never delays a heartbeat.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.jobs.checkAtStart(ctx); err != nil {
 		return err
@@ -35,21 +38,41 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { defer close(compDone); comp.loop() }()
 	ex := newExecutor(ctx, w, log)
 	defer ex.close()
-	hb := &heartbeater{w: w}
+	// The heartbeater outlives ctx: the drain heartbeats the runs whose
+	// handlers it waits for and the outcomes the completer has yet to
+	// record.
+	hb := newHeartbeater(w, ex, comp)
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() { defer close(hbDone); hb.run(hbCtx) }()
+	defer func() { stopHB(); <-hbDone }()
 
 	w.work(ctx, newClaimer(w, log, wake), ex, comp, hb, wake)
-	w.drain(ctx, log, ex, comp, compDone, hb)
+	w.drain(log, ex, comp, compDone)
 	return nil
 }
 
+// claimTimeout bounds each claim: half the lease. A claim that takes
+// longer is abandoned (its runs, if its COMMIT landed, are rescued after
+// their lease, and run then). The runs of a claim that took more than a
+// heartbeat statement's bound are heartbeated at once, so that even after
+// a claim of half a lease they get a heartbeat and a retry before their
+// local deadline (Lease − Lease/10 after the claim was sent). A tighter
+// bound would cut more claims of a merely slow server, each of which
+// costs its runs an attempt.
+func (w *Worker) claimTimeout() time.Duration { return w.cfg.Lease / 2 }
+
+// rescueTimeout bounds each rescue statement: a third of the lease, so
+// that a rescue waiting on a row lock (an admin transaction holding a
+// run) holds up the loop's claims for a fraction of each RescueEvery.
+func (w *Worker) rescueTimeout() time.Duration { return w.cfg.Lease / 3 }
+
 // work claims runs into the executor's free slots and hands their
-// outcomes to the completer until ctx ends, heartbeating and rescuing on
-// their timers in between.
+// outcomes to the completer until ctx ends, rescuing on its timer in
+// between.
 func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *completer, hb *heartbeater, wake <-chan struct{}) {
 	cfg := w.cfg
 	clock := w.jobs.clock
-	heartbeat := clock.NewTimer(cfg.Lease / 3)
-	defer heartbeat.Stop()
 	rs := &rescuer{w: w}
 	var rescue runtime.Timer
 	var rescueC <-chan time.Time
@@ -70,6 +93,11 @@ func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *comp
 		for i := range runs {
 			ex.start(&runs[i], sent)
 		}
+		if len(runs) > 0 && clock.Now().Sub(sent) > hb.statementTimeout() {
+			// A slow claim: its runs' leases have less left than a
+			// heartbeat period.
+			hb.soon()
+		}
 		if len(runs) > 0 && free > len(runs) {
 			continue
 		}
@@ -83,14 +111,12 @@ func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *comp
 		case <-ctx.Done():
 		case o := <-ex.results:
 			for _, o := range ex.ready(o) {
-				comp.add(o)
+				ex.handOff(o, comp)
 			}
 			cl.busy()
 		case <-wake:
 			cl.busy()
 		case <-idleC:
-		case <-heartbeat.C():
-			heartbeat.Reset(hb.beat(ctx, ex.running, comp.claims()))
 		case <-rescueC:
 			rs.rescue(ctx)
 			rescue.Reset(cfg.RescueEvery)
@@ -104,23 +130,21 @@ func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *comp
 // drain stops the worker after ctx ended: no more claims; it lets the
 // handlers finish for up to ShutdownGrace, then cancels them and waits one
 // more Lease for those that ignore the cancel, hands every outcome to the
-// completer, and keeps the unrecorded runs heartbeated until the
-// completer's last rounds are done.
-func (w *Worker) drain(ctx context.Context, log *slog.Logger, ex *executor, comp *completer, compDone <-chan struct{}, hb *heartbeater) {
+// completer, and returns once the completer's last rounds are done. The
+// heartbeater goes on meanwhile: for the runs being handled until the
+// handlers are done or left behind, and for the unrecorded outcomes to the
+// end.
+func (w *Worker) drain(log *slog.Logger, ex *executor, comp *completer, compDone <-chan struct{}) {
 	cfg := w.cfg
 	clock := w.jobs.clock
-	bg := context.WithoutCancel(ctx)
 	grace := clock.NewTimer(cfg.ShutdownGrace)
 	defer grace.Stop()
 	allDone := ex.allDone()
-	beat := clock.NewTimer(cfg.Lease / 3)
-	defer beat.Stop()
 	var abandonC <-chan time.Time // after the grace: the handlers' last lease
 	for waiting := true; waiting; {
 		select {
 		case o := <-ex.results:
-			ex.finish(o)
-			comp.add(o)
+			ex.handOff(o, comp)
 		case <-allDone:
 			waiting = false
 		case <-grace.C():
@@ -130,29 +154,21 @@ func (w *Worker) drain(ctx context.Context, log *slog.Logger, ex *executor, comp
 			defer abandon.Stop()
 			abandonC = abandon.C()
 		case <-abandonC:
-			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued and run again", "running", ex.live)
+			log.Error("lockgen: handlers ignore their cancelled context; stopping without them, their runs will be rescued: run again, or orphaned on their last attempt", "running", ex.live)
 			waiting = false
-		case <-beat.C():
-			beat.Reset(hb.beat(bg, ex.running, comp.claims()))
 		}
 	}
 	for drained := false; !drained; { // outcomes already delivered
 		select {
 		case o := <-ex.results:
-			ex.finish(o)
-			comp.add(o)
+			ex.handOff(o, comp)
 		default:
 			drained = true
 		}
 	}
+	// Handlers left behind are not heartbeated any more; the unrecorded
+	// outcomes are, while the completer's last rounds go.
+	ex.release()
 	comp.close()
-	// Keep the unrecorded runs claimed while the completer's last rounds go.
-	for recording := true; recording; {
-		select {
-		case <-compDone:
-			recording = false
-		case <-beat.C():
-			beat.Reset(hb.beat(bg, nil, comp.claims()))
-		}
-	}
+	<-compDone
 }

@@ -60,11 +60,13 @@ type WorkerConfig struct {
 	// min(Concurrency, 100).
 	ClaimBatch int
 	// Lease is how long a claimed run stays claimed by the database clock
-	// without a heartbeat; heartbeats come every Lease/3 (each statement
-	// bounded by Lease/6, retried after Lease/12 when it fails). A run
-	// whose worker died is rescued about one Lease later; a handler whose
-	// worker could not heartbeat for Lease − Lease/10 has its context
-	// cancelled (ErrLeaseLost) before that. Default 30s.
+	// without a heartbeat; heartbeats come every Lease/3, from a goroutine
+	// of their own that no claim, rescue or recording holds up (each
+	// statement bounded by Lease/6, retried Lease/12 after the failed one
+	// was sent). Each rescue statement is bounded by Lease/3, each claim
+	// by Lease/2. A run whose worker died is rescued about one Lease later; a
+	// handler whose worker could not heartbeat for Lease − Lease/10 has its
+	// context cancelled (ErrLeaseLost) before that. Default 30s.
 	Lease time.Duration
 	// PollMin and PollMax bound the idle poll interval, which doubles
 	// while the queue is empty; a local enqueue wakes the worker at once.
@@ -82,7 +84,8 @@ type WorkerConfig struct {
 	// finish before it cancels their contexts; default
 	// DefaultShutdownGrace. Handlers that
 	// still run one Lease after that are left behind: Run returns, and
-	// their runs are rescued and run again.
+	// their runs are rescued and run again (orphaned on their last
+	// attempt).
 	ShutdownGrace time.Duration
 }
 
@@ -99,6 +102,9 @@ type Worker struct {
 	cfg  WorkerConfig
 	// singletons are the locks of the Singleton jobs, by job.
 	singletons map[string]*runtime.Lock
+	// declared maps every job of the node (RunNode) to its queue, so that
+	// a run claimed from the wrong queue says where its job is worked.
+	declared map[string]string
 }
 
 // NewWorker validates cfg, applies its defaults and returns the worker.

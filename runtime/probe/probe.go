@@ -96,15 +96,26 @@ type Report struct {
 	// server lets this user read it (else empty).
 	User, AuthPlugin string
 	// Database is DATABASE(); Tables tells, for each table asked about,
-	// whether it exists there.
+	// whether it exists there. Columns and Indexes are what those that
+	// exist have (see Lacks).
 	Database string
 	Tables   map[string]bool
+	Columns  map[string][]string `json:"-"`
+	Indexes  map[string][]Index  `json:"-"`
+}
+
+// Querier runs the probe's statements: a *sql.DB, or a *sql.Tx (the probe
+// only reads, so it may run inside a caller's transaction without touching
+// what the transaction does).
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // Run probes the server behind db and checks for tables in the current
-// database. It costs a handful of statements; a failure to reach the server
-// is returned as it is.
-func Run(ctx context.Context, db *sql.DB, tables ...string) (*Report, error) {
+// database, with their columns and indexes. It costs a handful of
+// statements; a failure to reach the server is returned as it is.
+func Run(ctx context.Context, db Querier, tables ...string) (*Report, error) {
 	r := &Report{Tables: map[string]bool{}}
 	var database sql.NullString
 	var now any
@@ -163,26 +174,7 @@ func Run(ctx context.Context, db *sql.DB, tables ...string) (*Report, error) {
 		}
 	}
 	if len(tables) > 0 {
-		for _, t := range tables {
-			r.Tables[t] = false
-		}
-		args := make([]any, len(tables))
-		for i, t := range tables {
-			args[i] = t
-		}
-		rows, err := db.QueryContext(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?"+strings.Repeat(", ?", len(tables)-1)+")", args...)
-		if err != nil {
-			return nil, fmt.Errorf("probe: tables: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				return nil, fmt.Errorf("probe: tables: %w", err)
-			}
-			r.Tables[name] = true
-		}
-		if err := rows.Err(); err != nil {
+		if err := r.readTables(ctx, db, tables); err != nil {
 			return nil, fmt.Errorf("probe: tables: %w", err)
 		}
 	}
@@ -190,7 +182,7 @@ func Run(ctx context.Context, db *sql.DB, tables ...string) (*Report, error) {
 }
 
 // variables reads the named session variables the server has.
-func variables(ctx context.Context, db *sql.DB, names ...string) (map[string]string, error) {
+func variables(ctx context.Context, db Querier, names ...string) (map[string]string, error) {
 	args := make([]any, len(names))
 	for i, n := range names {
 		args[i] = n

@@ -57,6 +57,10 @@ const (
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
 	RunSkipped = lockgenjobs.RunSkipped
+	// RunOrphaned is a run whose worker stopped heartbeating during its last
+	// attempt: its outcome is unknown, a late one is still recorded, and only
+	// RetryRun runs it again.
+	RunOrphaned = lockgenjobs.RunOrphaned
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
@@ -129,8 +133,12 @@ func (l *Locks) EnqueueSendReceipt(ctx context.Context, args SendReceiptArgs, op
 }
 
 // EnqueueSendReceiptTx is EnqueueSendReceipt in tx: the run exists only if tx
-// commits.
+// commits. A nil tx is an error wrapping ErrInvalid (use EnqueueSendReceipt
+// outside a transaction).
 func (l *Locks) EnqueueSendReceiptTx(ctx context.Context, tx *sql.Tx, args SendReceiptArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueSendReceiptTx needs a transaction (nil tx); use EnqueueSendReceipt outside one", runtime.ErrInvalid)
+	}
 	return lockgenjobs.EnqueueArgs(ctx, l.jobs, tx, sendReceiptRun, args, opts...)
 }
 
@@ -151,9 +159,12 @@ func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Cancel(ctx, id)
 }
 
-// RetryRun restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state; an error wrapping
-// ErrUniqueKeyTaken when an unfinished run of its job has its unique key.
+// RetryRun restores a discarded, orphaned or cancelled run: due now, with its
+// attempts counted from zero. False when the run is in another state; an error
+// wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique
+// key. An orphaned run's last attempt may still have succeeded: once the run
+// is retried, a late outcome of that attempt matches nothing, so retrying it
+// before its worker can no longer report may run a success twice.
 func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }

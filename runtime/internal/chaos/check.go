@@ -3,61 +3,8 @@ package chaos
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 )
-
-// RunRow is a row of the runs table as the checker reads it after a run.
-type RunRow struct {
-	ID    int64
-	Job   string
-	State string
-	// Tick is a scheduled run's tick (UTC); zero otherwise.
-	Tick time.Time
-}
-
-// Facts is what the checker reads besides the workers' histories: what
-// the database holds at the end and what the controller saw.
-type Facts struct {
-	// Guarded are the tokens of the accepted guarded writes, in the
-	// order the table's AUTO_INCREMENT gave them; RowWrites those of the
-	// writes made in row holdings' transactions.
-	Guarded, RowWrites []int64
-	// Windows are the locks whose holders learn of a loss only after
-	// the server dropped it, with how long after at most: a session
-	// holder at its next check (the server frees a session lock the
-	// moment the connection breaks). A negative window exempts a lock
-	// from the checks of beliefs: a row holder learns at the release,
-	// and its writes are checked instead (RowWrites).
-	Windows map[string]time.Duration
-	// Runs are the runs table's rows.
-	Runs []RunRow
-	// TickJob names the scheduled job, TickFrom and TickTo the window
-	// (by the database clock) whose every tick must have run exactly
-	// once: from a few ticks after the first worker started to the start
-	// of the quiet phase.
-	TickJob          string
-	TickFrom, TickTo time.Time
-	TickEvery        time.Duration
-	// Singletons are the jobs whose runs must never overlap.
-	Singletons []string
-	// Stuck are the locks nobody could take within their TTL plus a
-	// margin once every worker was dead, with what the attempt said.
-	Stuck []string
-	// Crashes are worker exits not caused by the controller (panics,
-	// fatal errors, data races), with the output's first line.
-	Crashes []string
-}
-
-// Report is the checker's verdict.
-type Report struct {
-	// Counts counts events by kind, checks by result, and the sections,
-	// handler calls and runs checked.
-	Counts map[string]int
-	// Violations are the safety and liveness violations found, each a
-	// sentence naming the processes and times involved.
-	Violations []string
-}
 
 // section is one critical section, leader term or handler call, with
 // the checks made in it.
@@ -71,7 +18,17 @@ type section struct {
 	// first and last nil checks: the section believed it held from
 	// first.T1 to last.T0 at least.
 	first, last *Event
+	// lost is the first check that said the holding was over.
+	lost *Event
+	// ended says the section or handler returned, at endT, with endErr
+	// ("" for nil).
+	ended  bool
+	endT   int64
+	endErr string
 }
+
+// succeeded reports whether s is a handler call that returned nil.
+func (s *section) succeeded() bool { return s.ended && s.endErr == "" && s.lost == nil }
 
 func (s *section) name() string {
 	k := s.obj
@@ -115,11 +72,18 @@ func Check(events []Event, f Facts, base int64) Report {
 				continue
 			}
 			s.checks = append(s.checks, *e)
+			if !e.OK && s.lost == nil {
+				s.lost = e
+			}
 			if e.OK {
 				if s.first == nil {
 					s.first = e
 				}
 				s.last = e
+			}
+		case KindEnd:
+			if s := sections[id]; s != nil {
+				s.ended, s.endT, s.endErr = true, e.T1, e.Err
 			}
 		case KindError:
 			r.Counts["error "+e.What]++
@@ -212,7 +176,12 @@ func Check(events []Event, f Facts, base int64) Report {
 		r.Counts[w.what+"s"] = len(w.tokens)
 	}
 
-	checkRuns(events, f, &r, add)
+	checkRuns(events, order, f, &r, at, add)
+	checkTicks(events, f, &r, add)
+	newTimeline(f).checkHandlers(order, f, &r, at, add)
+	for _, s := range f.Strands {
+		add("stranded session: %s, longer than the bound of %s on a session whose client is gone", s, f.StrandBound)
+	}
 	for _, s := range f.Stuck {
 		add("stuck lock: %s", s)
 	}
@@ -245,91 +214,4 @@ func overlaps(hs []*section, window time.Duration, at func(int64) string, add fu
 				a.name(), at(a.first.T1), at(a.last.T0), b.name(), at(b.first.T1), at(b.last.T0))
 		}
 	}
-}
-
-// checkRuns checks the jobs: every enqueued run finished, every tick of
-// the window ran exactly once.
-func checkRuns(events []Event, f Facts, r *Report, add func(string, ...any)) {
-	rows := map[int64]RunRow{}
-	for _, row := range f.Runs {
-		rows[row.ID] = row
-		r.Counts["runs "+row.Job+" "+row.State]++
-	}
-	enqueued := map[int64]bool{}
-	for _, e := range events {
-		if e.Kind == KindEnqueue {
-			enqueued[e.Run] = true
-		}
-	}
-	ids := make([]int64, 0, len(enqueued))
-	for id := range enqueued {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		row, ok := rows[id]
-		switch {
-		case !ok:
-			add("enqueued run %d is not in the runs table", id)
-		case row.State != "completed":
-			add("enqueued run %d (%s) never finished: state %s", id, row.Job, row.State)
-		}
-	}
-	for _, row := range f.Runs {
-		if row.Job != f.TickJob && row.State != "completed" && !enqueued[row.ID] {
-			add("run %d (%s, enqueued with an unknown outcome) never finished: state %s", row.ID, row.Job, row.State)
-		}
-	}
-	if f.TickJob == "" {
-		return
-	}
-	// Ticks: by the history (instants, whatever a node's loc) and by the
-	// table.
-	runsOfTick := map[int64]map[int64]bool{}
-	for _, e := range events {
-		if e.Kind == KindHandle && e.Obj == f.TickJob {
-			if runsOfTick[e.Tick] == nil {
-				runsOfTick[e.Tick] = map[int64]bool{}
-			}
-			runsOfTick[e.Tick][e.Run] = true
-		}
-	}
-	for tick, runs := range runsOfTick {
-		if len(runs) > 1 {
-			add("tick %s ran as %d runs: %v", time.UnixMicro(tick).UTC().Format(time.RFC3339Nano), len(runs), keysOf(runs))
-		}
-	}
-	completed := map[int64]int{}
-	for _, row := range f.Runs {
-		if row.Job == f.TickJob && row.State == "completed" {
-			completed[row.Tick.UnixMicro()]++
-		}
-	}
-	var missing []string
-	n := 0
-	for t := f.TickFrom.Truncate(f.TickEvery).Add(f.TickEvery); t.Before(f.TickTo); t = t.Add(f.TickEvery) {
-		n++
-		switch c := completed[t.UnixMicro()]; {
-		case c == 0:
-			missing = append(missing, t.Format("15:04:05"))
-		case c > 1:
-			add("tick %s completed %d times", t.Format(time.RFC3339), c)
-		}
-		if len(runsOfTick[t.UnixMicro()]) == 0 && completed[t.UnixMicro()] > 0 {
-			add("tick %s is completed in the table but no handler call was recorded", t.Format(time.RFC3339))
-		}
-	}
-	r.Counts["ticks in the window"] = n
-	if len(missing) > 0 {
-		add("%d of %d ticks of the window never completed: %s", len(missing), n, strings.Join(missing, " "))
-	}
-}
-
-func keysOf(m map[int64]bool) []int64 {
-	var ks []int64
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
-	return ks
 }

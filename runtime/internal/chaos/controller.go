@@ -33,11 +33,30 @@ type Config struct {
 	Race bool
 	// Dir keeps the worker binary, the histories and the logs.
 	Dir string
+	// KeepAlive stands in for the server's TCP keep-alive: the workers'
+	// sessions idle for this long are killed (their clients are gone: a
+	// partition stranded them). Default DefaultKeepAlive.
+	KeepAlive time.Duration
+	// StrandBound is the longest a worker's transaction may stay open
+	// (a claim or a row holding whose client a partition cut off) before
+	// the run fails; the runtime's own bound on such sessions must be
+	// below it. Default DefaultStrandBound.
+	StrandBound time.Duration
 	// Out receives the progress and the report.
 	Out io.Writer
 }
 
-// Database and app user of a chaos run.
+// Defaults of Config.
+const (
+	DefaultKeepAlive   = 2 * time.Minute
+	DefaultStrandBound = 30 * time.Second
+)
+
+// runLease is the workers' run lease (the worker's -lease default).
+const runLease = 2 * time.Second
+
+// Database and app user of a chaos run (the workers log in as
+// procUser(slot); appUser is the liveness probe's).
 const (
 	database = "lockgen_chaos"
 	appUser  = "lockgen_chaos"
@@ -56,6 +75,12 @@ type Controller struct {
 	mu     sync.Mutex
 	// crashes are worker exits the controller did not cause.
 	crashes []string
+	// spans are the faults applied so far; lastPartition is when the
+	// latest partition healed (CLOCK_MONOTONIC).
+	spans         []Span
+	lastPartition int64
+	// strands are the stranded transactions watchStrands saw.
+	strands []string
 }
 
 // Run performs a chaos run and returns its report. The error is about the
@@ -66,6 +91,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	}
 	if cfg.Out == nil {
 		cfg.Out = io.Discard
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.StrandBound == 0 {
+		cfg.StrandBound = DefaultStrandBound
 	}
 	c := &Controller{cfg: cfg, faults: map[string]int{}, hist: filepath.Join(cfg.Dir, "history")}
 	if err := os.MkdirAll(c.hist, 0o755); err != nil {
@@ -97,6 +128,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		}
 	}
 	defer c.killAll()
+	watchCtx, stopWatching := context.WithCancel(ctx)
+	var watchers sync.WaitGroup
+	for _, w := range []func(context.Context){c.keepAlive, c.watchStrands} {
+		watchers.Add(1)
+		go func() { defer watchers.Done(); w(watchCtx) }()
+	}
+	defer stopWatching()
 	time.Sleep(3 * time.Second)
 	var facts Facts
 	facts.TickFrom = c.dbNow(ctx)
@@ -104,6 +142,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	plan := Plan(cfg.Seed, cfg.Procs, cfg.Duration, cfg.RestartCmd != "")
 	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d workers, %s of faults, %d faults planned\n", cfg.Seed, cfg.Procs, cfg.Duration, len(plan))
 	began := time.Now()
+	// Times in the report count from here, as the plan's do.
+	c.start = Mono()
 	var wg sync.WaitGroup
 	for _, f := range plan {
 		if d := time.Until(began.Add(f.At)); d > 0 {
@@ -113,10 +153,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.inject(ctx, f, adminCfg); err != nil {
+			sp, err := c.inject(ctx, f, adminCfg)
+			if err != nil {
 				fmt.Fprintf(cfg.Out, "chaos: %s: %v\n", f.Kind, err)
 				c.count("failed " + f.Kind)
 			}
+			fmt.Fprintf(cfg.Out, "chaos: %s\n", sp.describe(c.start))
 		}()
 	}
 	time.Sleep(time.Until(began.Add(cfg.Duration)))
@@ -130,6 +172,11 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	c.quiet(ctx, facts.TickFrom, facts.TickTo)
 	c.killAll()
 	facts.Stuck = c.liveness(ctx, adminCfg)
+	stopWatching()
+	watchers.Wait()
+	facts.Strands, facts.StrandBound = c.strands, cfg.StrandBound
+	facts.Spans, facts.Lease, facts.Began = c.spans, runLease, c.start
+	facts.Locked = c.locked(ctx)
 
 	events, err := ReadHistory(c.hist)
 	if err != nil {
@@ -139,6 +186,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	facts.TickJob, facts.TickEvery, facts.Singletons = "tick", time.Second, []string{"single"}
+	facts.PrunedTickJob, facts.OneAttempt = "retained", []string{"once"}
 	// The session lock's holder checks its connection every 333 ms, and
 	// its local deadline is its TTL (1 s) after the last good check.
 	facts.Windows = map[string]time.Duration{"session": time.Second, "row": -1}

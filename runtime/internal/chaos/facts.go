@@ -30,14 +30,14 @@ func (c *Controller) dbNow(ctx context.Context) time.Time {
 	return time.Now().UTC()
 }
 
-// quiet waits, with every fault healed, until every run but the ticks
-// after the window has finished and every tick of the window has
+// quiet waits, with every fault healed, until no run but the ticks after
+// the window is available or running and every tick of the window has
 // completed, for at most a minute.
 func (c *Controller) quiet(ctx context.Context, from, to time.Time) {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		var open, ticks int
-		err := c.admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+database+".chaos_runs WHERE job <> 'tick' AND state <> 'completed'").Scan(&open)
+		err := c.admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+database+".chaos_runs WHERE job NOT IN ('tick', 'retained') AND state IN ('available', 'running')").Scan(&open)
 		if err == nil {
 			err = c.admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+database+".chaos_runs WHERE job = 'tick' AND state = 'completed' AND scheduled_at > ? AND scheduled_at < ?", from, to).Scan(&ticks)
 		}
@@ -115,10 +115,50 @@ func (c *Controller) scanLogs() []string {
 	return found
 }
 
+// locked returns the unfinished runs that an open transaction holds
+// locked: read once every worker is dead, these are held by sessions whose
+// clients are gone.
+func (c *Controller) locked(ctx context.Context) map[int64]bool {
+	tx, err := c.admin.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = tx.Rollback() }()
+	ids := func(q string) map[int64]bool {
+		m := map[int64]bool{}
+		rows, err := tx.QueryContext(ctx, q)
+		if err != nil {
+			return m
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if rows.Scan(&id) == nil {
+				m[id] = true
+			}
+		}
+		return m
+	}
+	const unfinished = "SELECT id FROM " + database + ".chaos_runs WHERE state IN ('available', 'running')"
+	all := ids(unfinished)
+	for id := range ids(unfinished + " FOR UPDATE SKIP LOCKED") {
+		delete(all, id)
+	}
+	return all
+}
+
 // liveness checks, once every worker is dead, that every lock (and each
-// of the keyed lock's keys) can be taken within its TTL plus a margin.
+// of the keyed lock's keys) can be taken within its TTL plus a margin, or
+// within StrandBound plus the margin of the last partition's end: a
+// session whose client a partition cut off may hold a lock that long.
 func (c *Controller) liveness(ctx context.Context, adminCfg *mysql.Config) []string {
 	dead := time.Now()
+	c.mu.Lock()
+	var stranded time.Time
+	if c.lastPartition != 0 {
+		stranded = dead.Add(time.Duration(c.lastPartition - Mono())).Add(c.cfg.StrandBound)
+	}
+	c.mu.Unlock()
 	cfg := adminCfg.Clone()
 	cfg.User, cfg.Passwd, cfg.DBName = appUser, appPass, database
 	cfg.ParseTime, cfg.InterpolateParams, cfg.Loc = true, true, time.UTC
@@ -159,6 +199,9 @@ func (c *Controller) liveness(ctx context.Context, adminCfg *mysql.Config) []str
 		go func() {
 			defer wg.Done()
 			deadline := dead.Add(p.ttl + margin)
+			if stranded.Add(margin).After(deadline) {
+				deadline = stranded.Add(margin)
+			}
 			var last error
 			for time.Now().Before(deadline) {
 				lease, err := p.try(ctx)
@@ -171,7 +214,7 @@ func (c *Controller) liveness(ctx context.Context, adminCfg *mysql.Config) []str
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			stuck = append(stuck, fmt.Sprintf("%s could not be taken within %s of every worker's death: %v", p.name, p.ttl+margin, last))
+			stuck = append(stuck, fmt.Sprintf("%s could not be taken within %s of every worker's death (nor %s after the last partition): %v", p.name, p.ttl+margin, c.cfg.StrandBound+margin, last))
 		}()
 	}
 	wg.Wait()

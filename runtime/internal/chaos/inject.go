@@ -19,18 +19,49 @@ func (c *Controller) count(kind string) {
 	c.faults[kind]++
 }
 
-// inject applies f, waits its duration and heals it.
-func (c *Controller) inject(ctx context.Context, f Fault, adminCfg *mysql.Config) error {
+// inject applies f, waits its duration and heals it, and records and
+// returns when it was in force (see Span).
+func (c *Controller) inject(ctx context.Context, f Fault, adminCfg *mysql.Config) (Span, error) {
+	sp := Span{Kind: f.Kind, Proc: f.Proc, From: Mono()}
+	err := c.apply(ctx, f, adminCfg, &sp)
+	sp.To = Mono()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spans = append(c.spans, sp)
+	return sp, err
+}
+
+// apply applies f, waits its duration and heals it.
+func (c *Controller) apply(ctx context.Context, f Fault, adminCfg *mysql.Config, sp *Span) error {
 	c.count(f.Kind)
-	if f.Kind == FaultRestart {
+	switch f.Kind {
+	case FaultRestart:
 		return c.restart(ctx, f.Dur, adminCfg)
+	case FaultLockRows:
+		return c.lockRows(ctx, f, sp)
 	}
 	p := c.procs[f.Proc]
 	switch f.Kind {
 	case FaultKill:
 		c.kill(p)
+		sp.Killed = true
 		time.Sleep(f.Dur)
 		return c.spawn(p)
+	case FaultPartition:
+		p.proxy.Delay(f.Arg)
+		time.Sleep(f.Lead)
+		p.proxy.Partition()
+		time.Sleep(f.Dur)
+		p.proxy.Restore()
+		c.mu.Lock()
+		c.lastPartition = Mono()
+		c.mu.Unlock()
+	case FaultOutage:
+		p.proxy.Cut()
+		time.Sleep(f.Dur)
+		p.proxy.Restore()
+	case FaultRotate:
+		return c.rotate(ctx, p, f.Dur)
 	case FaultPause:
 		c.signal(p, syscall.SIGSTOP)
 		time.Sleep(f.Dur)

@@ -16,6 +16,27 @@ const (
 	FaultClock     = "clock"     // step the process's wall clock by Arg, and back after Dur
 	FaultPool      = "pool"      // shrink the process's pool to Arg connections for Dur
 	FaultRestart   = "restart"   // shut the database server down and start it again
+	// FaultPartition: Lead of Arg delay on every chunk (so that
+	// transactions are in flight: a claim started as the delay began has
+	// its SELECT … FOR UPDATE delivered after 3·Arg and its COMMIT after
+	// 7·Arg), then a partition for Dur: nothing gets
+	// through, and the server sides of the connections stay open after
+	// the process closes them (as in a real partition), holding their
+	// transactions and locks until the server closes them.
+	FaultPartition = "partition"
+	// FaultOutage: the process's connections are cut and new ones
+	// refused, for longer than the retained job's retention (1 m), while
+	// the other processes run and prune: its statements fail fast for
+	// minutes.
+	FaultOutage = "outage"
+	// FaultRotate: the process's password is changed and its sessions are
+	// killed, for Dur: every new connection fails with error 1045, as
+	// after a password rotation the process missed. Short, or as long as
+	// an outage.
+	FaultRotate = "rotate"
+	// FaultLockRows: an admin transaction holds Arg running runs' rows
+	// locked (SELECT … FOR UPDATE) for Dur, several run leases.
+	FaultLockRows = "lockrows"
 )
 
 // Fault is one planned fault.
@@ -24,7 +45,9 @@ type Fault struct {
 	Kind string
 	Proc int // -1 for the server
 	Dur  time.Duration
-	Arg  time.Duration // the delay, the clock step, or the pool size
+	Arg  time.Duration // the delay, the clock step, the pool size or the rows
+	// Lead is how long a partition's delay lasts before the partition.
+	Lead time.Duration
 }
 
 func (f Fault) String() string {
@@ -36,30 +59,68 @@ func (f Fault) String() string {
 	switch f.Kind {
 	case FaultDelay, FaultClock:
 		s += fmt.Sprintf(" (%s)", f.Arg)
+	case FaultPartition:
+		s += fmt.Sprintf(" (after %s of %s delay)", f.Lead.Round(time.Millisecond), f.Arg.Round(time.Millisecond))
 	case FaultPool:
 		s += fmt.Sprintf(" (%d connections)", f.Arg)
+	case FaultLockRows:
+		s += fmt.Sprintf(" (%d runs)", f.Arg)
 	}
 	return s
 }
 
+// Plan bounds.
+const (
+	// LongFaultsFrom is the shortest run that plans long faults (outages
+	// and long rotations, longer than the retention): one at a time, the
+	// first 15–30 s in, each 70–130 s, 60–150 s apart, each ending at
+	// least 30 s before the end of the faults.
+	LongFaultsFrom = 3 * time.Minute
+	// PartitionGap is the least time between two partitions: a partition
+	// may leave up to a pool of server sessions open until the
+	// keep-alive stand-in closes them (see Config.KeepAlive).
+	PartitionGap = 30 * time.Second
+)
+
 // Plan draws the faults of a run from seed: one every 1–3 s on a random
-// process, at most two at once and never two on one process, each
-// longer than the TTLs where it matters, and one server restart at about
-// the middle when restart is set. The same seed gives the same plan.
+// process (or, for lockrows, the server), at most two at once and never
+// two on one process, each longer than the TTLs where it matters; long
+// faults besides (see LongFaultsFrom), which do not count towards the two
+// at once; and one server restart at about the middle when restart is
+// set. The same seed gives the same plan.
 func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
-	kinds := []string{FaultKill, FaultKill, FaultPause, FaultPause, FaultCut, FaultBlackhole, FaultBlackhole, FaultDelay, FaultClock, FaultPool}
+	kinds := []string{FaultKill, FaultKill, FaultPause, FaultPause, FaultCut, FaultBlackhole, FaultBlackhole,
+		FaultDelay, FaultClock, FaultPool, FaultPartition, FaultPartition, FaultRotate, FaultLockRows}
 	busy := make([]time.Duration, procs) // when each process is free again
 	var plan []Fault
-	var ends []time.Duration // ends of the planned faults, to keep at most two at once
+	var ends []time.Duration // ends of the planned short faults, to keep at most two at once
 	restartAt := length / 2
+	long := length >= LongFaultsFrom
+	nextLong := between(15*time.Second, 30*time.Second)
+	lastPartition := -PartitionGap
 	for at := between(time.Second, 3*time.Second); at < length-2*time.Second; at += between(time.Second, 3*time.Second) {
 		if restart && at >= restartAt {
 			plan = append(plan, Fault{At: at, Kind: FaultRestart, Proc: -1, Dur: between(time.Second, 3*time.Second)})
 			restart = false
 			at += 8 * time.Second
 			continue
+		}
+		if long && at >= nextLong {
+			dur := between(70*time.Second, 130*time.Second)
+			if at+dur > length-30*time.Second {
+				long = false
+			} else if p := rng.IntN(procs); busy[p] <= at {
+				kind := FaultOutage
+				if rng.IntN(3) == 0 {
+					kind = FaultRotate
+				}
+				plan = append(plan, Fault{At: at, Kind: kind, Proc: p, Dur: dur})
+				busy[p] = at + dur + 500*time.Millisecond
+				nextLong = at + dur + between(60*time.Second, 150*time.Second)
+				continue
+			}
 		}
 		running := 0
 		for _, e := range ends {
@@ -70,11 +131,15 @@ func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 		if running >= 2 {
 			continue
 		}
-		p := rng.IntN(procs)
-		if busy[p] > at {
+		f := Fault{At: at, Kind: kinds[rng.IntN(len(kinds))], Proc: rng.IntN(procs)}
+		if f.Kind == FaultPartition && at-lastPartition < PartitionGap {
+			f.Kind = FaultBlackhole
+		}
+		if f.Kind == FaultLockRows {
+			f.Proc = -1
+		} else if busy[f.Proc] > at {
 			continue
 		}
-		f := Fault{At: at, Kind: kinds[rng.IntN(len(kinds))], Proc: p}
 		switch f.Kind {
 		case FaultKill:
 			f.Dur = between(200*time.Millisecond, 2*time.Second)
@@ -92,9 +157,23 @@ func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 		case FaultPool:
 			f.Dur = between(3*time.Second, 10*time.Second)
 			f.Arg = time.Duration(1 + rng.IntN(2))
+		case FaultPartition:
+			f.Dur = between(2*time.Second, 5*time.Second)
+			f.Arg = between(100*time.Millisecond, 250*time.Millisecond)
+			f.Lead = between(2*f.Arg, 6*f.Arg)
+			lastPartition = at
+		case FaultRotate:
+			f.Dur = between(2*time.Second, 6*time.Second)
+		case FaultLockRows:
+			f.Dur = between(3*time.Second, 12*time.Second)
+			f.Arg = time.Duration(1 + rng.IntN(3))
 		}
-		busy[p] = at + f.Dur + 500*time.Millisecond
-		ends = append(ends, at+f.Dur)
+		end := at + f.Dur
+		end += f.Lead
+		if f.Proc >= 0 {
+			busy[f.Proc] = end + 500*time.Millisecond
+		}
+		ends = append(ends, end)
 		plan = append(plan, f)
 	}
 	return plan

@@ -15,6 +15,10 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
+// maxUserConnections bounds each chaos user's sessions: a worker's pool
+// (8) and guarded pool (2), and room for sessions a partition stranded.
+const maxUserConnections = 30
+
 //go:embed worker/migrations/*.up.sql
 var migrations embed.FS
 
@@ -76,15 +80,22 @@ func (c *Controller) setup(ctx context.Context, adminCfg *mysql.Config) error {
 			proc  INT         NOT NULL,
 			at    DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))`,
 	)
-	// The user is created for localhost too: a server with anonymous
-	// users (''@'localhost') would match a local connection to those
-	// before a '%' account.
-	for _, host := range []string{"%", "localhost", "127.0.0.1"} {
-		stmts = append(stmts,
-			fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'", appUser, host, appPass),
-			fmt.Sprintf("ALTER USER '%s'@'%s' IDENTIFIED BY '%s'", appUser, host, appPass))
-		for _, t := range []string{"chaos_locks", "chaos_runs", "chaos_guarded_writes", "chaos_row_writes"} {
-			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO '%s'@'%s'", database, t, appUser, host))
+	// Each worker logs in as its own user (a rotation locks out one
+	// process), which may open at most maxUserConnections sessions: the
+	// sessions a partition strands count until the keep-alive stand-in
+	// closes them, and the servers are shared.
+	users := []string{appUser}
+	for i := range c.cfg.Procs {
+		users = append(users, procUser(i))
+	}
+	for _, user := range users {
+		for _, host := range userHosts {
+			stmts = append(stmts,
+				fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'", user, host, appPass),
+				fmt.Sprintf("ALTER USER '%s'@'%s' IDENTIFIED BY '%s' WITH MAX_USER_CONNECTIONS %d", user, host, appPass, maxUserConnections))
+			for _, t := range []string{"chaos_locks", "chaos_runs", "chaos_guarded_writes", "chaos_row_writes"} {
+				stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO '%s'@'%s'", database, t, user, host))
+			}
 		}
 	}
 	conn, err := c.admin.Conn(ctx)

@@ -52,7 +52,7 @@ func (c *Controller) newProc(i int, adminCfg *mysql.Config) (*proc, error) {
 	}
 	s := settings[i%len(settings)]
 	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = appUser, appPass, "tcp", proxy.Addr(), database
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = procUser(i), appPass, "tcp", proxy.Addr(), database
 	cfg.ParseTime, cfg.InterpolateParams = true, true
 	cfg.Timeout = time.Second
 	cfg.Loc = time.UTC

@@ -53,6 +53,10 @@ const (
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
 	RunSkipped = jobs.RunSkipped
+	// RunOrphaned is a run whose worker stopped heartbeating during its last
+	// attempt: its outcome is unknown, a late one is still recorded, and only
+	// RetryRun runs it again.
+	RunOrphaned = jobs.RunOrphaned
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
@@ -115,8 +119,12 @@ func (l *Locks) EnqueueTest(ctx context.Context, args TestArgs, opts ...EnqueueO
 	return jobs.EnqueueArgs(ctx, l.jobs, nil, testRun, args, opts...)
 }
 
-// EnqueueTestTx is EnqueueTest in tx: the run exists only if tx commits.
+// EnqueueTestTx is EnqueueTest in tx: the run exists only if tx commits. A nil
+// tx is an error wrapping ErrInvalid (use EnqueueTest outside a transaction).
 func (l *Locks) EnqueueTestTx(ctx context.Context, tx *sql.Tx, args TestArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueTestTx needs a transaction (nil tx); use EnqueueTest outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, testRun, args, opts...)
 }
 
@@ -137,9 +145,12 @@ func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Cancel(ctx, id)
 }
 
-// RetryRun restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state; an error wrapping
-// ErrUniqueKeyTaken when an unfinished run of its job has its unique key.
+// RetryRun restores a discarded, orphaned or cancelled run: due now, with its
+// attempts counted from zero. False when the run is in another state; an error
+// wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique
+// key. An orphaned run's last attempt may still have succeeded: once the run
+// is retried, a late outcome of that attempt matches nothing, so retrying it
+// before its worker can no longer report may run a success twice.
 func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }

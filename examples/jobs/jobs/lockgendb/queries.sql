@@ -278,9 +278,12 @@ LIMIT 1;
 -- RunsClaimable locks and reads up to limit due runs of a queue, highest
 -- priority first, then oldest run_at, skipping runs other workers are
 -- claiming. RunsMarkRunning then claims them in the same transaction: a
--- claimed run has the attempt and claim read here plus one.
+-- claimed run has the attempt and claim read here plus one. FORCE INDEX:
+-- MySQL 9.7 read the state index and sorted, locking every available run
+-- of every queue it read instead of the ones it took (a claim then blocked
+-- or deadlocked with the others); the claim index reads them in order.
 SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
-FROM jobsdemo_runs
+FROM jobsdemo_runs FORCE INDEX (jobsdemo_runs_claim)
 WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 ORDER BY priority DESC, run_at, id
 LIMIT ?
@@ -310,29 +313,33 @@ SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + IN
 WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
 
 -- name: RunsComplete :execrows
--- RunsComplete marks completed the running runs that still have the given
--- claims; a run rescued or claimed again since is left alone. It locks the
--- runs in primary key order.
+-- RunsComplete marks completed the runs that still have the given claims,
+-- running or orphaned (the late success of a last attempt whose worker was
+-- cut off); a run rescued and made due again, claimed again or retried
+-- since is left alone. It locks the runs in primary key order.
 UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
 SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
-WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state IN ('running', 'orphaned');
 
 -- name: RunFail :execrows
--- RunFail records a failed attempt of a running run that still has the
--- claim: due again backoff_us after the database clock, or discarded when
--- it has no attempts left. The error text is kept either way.
+-- RunFail records a failed attempt of a run that still has the claim,
+-- running or orphaned: due again backoff_us after the database clock, or
+-- discarded when it has no attempts left (an orphaned run never has). The
+-- error text is kept either way.
 UPDATE jobsdemo_runs
 SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
     run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(backoff_us) AS SIGNED) MICROSECOND),
     last_error  = sqlc.arg(last_error),
     deadline    = NULL
-WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
 
 -- name: RunSnooze :execrows
 -- RunSnooze gives a claimed run back without counting the attempt (a
 -- singleton job whose lock is held elsewhere): due again delay_us after the
--- database clock, if it still has the claim.
+-- database clock, if it is still running with the claim. An orphaned run
+-- stays orphaned (its handler never ran; a retry runs it): making it
+-- available could collide with a newer run's unique key.
 UPDATE jobsdemo_runs
 SET state    = 'available',
     attempt  = attempt - 1,
@@ -356,28 +363,36 @@ WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(N
 LIMIT ?;
 
 -- name: RunsRescue :execrows
--- RunsRescue makes the runs RunsRescuable found due again, or discards
+-- RunsRescue makes the runs RunsRescuable found due again, or orphans
 -- them, if they are still running past their deadline (a heartbeat or an
--- outcome may have come since). A run on its last attempt is discarded, but
+-- outcome may have come since). A run on its last attempt is orphaned, but
 -- only once that attempt's timeout has passed too (the deadline is at least
 -- one lease after the attempt started): until then its worker, merely cut
--- off, may still finish it and record the outcome. It locks the runs in
--- primary key order (FORCE INDEX: the state index also matches).
+-- off, may still finish it and record the outcome. An orphaned run is never
+-- claimed again, but the late outcome of its claim is still recorded
+-- (RunsComplete, RunFail), so a success is not dropped; it counts as
+-- finished (pruned, its unique key freed) and RunRetry restores it. It
+-- locks the runs in primary key order (FORCE INDEX: the state index also
+-- matches). MySQL assigns left to right: nothing below reads state.
 UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
-SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+SET state       = IF(attempt >= max_attempts, 'orphaned', 'available'),
     finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
     run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
-    last_error  = CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt),
+    last_error  = IF(attempt >= max_attempts,
+                     CONCAT('orphaned: worker ', worker, ' stopped heartbeating during its last attempt (', attempt,
+                            ') and its timeout passed; its outcome is unknown and is still recorded if it arrives'),
+                     CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt)),
     deadline    = NULL
 WHERE id IN (sqlc.slice(ids)) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
   AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND);
 
 -- name: RunsPrune :execrows
--- RunsPrune deletes up to limit runs of a job that finished more than
+-- RunsPrune deletes up to limit runs of a job that finished (orphaned runs
+-- included) more than
 -- older_than_us ago by the database clock, except the run of the tick
 -- keep_tick (the job's newest tick, which anchors catch-up after a restart).
 DELETE FROM jobsdemo_runs
-WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'cancelled', 'skipped') AND deadline IS NULL
+WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'orphaned', 'cancelled', 'skipped') AND deadline IS NULL
   AND (scheduled_at IS NULL OR sqlc.narg(keep_tick) IS NULL OR scheduled_at <> sqlc.narg(keep_tick))
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
 LIMIT ?;
@@ -390,11 +405,13 @@ SET state = 'cancelled', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(N
 WHERE id = sqlc.arg(id) AND state = 'available';
 
 -- name: RunRetry :execrows
--- RunRetry restores a discarded or cancelled run: due now, with its
--- attempts counted from zero again (its claims go on counting).
+-- RunRetry restores a discarded, orphaned or cancelled run: due now, with
+-- its attempts counted from zero again (its claims go on counting, and the
+-- claim of an orphaned attempt stays as it was until the next claim: a late
+-- outcome of that attempt matches nothing once the run is available).
 UPDATE jobsdemo_runs
 SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
-WHERE id = sqlc.arg(id) AND state IN ('discarded', 'cancelled');
+WHERE id = sqlc.arg(id) AND state IN ('discarded', 'orphaned', 'cancelled');
 
 -- name: RunGet :one
 -- RunGet reads one run.

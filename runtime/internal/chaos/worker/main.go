@@ -54,9 +54,11 @@ type worker struct {
 	rec   *chaos.Recorder
 	locks *chaosgen.Locks
 	db    *sql.DB
-	proc  int
-	rng   *rand.Rand
-	rngMu sync.Mutex
+	// guardDB runs the guarded writes' transactions (see openGuardDB).
+	guardDB *sql.DB
+	proc    int
+	rng     *rand.Rand
+	rngMu   sync.Mutex
 	// quiet stops the enqueuing, for the controller's quiet phase.
 	quiet atomic.Bool
 	seq   int64
@@ -79,6 +81,15 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 	defer db.Close()
 	db.SetMaxOpenConns(pool)
 	db.SetMaxIdleConns(pool)
+	// Idle connections close after 10 s: the controller's keep-alive
+	// stand-in takes a session idle for minutes for one a partition
+	// stranded.
+	db.SetConnMaxIdleTime(10 * time.Second)
+	guardDB, err := openGuardDB(cfg)
+	if err != nil {
+		return err
+	}
+	defer guardDB.Close()
 	clock := &chaos.SteppedClock{}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	locks, err := chaosgen.New(db, runtime.WithClock(clock), runtime.WithLogger(log),
@@ -86,7 +97,7 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 	if err != nil {
 		return err
 	}
-	w := &worker{rec: rec, locks: locks, db: db, proc: proc, rng: rand.New(rand.NewPCG(uint64(proc), uint64(inc)))}
+	w := &worker{rec: rec, locks: locks, db: db, guardDB: guardDB, proc: proc, rng: rand.New(rand.NewPCG(uint64(proc), uint64(inc)))}
 	go w.commands(clock)
 
 	var wg sync.WaitGroup
@@ -114,6 +125,14 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 	loop(w.row)
 	loop(w.guarded)
 	loop(w.enqueue)
+	pruner, err := newPruner(db, clock, log, proc, inc)
+	if pruner != nil {
+		pruner.w = w
+	}
+	if err != nil {
+		return err
+	}
+	loop(pruner.prune)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -210,7 +229,11 @@ func (w *worker) hold(ctx context.Context, sec int, lease *runtime.Lease, length
 			err = ctx.Err()
 		}
 		t1 := chaos.Mono()
-		w.rec.Record(chaos.Event{Kind: chaos.KindCheck, Sec: sec, What: what, T0: t0, T1: t1, OK: err == nil, Err: errText(err)})
+		e := chaos.Event{Kind: chaos.KindCheck, Sec: sec, What: what, T0: t0, T1: t1, OK: err == nil, Err: errText(err)}
+		if err != nil && what == "ctx" {
+			e.Err = errText(context.Cause(ctx))
+		}
+		w.rec.Record(e)
 		if err != nil || time.Now().After(end) {
 			return err
 		}
@@ -285,7 +308,7 @@ func (w *worker) guarded(ctx context.Context) {
 			if err := fn(ctx, lease); err != nil {
 				return err
 			}
-			tx, err := w.db.BeginTx(ctx, nil)
+			tx, err := w.guardDB.BeginTx(ctx, nil)
 			if err != nil {
 				return err
 			}
@@ -303,63 +326,4 @@ func (w *worker) guarded(ctx context.Context) {
 			return nil
 		})
 	})
-}
-
-// enqueue enqueues a delayed job, and now and then a singleton job, and
-// records each ID the database gave back.
-func (w *worker) enqueue(ctx context.Context) {
-	if w.quiet.Load() {
-		w.sleep(ctx, 100*time.Millisecond)
-		return
-	}
-	w.seq++
-	delay := chaosgen.Delay(w.between(0, 2*time.Second))
-	var id int64
-	var err error
-	job := chaosgen.DelayedJob
-	if w.intn(10) == 0 {
-		job = chaosgen.SingleJob
-		id, err = w.locks.EnqueueSingle(ctx, chaosgen.SingleArgs{Proc: int64(w.proc), Seq: w.seq}, delay)
-	} else {
-		id, err = w.locks.EnqueueDelayed(ctx, chaosgen.DelayedArgs{Proc: int64(w.proc), Seq: w.seq}, delay)
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			w.fail("enqueue", err)
-		}
-	} else {
-		w.rec.Record(chaos.Event{Kind: chaos.KindEnqueue, Obj: job, Run: id, T1: chaos.Mono()})
-	}
-	w.sleep(ctx, w.between(50*time.Millisecond, 300*time.Millisecond))
-}
-
-// handlers are the job handlers: each records its call and checks its
-// context while it works.
-type handlers struct{ w *worker }
-
-func (h handlers) handle(ctx context.Context, run *chaosgen.Run, length time.Duration) error {
-	sec := h.w.rec.Section()
-	var tick int64
-	if !run.ScheduledAt.IsZero() {
-		tick = run.ScheduledAt.UnixMicro()
-	}
-	h.w.rec.Record(chaos.Event{Kind: chaos.KindHandle, Sec: sec, Obj: run.Job, Run: run.ID, Token: run.Claim, Tick: tick, T1: chaos.Mono()})
-	err := h.w.hold(ctx, sec, nil, length)
-	h.w.rec.Record(chaos.Event{Kind: chaos.KindEnd, Sec: sec, T1: chaos.Mono(), Err: errText(err)})
-	return err
-}
-
-// Tick implements chaosgen.JobHandlers.
-func (h handlers) Tick(ctx context.Context, run *chaosgen.Run) error {
-	return h.handle(ctx, run, h.w.between(0, 300*time.Millisecond))
-}
-
-// Single implements chaosgen.JobHandlers.
-func (h handlers) Single(ctx context.Context, run *chaosgen.Run, _ chaosgen.SingleArgs) error {
-	return h.handle(ctx, run, h.w.between(0, 100*time.Millisecond))
-}
-
-// Delayed implements chaosgen.JobHandlers.
-func (h handlers) Delayed(ctx context.Context, run *chaosgen.Run, _ chaosgen.DelayedArgs) error {
-	return h.handle(ctx, run, h.w.between(0, 1500*time.Millisecond))
 }

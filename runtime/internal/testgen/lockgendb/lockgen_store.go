@@ -5,7 +5,6 @@ package lockgendb
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
 	"errors"
 	"strconv"
 	"time"
@@ -43,10 +42,12 @@ func NewStore(db *sql.DB) Store {
 // first use.
 func (s Store) Server() driver.Target {
 	return driver.Target{
-		DB:         s.db,
-		LocksTable: "lockgen_locks",
-		RunsTable:  "lockgen_runs",
-		Migrations: "migrations/ (relative to lockgen.yaml)",
+		DB:             s.db,
+		LocksTable:     "lockgen_locks",
+		RunsTable:      "lockgen_runs",
+		Migrations:     "migrations/ (relative to lockgen.yaml)",
+		LocksMigration: "migrations/0001_lockgen_locks.up.sql (relative to lockgen.yaml)",
+		RunsMigration:  "migrations/0002_lockgen_runs.up.sql (relative to lockgen.yaml)",
 	}
 }
 
@@ -212,11 +213,11 @@ func (s Store) SessionNamespace() string {
 // SessionConn implements driver.Store: it pins one connection of the
 // pool for one holding, until the runtime closes it.
 func (s Store) SessionConn(ctx context.Context) (driver.SessionConn, error) {
-	conn, err := s.db.Conn(ctx)
+	pin, err := driver.PinSession(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
-	return sessionConn{conn: conn, q: New(conn)}, nil
+	return sessionConn{SessionPin: pin, q: New(pin.Conn())}, nil
 }
 
 // SessionIsUsed implements driver.Store: whether any connection
@@ -234,11 +235,13 @@ func (s Store) ServerGalera(ctx context.Context) (bool, error) {
 }
 
 // sessionConn implements driver.SessionConn: the connection pinned for one
-// session-lock holding and the queries bound to it. The server frees the
-// lock when the connection itself ends (it breaks, or the pool closes it).
+// session-lock holding (driver.SessionPin: BoundIdle, Close, Discard) and
+// the queries bound to it. The server frees the lock when the connection
+// itself ends (it breaks, the pool closes it, or it is silent past
+// BoundIdle's bound).
 type sessionConn struct {
-	conn *sql.Conn
-	q    *Queries
+	*driver.SessionPin
+	q *Queries
 }
 
 // GetLock implements driver.SessionConn: GET_LOCK waiting up to timeout on
@@ -287,26 +290,6 @@ func (c sessionConn) Free(ctx context.Context, id driver.LeaseID) (bool, error) 
 // ttl from now by the database clock, on the pinned connection.
 func (c sessionConn) Renew(ctx context.Context, id driver.LeaseID, ttl time.Duration) (bool, error) {
 	return Store{q: c.q}.LeaseRenew(ctx, id, ttl)
-}
-
-// Close implements driver.SessionConn: it returns the connection to the
-// pool.
-func (c sessionConn) Close() error {
-	return c.conn.Close()
-}
-
-// Discard implements driver.SessionConn: it closes the connection itself
-// (marking it bad so the pool drops it), so the server frees any session
-// lock it still holds.
-func (c sessionConn) Discard() error {
-	_ = c.conn.Raw(func(any) error {
-		return sqldriver.ErrBadConn
-	})
-	// Raw's ErrBadConn closed it already: Close then says ErrConnDone.
-	if err := c.conn.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {
-		return err
-	}
-	return nil
 }
 
 // RowBegin implements driver.Store: it pins a connection, sets its lock

@@ -4,6 +4,7 @@
 // on any violation, and prints the seed that replays the fault plan.
 //
 //	lockgen-chaos [-duration 3m] [-seed N] [-procs 5] [-restart-cmd CMD] [-race] [-dir DIR]
+//	              [-keep-alive 2m] [-strand-bound 30s]
 //
 // The server is LOCKGEN_TEST_DSN (default root@tcp(127.0.0.1:3306)/test),
 // used as the admin user that creates the database lockgen_chaos and the
@@ -50,6 +51,8 @@ func main() {
 	procs := flag.Int("procs", 5, "worker processes")
 	restart := flag.String("restart-cmd", "", "shell command that starts the server again; set, the run restarts the server once")
 	race := flag.Bool("race", false, "build the worker with the race detector")
+	keepAlive := flag.Duration("keep-alive", chaos.DefaultKeepAlive, "kill the workers' sessions idle this long (the server's TCP keep-alive, which closes sessions a partition stranded)")
+	strandBound := flag.Duration("strand-bound", chaos.DefaultStrandBound, "fail on a worker's transaction open longer than this (the runtime's bound on sessions whose client is gone must be below it)")
 	dir := flag.String("dir", "", "where to keep the worker, histories and logs (default a temporary directory, removed when the run passes)")
 	flag.Parse()
 
@@ -66,6 +69,7 @@ func main() {
 	r, err := chaos.Run(context.Background(), chaos.Config{
 		AdminDSN: dsn, Procs: *procs, Duration: duration, Seed: seed,
 		RestartCmd: *restart, Race: *race, Dir: *dir, Out: os.Stdout,
+		KeepAlive: *keepAlive, StrandBound: *strandBound,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockgen-chaos:", err)

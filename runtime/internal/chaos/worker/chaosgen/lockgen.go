@@ -158,7 +158,8 @@ type Locks struct {
 
 // New returns the locks and jobs declared in lockgen.yaml, running their
 // statements on db, never inside a transaction of yours unless you pass it to
-// EnqueueSingleTx or EnqueueDelayedTx. It does not touch the database.
+// EnqueueSingleTx, EnqueueDelayedTx, EnqueueLongTx or EnqueueOnceTx. It does
+// not touch the database.
 //
 // The tables chaos_locks and chaos_runs must exist: apply
 // migrations/0001_chaos_locks.up.sql and migrations/0002_chaos_runs.up.sql
@@ -261,8 +262,10 @@ func (l *Locks) Owner() string {
 // cluster), and with ErrInvalid when db was opened without parseTime=true,
 // with a loc other than UTC, a character set other than utf8mb4 or an sql_mode
 // that is not strict (the error names the DSN setting to change), or when the
-// lock or the runs table is missing. Call it at startup to fail fast; `go tool
-// lockgen doctor` prints the same checks.
+// lock or the runs table is missing or unlike its migration (a column or an
+// index missing) (the error names the migration). Every other method fails the
+// same way. Call it at startup to fail fast; `go tool lockgen doctor` prints
+// the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	for _, f := range []probe.Feature{probe.Lease, probe.Session, probe.Row, probe.Jobs} {
 		if err := l.client.CheckFeature(ctx, nil, f); err != nil {

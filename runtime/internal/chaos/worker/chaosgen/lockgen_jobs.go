@@ -20,6 +20,12 @@ const (
 	SingleJob = "single"
 	// DelayedJob is the name of the delayed job.
 	DelayedJob = "delayed"
+	// RetainedJob is the name of the retained job.
+	RetainedJob = "retained"
+	// LongJob is the name of the long job.
+	LongJob = "long"
+	// OnceJob is the name of the once job.
+	OnceJob = "once"
 )
 
 // SingleArgs are the arguments of the single job, stored as JSON in its runs.
@@ -31,6 +37,18 @@ type SingleArgs struct {
 // DelayedArgs are the arguments of the delayed job, stored as JSON in its
 // runs.
 type DelayedArgs struct {
+	Proc int64 `json:"proc"`
+	Seq  int64 `json:"seq"`
+}
+
+// LongArgs are the arguments of the long job, stored as JSON in its runs.
+type LongArgs struct {
+	Proc int64 `json:"proc"`
+	Seq  int64 `json:"seq"`
+}
+
+// OnceArgs are the arguments of the once job, stored as JSON in its runs.
+type OnceArgs struct {
 	Proc int64 `json:"proc"`
 	Seq  int64 `json:"seq"`
 }
@@ -65,6 +83,10 @@ const (
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
 	RunSkipped = jobs.RunSkipped
+	// RunOrphaned is a run whose worker stopped heartbeating during its last
+	// attempt: its outcome is unknown, a late one is still recorded, and only
+	// RetryRun runs it again.
+	RunOrphaned = jobs.RunOrphaned
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
@@ -111,6 +133,12 @@ type JobHandlers interface {
 	Single(ctx context.Context, run *Run, args SingleArgs) error
 	// Delayed handles a run of delayed (enqueued with EnqueueDelayed; timeout 10m, 20 attempts).
 	Delayed(ctx context.Context, run *Run, args DelayedArgs) error
+	// Retained handles a run of retained (scheduled "@every 1s" in UTC; timeout 10m, 20 attempts).
+	Retained(ctx context.Context, run *Run) error
+	// Long handles a run of long (enqueued with EnqueueLong; timeout 10m, 20 attempts).
+	Long(ctx context.Context, run *Run, args LongArgs) error
+	// Once handles a run of once (enqueued with EnqueueOnce; timeout 2s, 1 attempt).
+	Once(ctx context.Context, run *Run, args OnceArgs) error
 }
 
 var (
@@ -135,6 +163,27 @@ var (
 		MaxAttempts: 20,
 		Timeout:     10 * time.Minute,
 	}
+	// retainedRun is a run of retained with its declared defaults.
+	retainedRun = jobs.NewRun{
+		Job:         RetainedJob,
+		Queue:       "default",
+		MaxAttempts: 20,
+		Timeout:     10 * time.Minute,
+	}
+	// longRun is a run of long with its declared defaults.
+	longRun = jobs.NewRun{
+		Job:         LongJob,
+		Queue:       "default",
+		MaxAttempts: 20,
+		Timeout:     10 * time.Minute,
+	}
+	// onceRun is a run of once with its declared defaults.
+	onceRun = jobs.NewRun{
+		Job:         OnceJob,
+		Queue:       "default",
+		MaxAttempts: 1,
+		Timeout:     2 * time.Second,
+	}
 )
 
 // EnqueueSingle enqueues a run of single, due now unless an option says
@@ -145,8 +194,13 @@ func (l *Locks) EnqueueSingle(ctx context.Context, args SingleArgs, opts ...Enqu
 	return jobs.EnqueueArgs(ctx, l.jobs, nil, singleRun, args, opts...)
 }
 
-// EnqueueSingleTx is EnqueueSingle in tx: the run exists only if tx commits.
+// EnqueueSingleTx is EnqueueSingle in tx: the run exists only if tx commits. A
+// nil tx is an error wrapping ErrInvalid (use EnqueueSingle outside a
+// transaction).
 func (l *Locks) EnqueueSingleTx(ctx context.Context, tx *sql.Tx, args SingleArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueSingleTx needs a transaction (nil tx); use EnqueueSingle outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, singleRun, args, opts...)
 }
 
@@ -166,7 +220,12 @@ func (l *Locks) EnqueueDelayed(ctx context.Context, args DelayedArgs, opts ...En
 }
 
 // EnqueueDelayedTx is EnqueueDelayed in tx: the run exists only if tx commits.
+// A nil tx is an error wrapping ErrInvalid (use EnqueueDelayed outside a
+// transaction).
 func (l *Locks) EnqueueDelayedTx(ctx context.Context, tx *sql.Tx, args DelayedArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueDelayedTx needs a transaction (nil tx); use EnqueueDelayed outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, delayedRun, args, opts...)
 }
 
@@ -175,6 +234,54 @@ func (l *Locks) EnqueueDelayedTx(ctx context.Context, tx *sql.Tx, args DelayedAr
 // inserted; an error means later batches may not exist.
 func (l *Locks) EnqueueDelayedMany(ctx context.Context, args []DelayedArgs, opts ...EnqueueOption) error {
 	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, delayedRun, args, opts...)
+}
+
+// EnqueueLong enqueues a run of long, due now unless an option says otherwise
+// (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and returns
+// its ID; with a unique key that an unfinished run already has, that run's ID.
+// An error means the run may or may not exist.
+func (l *Locks) EnqueueLong(ctx context.Context, args LongArgs, opts ...EnqueueOption) (int64, error) {
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, longRun, args, opts...)
+}
+
+// EnqueueLongTx is EnqueueLong in tx: the run exists only if tx commits. A nil
+// tx is an error wrapping ErrInvalid (use EnqueueLong outside a transaction).
+func (l *Locks) EnqueueLongTx(ctx context.Context, tx *sql.Tx, args LongArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueLongTx needs a transaction (nil tx); use EnqueueLong outside one", runtime.ErrInvalid)
+	}
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, longRun, args, opts...)
+}
+
+// EnqueueLongMany enqueues one run of long per element of args, 500 per
+// statement, with opts applied to each. Every run is checked before any is
+// inserted; an error means later batches may not exist.
+func (l *Locks) EnqueueLongMany(ctx context.Context, args []LongArgs, opts ...EnqueueOption) error {
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, longRun, args, opts...)
+}
+
+// EnqueueOnce enqueues a run of once, due now unless an option says otherwise
+// (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and returns
+// its ID; with a unique key that an unfinished run already has, that run's ID.
+// An error means the run may or may not exist.
+func (l *Locks) EnqueueOnce(ctx context.Context, args OnceArgs, opts ...EnqueueOption) (int64, error) {
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, onceRun, args, opts...)
+}
+
+// EnqueueOnceTx is EnqueueOnce in tx: the run exists only if tx commits. A nil
+// tx is an error wrapping ErrInvalid (use EnqueueOnce outside a transaction).
+func (l *Locks) EnqueueOnceTx(ctx context.Context, tx *sql.Tx, args OnceArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueOnceTx needs a transaction (nil tx); use EnqueueOnce outside one", runtime.ErrInvalid)
+	}
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, onceRun, args, opts...)
+}
+
+// EnqueueOnceMany enqueues one run of once per element of args, 500 per
+// statement, with opts applied to each. Every run is checked before any is
+// inserted; an error means later batches may not exist.
+func (l *Locks) EnqueueOnceMany(ctx context.Context, args []OnceArgs, opts ...EnqueueOption) error {
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, onceRun, args, opts...)
 }
 
 // JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
@@ -187,9 +294,12 @@ func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Cancel(ctx, id)
 }
 
-// RetryRun restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state; an error wrapping
-// ErrUniqueKeyTaken when an unfinished run of its job has its unique key.
+// RetryRun restores a discarded, orphaned or cancelled run: due now, with its
+// attempts counted from zero. False when the run is in another state; an error
+// wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique
+// key. An orphaned run's last attempt may still have succeeded: once the run
+// is retried, a late outcome of that attempt matches nothing, so retrying it
+// before its worker can no longer report may run a success twice.
 func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }
@@ -245,6 +355,30 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 					BackoffMax:     time.Second,
 				},
 			},
+			RetainedJob: {
+				Queue: "default",
+				JobHandler: jobs.JobHandler{
+					Handle:         h.Retained,
+					BackoffInitial: 100 * time.Millisecond,
+					BackoffMax:     time.Second,
+				},
+			},
+			LongJob: {
+				Queue: "default",
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.Long),
+					BackoffInitial: 100 * time.Millisecond,
+					BackoffMax:     time.Second,
+				},
+			},
+			OnceJob: {
+				Queue: "default",
+				JobHandler: jobs.JobHandler{
+					Handle:         jobs.HandleArgs(h.Once),
+					BackoffInitial: time.Second,
+					BackoffMax:     time.Hour,
+				},
+			},
 		},
 		Retention: []jobs.Retention{
 			{
@@ -259,6 +393,18 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 				Job:  DelayedJob,
 				Keep: 168 * time.Hour,
 			},
+			{
+				Job:  RetainedJob,
+				Keep: time.Minute,
+			},
+			{
+				Job:  LongJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  OnceJob,
+				Keep: 168 * time.Hour,
+			},
 		},
 	}
 	tickSchedule, err := jobs.ParseSchedule("@every 1s", "UTC")
@@ -269,6 +415,18 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 		Name:        TickJob,
 		Queue:       "default",
 		Schedule:    tickSchedule,
+		CatchUp:     jobs.CatchUpAll,
+		MaxAttempts: 20,
+		Timeout:     10 * time.Minute,
+	})
+	retainedSchedule, err := jobs.ParseSchedule("@every 1s", "UTC")
+	if err != nil {
+		return err
+	}
+	cfg.Scheduled = append(cfg.Scheduled, jobs.ScheduledJob{
+		Name:        RetainedJob,
+		Queue:       "default",
+		Schedule:    retainedSchedule,
 		CatchUp:     jobs.CatchUpAll,
 		MaxAttempts: 20,
 		Timeout:     10 * time.Minute,

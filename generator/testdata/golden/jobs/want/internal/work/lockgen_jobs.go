@@ -75,6 +75,10 @@ const (
 	// RunSkipped records a scheduled tick that was not run (catch-up policy or
 	// min_interval).
 	RunSkipped = jobs.RunSkipped
+	// RunOrphaned is a run whose worker stopped heartbeating during its last
+	// attempt: its outcome is unknown, a late one is still recorded, and only
+	// RetryRun runs it again.
+	RunOrphaned = jobs.RunOrphaned
 )
 
 // EnqueueOption changes one enqueued run: Delay, RunAt, WithPriority,
@@ -166,7 +170,12 @@ func (l *Locks) EnqueueSendSMS(ctx context.Context, args SendSMSArgs, opts ...En
 }
 
 // EnqueueSendSMSTx is EnqueueSendSMS in tx: the run exists only if tx commits.
+// A nil tx is an error wrapping ErrInvalid (use EnqueueSendSMS outside a
+// transaction).
 func (l *Locks) EnqueueSendSMSTx(ctx context.Context, tx *sql.Tx, args SendSMSArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueSendSMSTx needs a transaction (nil tx); use EnqueueSendSMS outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, sendSMSRun, args, opts...)
 }
 
@@ -186,7 +195,12 @@ func (l *Locks) EnqueueReindex(ctx context.Context, args ReindexArgs, opts ...En
 }
 
 // EnqueueReindexTx is EnqueueReindex in tx: the run exists only if tx commits.
+// A nil tx is an error wrapping ErrInvalid (use EnqueueReindex outside a
+// transaction).
 func (l *Locks) EnqueueReindexTx(ctx context.Context, tx *sql.Tx, args ReindexArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueReindexTx needs a transaction (nil tx); use EnqueueReindex outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, reindexRun, args, opts...)
 }
 
@@ -206,8 +220,12 @@ func (l *Locks) EnqueueRebuildCache(ctx context.Context, opts ...EnqueueOption) 
 }
 
 // EnqueueRebuildCacheTx is EnqueueRebuildCache in tx: the run exists only if
-// tx commits.
+// tx commits. A nil tx is an error wrapping ErrInvalid (use
+// EnqueueRebuildCache outside a transaction).
 func (l *Locks) EnqueueRebuildCacheTx(ctx context.Context, tx *sql.Tx, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueRebuildCacheTx needs a transaction (nil tx); use EnqueueRebuildCache outside one", runtime.ErrInvalid)
+	}
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, rebuildCacheRun, struct{}{}, opts...)
 }
 
@@ -221,9 +239,12 @@ func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Cancel(ctx, id)
 }
 
-// RetryRun restores a discarded or cancelled run: due now, with its attempts
-// counted from zero. False when the run is in another state; an error wrapping
-// ErrUniqueKeyTaken when an unfinished run of its job has its unique key.
+// RetryRun restores a discarded, orphaned or cancelled run: due now, with its
+// attempts counted from zero. False when the run is in another state; an error
+// wrapping ErrUniqueKeyTaken when an unfinished run of its job has its unique
+// key. An orphaned run's last attempt may still have succeeded: once the run
+// is retried, a late outcome of that attempt matches nothing, so retrying it
+// before its worker can no longer report may run a success twice.
 func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }

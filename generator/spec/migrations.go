@@ -1,0 +1,31 @@
+package spec
+
+import (
+	"fmt"
+	"path"
+)
+
+// The migrations lockgen writes: number 1 creates the lock table, number 2
+// the runs table (only with jobs), so adding jobs never rewrites a
+// migration.
+const (
+	LocksMigration = 1
+	RunsMigration  = 2
+)
+
+// Directions of a golang-migrate file; a goose file holds both.
+const (
+	Up   = "up"
+	Down = "down"
+)
+
+// File is the path, relative to the spec's directory, of migration number n
+// that creates table in m's format and directory: goose's single
+// "00002_app_runs.sql", or golang-migrate's "0002_app_runs.up.sql" and
+// ".down.sql" by direction.
+func (m Migrations) File(n int, table, direction string) string {
+	if m.Format == FormatGoose {
+		return path.Join(m.Dir, fmt.Sprintf("%05d_%s.sql", n, table))
+	}
+	return path.Join(m.Dir, fmt.Sprintf("%04d_%s.%s.sql", n, table, direction))
+}

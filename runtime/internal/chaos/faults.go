@@ -1,0 +1,273 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Span is a fault as it was applied, in CLOCK_MONOTONIC nanoseconds: the
+// checker tells a process hit by a fault from a healthy one by its spans.
+type Span struct {
+	Kind string
+	// Proc is the process; -1 for the server (a restart hits every
+	// process, lockrows the runs in Runs).
+	Proc     int
+	From, To int64
+	// Killed says the process was SIGKILLed at From.
+	Killed bool
+	// Runs are the runs whose rows a lockrows fault held locked, Owners
+	// the processes that held their claims then.
+	Runs   []int64
+	Owners []int
+}
+
+// describe says when sp was in force, counted from base.
+func (sp Span) describe(base int64) string {
+	target := fmt.Sprintf("p%d", sp.Proc)
+	if sp.Proc < 0 {
+		target = "server"
+	}
+	s := fmt.Sprintf("%s %s in force from %s to %s", sp.Kind, target, Dur(sp.From-base), Dur(sp.To-base))
+	if sp.Kind == FaultLockRows {
+		s += fmt.Sprintf(" on runs %v of %v", sp.Runs, sp.Owners)
+	}
+	return s
+}
+
+// procUser is the database user of worker slot i: one per process, so
+// that a rotation locks out one process only.
+func procUser(i int) string { return fmt.Sprintf("%s_p%d", appUser, i) }
+
+// rotatedPass is a worker's password while a rotation locks it out.
+const rotatedPass = "chaos-rotated-password"
+
+// userHosts are the hosts every chaos user is created for: a server with
+// anonymous users (”@'localhost') would match a local connection to
+// those before a '%' account.
+var userHosts = []string{"%", "localhost", "127.0.0.1"}
+
+// rotate changes p's password and kills its sessions, so that its every
+// new connection fails (1045) for d, then restores the password.
+func (c *Controller) rotate(ctx context.Context, p *proc, d time.Duration) error {
+	if err := c.setPassword(ctx, procUser(p.id), rotatedPass); err != nil {
+		return err
+	}
+	c.killSessions(ctx, procUser(p.id), -1)
+	time.Sleep(d)
+	return c.setPassword(ctx, procUser(p.id), appPass)
+}
+
+func (c *Controller) setPassword(ctx context.Context, user, pass string) error {
+	for _, host := range userHosts {
+		if _, err := c.admin.ExecContext(ctx, fmt.Sprintf("ALTER USER '%s'@'%s' IDENTIFIED BY '%s'", user, host, pass)); err != nil {
+			return fmt.Errorf("chaos: setting %s's password: %w", user, err)
+		}
+	}
+	return nil
+}
+
+// killSessions kills user's sessions, or (idle ≥ 0) those idle for idle
+// seconds or more, and returns how many it killed.
+func (c *Controller) killSessions(ctx context.Context, user string, idle int) int {
+	q := "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?"
+	args := []any{user}
+	if idle >= 0 {
+		q += " AND COMMAND = 'Sleep' AND TIME >= ?"
+		args = append(args, idle)
+	}
+	rows, err := c.admin.QueryContext(ctx, q, args...)
+	if err != nil {
+		return 0
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if rows.Scan(&id) == nil {
+			ids = append(ids, id)
+		}
+	}
+	_ = rows.Close()
+	n := 0
+	for _, id := range ids {
+		if _, err := c.admin.ExecContext(ctx, "KILL "+strconv.FormatInt(id, 10)); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// lockRows holds, in an admin transaction, the rows of up to f.Arg running
+// runs (those with the earliest deadlines: their workers stopped
+// heartbeating first) locked for f.Dur, as an operator's or a report's
+// SELECT … FOR UPDATE would. The rows' workers cannot heartbeat those runs
+// meanwhile (exempt from the checks), every other run must go on.
+func (c *Controller) lockRows(ctx context.Context, f Fault, sp *Span) error {
+	tx, err := c.admin.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, "SELECT id FROM "+database+".chaos_runs WHERE state = 'running' ORDER BY deadline LIMIT ?", int(f.Arg))
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		ids = append(ids, strconv.FormatInt(id, 10))
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rows, err = tx.QueryContext(lctx, "SELECT id, worker FROM "+database+".chaos_runs WHERE id IN ("+strings.Join(ids, ",")+") AND state = 'running' FOR UPDATE")
+	if err != nil {
+		return err
+	}
+	sp.From = Mono()
+	for rows.Next() {
+		var id int64
+		var worker string
+		if err := rows.Scan(&id, &worker); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		sp.Runs = append(sp.Runs, id)
+		var p, inc int
+		if _, err := fmt.Sscanf(worker, "p%d.%d", &p, &inc); err == nil {
+			sp.Owners = append(sp.Owners, p)
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	time.Sleep(f.Dur)
+	return nil
+}
+
+// keepAlive stands in for the server's TCP keep-alive, which closes a
+// session whose client is gone: every few seconds it kills the workers'
+// sessions idle for Config.KeepAlive or more (a worker closes its own
+// idle connections after 10 s). Without it, every session a partition
+// strands would stay open for the server's wait_timeout (8 h by default).
+func (c *Controller) keepAlive(ctx context.Context) {
+	idle := int(c.cfg.KeepAlive / time.Second)
+	for sleepCtx(ctx, 5*time.Second) {
+		for i := range c.cfg.Procs {
+			if n := c.killSessions(ctx, procUser(i), idle); n > 0 {
+				c.mu.Lock()
+				c.faults["keep-alive closed a stranded session"] += n
+				c.mu.Unlock()
+			}
+		}
+	}
+}
+
+// watchStrands samples, every 2 s, the workers' transactions open for
+// longer than Config.StrandBound: a claim or a row holding whose client
+// gave up (a partition) while the server kept its transaction and its
+// locks. Each is reported once, with the longest age seen.
+func (c *Controller) watchStrands(ctx context.Context) {
+	type strand struct {
+		desc      string
+		age, rows int64
+	}
+	seen := map[string]*strand{}
+	var order []string
+	for sleepCtx(ctx, 2*time.Second) {
+		rows, err := c.admin.QueryContext(ctx, `SELECT p.USER, t.trx_id, t.trx_mysql_thread_id,
+			TIMESTAMPDIFF(SECOND, t.trx_started, NOW()), t.trx_rows_locked
+			FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+			WHERE p.USER LIKE ? AND t.trx_started < NOW() - INTERVAL ? SECOND`,
+			appUser+`\_p%`, int(c.cfg.StrandBound/time.Second))
+		if err != nil {
+			continue
+		}
+		held := ""
+		for rows.Next() {
+			if held == "" {
+				held = fmt.Sprint(c.dueLocked(ctx))
+			}
+			var user, trx string
+			var thread, age, locked int64
+			if rows.Scan(&user, &trx, &thread, &age, &locked) != nil {
+				continue
+			}
+			key := user + " " + trx
+			st := seen[key]
+			if st == nil {
+				st = &strand{desc: fmt.Sprintf("%s's session %d (transaction %s; due runs held locked when first seen: %s)", strings.TrimPrefix(user, appUser+"_"), thread, trx, held)}
+				seen[key] = st
+				order = append(order, key)
+			}
+			st.age, st.rows = max(st.age, age), max(st.rows, locked)
+		}
+		_ = rows.Close()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range order {
+		st := seen[k]
+		c.strands = append(c.strands, fmt.Sprintf("%s held %d row locks open for %d s or more", st.desc, st.rows, st.age))
+	}
+}
+
+// dueLocked returns the available runs due for 5 s or more that a
+// transaction holds locked: no claim takes that long, so they are held by
+// a claim whose client is gone.
+func (c *Controller) dueLocked(ctx context.Context) []int64 {
+	tx, err := c.admin.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = tx.Rollback() }()
+	const due = "SELECT id FROM " + database + ".chaos_runs WHERE state = 'available' AND run_at < UTC_TIMESTAMP(6) - INTERVAL 5 SECOND"
+	ids := func(q string) []int64 {
+		var ids []int64
+		rows, err := tx.QueryContext(ctx, q)
+		if err != nil {
+			return nil
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if rows.Scan(&id) == nil {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	free := ids(due + " FOR UPDATE SKIP LOCKED")
+	var held []int64
+	for _, id := range ids(due) {
+		if !slices.Contains(free, id) {
+			held = append(held, id)
+		}
+	}
+	return held
+}
+
+// sleepCtx sleeps d and reports whether ctx is still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,274 @@
+package jobs_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
+	"github.com/lockgen/lockgen/runtime/jobs"
+)
+
+// healthyRuns is a handler whose attempts wait for release (or for their
+// context to end), and records what each attempt saw.
+type healthyRuns struct {
+	release chan struct{}
+	started chan int64
+	mu      sync.Mutex
+	handled map[int64]int // attempts handled, by run
+	lost    []string      // attempts whose context ended, with the cause
+}
+
+func newHealthyRuns() *healthyRuns {
+	return &healthyRuns{release: make(chan struct{}), started: make(chan int64, 100), handled: map[int64]int{}}
+}
+
+func (h *healthyRuns) handle(ctx context.Context, run *jobs.Run) error {
+	h.mu.Lock()
+	h.handled[run.ID]++
+	h.mu.Unlock()
+	h.started <- run.ID
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		h.mu.Lock()
+		h.lost = append(h.lost, fmt.Sprintf("run %d attempt %d: %v", run.ID, run.Attempt, context.Cause(ctx)))
+		h.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// waitStarted waits for n attempts to start.
+func (h *healthyRuns) waitStarted(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-h.started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the healthy runs never started")
+		}
+	}
+}
+
+// check releases the handlers and checks that every run in ids completed
+// as its first attempt, handled once, its context never ended.
+func (h *healthyRuns) check(t *testing.T, j *jobs.Client, ids []int64) {
+	t.Helper()
+	close(h.release)
+	for _, id := range ids {
+		info := waitState(t, j, id, jobs.RunCompleted)
+		assert.Equal(t, 1, info.Attempt, "run %d completed as its first attempt", id)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	assert.Empty(t, h.lost, "healthy handlers whose context ended")
+	for _, id := range ids {
+		assert.Equal(t, 1, h.handled[id], "run %d was handled once", id)
+	}
+}
+
+// stuckClaim is a store whose claim, once armed, finds the pool's
+// connections dead: it fills the pool's idle connections, blackholes them
+// (then restores the proxy, so new connections work) and claims. It counts
+// the heartbeats that extended every run they named.
+type stuckClaim struct {
+	lockgendb.Store
+	db      *sql.DB
+	proxy   *tcpproxy.Proxy
+	armed   atomic.Bool
+	stuck   chan error // the armed claim's result
+	beats   atomic.Int64
+	beatErr atomic.Int64
+}
+
+func (s *stuckClaim) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]jobs.Run, error) {
+	if !s.armed.CompareAndSwap(true, false) {
+		return s.Store.RunsClaim(ctx, queue, worker, limit, lease)
+	}
+	// Two idle connections in the pool (its default MaxIdleConns), both
+	// about to die.
+	var conns []*sql.Conn
+	for range 2 {
+		if c, err := s.db.Conn(ctx); err == nil {
+			conns = append(conns, c)
+		}
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	s.proxy.Blackhole()
+	s.proxy.Restore()
+	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
+	s.stuck <- err
+	return runs, err
+}
+
+func (s *stuckClaim) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (int64, error) {
+	n, err := s.Store.RunsHeartbeat(ctx, claims, lease)
+	if err != nil {
+		s.beatErr.Add(1)
+	} else if int(n) == len(claims) {
+		s.beats.Add(1)
+	}
+	return n, err
+}
+
+// TestJobsStuckClaimDelaysNoHeartbeat: a claim stuck on a dead pooled
+// connection (the proxy blackholed and restored: pooled connections dead,
+// new ones fine) while healthy runs are handled does not delay their
+// heartbeats: no handler is told its lease may be lost, and every run
+// completes once. The claim used to run in the loop that heartbeats,
+// bounded by a whole Lease, and the healthy handlers were cancelled.
+func TestJobsStuckClaimDelaysNoHeartbeat(t *testing.T) {
+	tdb := testdb.New(t)
+	proxy, pdb := testkit.OpenViaProxy(t, tdb)
+	store := &stuckClaim{Store: lockgendb.NewStore(pdb), db: pdb, proxy: proxy, stuck: make(chan error, 1)}
+	j := jobsOn(t, store, "stuck-claim")
+	ctx := context.Background()
+	h := newHealthyRuns()
+	var ids []int64
+	for range 3 {
+		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "healthy", MaxAttempts: 3, Timeout: time.Minute})
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	const lease = 2 * time.Second
+	startWorker(t, j, jobs.WorkerConfig{Lease: lease, RescueEvery: -1, Concurrency: 8, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"healthy": {Handle: h.handle}}})
+	h.waitStarted(t, len(ids))
+
+	// With free slots, the worker claims again within PollMax.
+	store.armed.Store(true)
+	select {
+	case err := <-store.stuck:
+		require.Error(t, err, "the claim was not stuck on a dead connection")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker never claimed again")
+	}
+	// A lease's worth of heartbeats after the stuck claim gave up.
+	after := store.beats.Load()
+	require.Eventually(t, func() bool { return store.beats.Load() >= after+3 }, 30*time.Second, 10*time.Millisecond, "heartbeats resumed")
+	h.check(t, j, ids)
+}
+
+// countingRescues counts the rescues that failed.
+type countingRescues struct {
+	lockgendb.Store
+	failed atomic.Int64
+}
+
+func (s *countingRescues) RunsRescue(ctx context.Context, limit int) (int64, error) {
+	n, err := s.Store.RunsRescue(ctx, limit)
+	if err != nil {
+		s.failed.Add(1)
+	}
+	return n, err
+}
+
+// TestJobsRescueWaitingOnARowLockDelaysNoHeartbeat: while an admin
+// transaction holds a rescuable run's row (SELECT … FOR UPDATE) for longer
+// than the lease, the rescue waits on it, times out, and tries again; the
+// healthy runs being handled meanwhile are heartbeated all along: no
+// handler is told its lease may be lost, and every run completes once.
+// The rescue used to run in the loop that heartbeats, bounded by a whole
+// Lease, and the healthy runs were cancelled, rescued and run again.
+func TestJobsRescueWaitingOnARowLockDelaysNoHeartbeat(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	store := &countingRescues{Store: lockgendb.NewStore(db)}
+	j := jobsOn(t, store, "node")
+
+	// A run of a dead worker: claimed, its deadline passed.
+	stale, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "stale", MaxAttempts: 3, Timeout: time.Minute})
+	require.NoError(t, err)
+	claimed, err := lockgendb.NewStore(db).RunsClaim(ctx, jobs.DefaultQueue, "ghost", 1, time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.Equal(t, stale, claimed[0].ID)
+	// An admin holds its row.
+	admin, err := tdb.Open(t).BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = admin.Rollback() }()
+	var locked int64
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", stale).Scan(&locked))
+
+	h := newHealthyRuns()
+	var ids []int64
+	for range 3 {
+		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "healthy", MaxAttempts: 3, Timeout: time.Minute})
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	const lease = 2 * time.Second
+	startWorker(t, j, jobs.WorkerConfig{Lease: lease, RescueEvery: 100 * time.Millisecond, Concurrency: 8, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{
+			"healthy": {Handle: h.handle},
+			"stale":   {Handle: func(context.Context, *jobs.Run) error { return nil }},
+		}})
+	h.waitStarted(t, len(ids))
+	// Hold the row while the rescue times out on it, for well over two
+	// leases (or until a healthy handler is told its lease is lost).
+	require.Eventually(t, func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return store.failed.Load() >= 6 || len(h.lost) > 0
+	}, 60*time.Second, 10*time.Millisecond)
+	require.NoError(t, admin.Rollback())
+	h.check(t, j, ids)
+	info := waitState(t, j, stale, jobs.RunCompleted)
+	assert.Equal(t, 2, info.Attempt, "the dead worker's run was rescued once the row was free")
+}
+
+// deadlockingCompletes is a store whose first completions fail with a
+// deadlock (1213), more times in a row than the completer takes
+// rejections.
+type deadlockingCompletes struct {
+	lockgendb.Store
+	left atomic.Int32
+}
+
+func (s *deadlockingCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
+	if s.left.Add(-1) >= 0 {
+		return 0, &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
+	}
+	return s.Store.RunsComplete(ctx, claims)
+}
+
+// TestJobsDeadlockedCompletionIsRetried: a completion that deadlocks (1213)
+// is retried, however many times in a row, like a lost connection: the
+// outcome is recorded, and its run is neither rescued nor run again. The
+// completer used to count a deadlock as a rejection of the outcome and
+// drop it after five.
+func TestJobsDeadlockedCompletionIsRetried(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	store := &deadlockingCompletes{Store: lockgendb.NewStore(tdb.Open(t))}
+	store.left.Store(8)
+	j := jobsOn(t, store, "node")
+	var handled atomic.Int32
+	startWorker(t, j, jobs.WorkerConfig{Lease: time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error {
+			handled.Add(1)
+			return nil
+		}}}})
+	id, err := j.Enqueue(ctx, nil, newRun("noop"))
+	require.NoError(t, err)
+	info := waitState(t, j, id, jobs.RunCompleted)
+	assert.Equal(t, 1, info.Attempt, "completed as its first attempt")
+	assert.Equal(t, int32(1), handled.Load(), "handled once")
+	assert.Less(t, store.left.Load(), int32(0), "every deadlock was met")
+}
