@@ -345,7 +345,9 @@ func (m *model) checkServerDoc() string {
 	}
 	return comment("CheckServer probes the server now, as the first " + first + " call does anyway: it fails with an error wrapping " +
 		"ErrUnsupported when lockgen cannot run safely on it (" + unsupported + "), and with ErrInvalid when db " +
-		"was opened without parseTime=true or " + missing + "; the error names the migration. Every other method fails the same way. Call it at startup to fail fast; " +
+		"was opened without parseTime=true, with a loc other than UTC, a character set other than utf8mb4 or an sql_mode " +
+		"that is not strict (the error names the DSN setting to change), or when " + missing + " (the error names the migration). " +
+		"Every other method fails the same way. Call it at startup to fail fast; " +
 		"`go tool lockgen doctor` prints the same checks.")
 }
 

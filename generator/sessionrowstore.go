@@ -162,12 +162,21 @@ func rowGlue(f *jen.File, m *model) {
 	)
 
 	f.Line()
-	for _, take := range []struct{ method, query, doc string }{{"Take", "RowTake", rowTakeDoc}, {"Takeover", "RowTakeover", rowTakeoverDoc}} {
+	for _, take := range []struct {
+		method, query, doc string
+		takeover           bool // takes the GET_LOCK name of a session holding
+	}{{"Take", "RowTake", rowTakeDoc, false}, {"Takeover", "RowTakeover", rowTakeoverDoc, true}} {
+		strs := []jen.Code{jen.Id("name"), jen.Id("key"), jen.Id("owner")}
+		fields := append(append([]kv{}, nk...), kv{"Owner", jen.Id("owner")})
+		if take.takeover {
+			strs = append(strs, jen.Id("sessionLock"))
+			fields = append(fields, kv{"SessionLock", jen.Id("sessionLock")})
+		}
 		f.Comment(take.doc)
 		f.Func().Params(trecv.Clone()).Id(take.method).Params(
-			ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+			ctx.Clone(), jen.List(strs...).String(),
 		).Params(jen.Int64(), jen.Error()).Block(
-			jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("t").Dot("q").Dot(take.query).Call(jen.Id("ctx"), params(take.query+"Params", append(nk, kv{"Owner", jen.Id("owner")})...)),
+			jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("t").Dot("q").Dot(take.query).Call(jen.Id("ctx"), params(take.query+"Params", fields...)),
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
 			jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
 		)

@@ -59,14 +59,21 @@ func storeGlue(m *model) *jen.File {
 	)
 
 	f.Line()
-	for _, acquire := range []struct{ name, doc string }{{"LeaseAcquire", leaseAcquireDoc}, {"LeaseTakeover", leaseTakeoverDoc}} {
+	for _, acquire := range []struct {
+		name, doc string
+		takeover  bool // takes the GET_LOCK name of a session holding
+	}{{"LeaseAcquire", leaseAcquireDoc, false}, {"LeaseTakeover", leaseTakeoverDoc, true}} {
+		strs := []jen.Code{jen.Id("name"), jen.Id("key"), jen.Id("owner")}
+		fields := []kv{{"Name", jen.Id("name")}, {"LockKey", jen.Id("key")}, {"Owner", jen.Id("owner")}, {"TtlUs", ttlUs.Clone()}}
+		if acquire.takeover {
+			strs = append(strs, jen.Id("sessionLock"))
+			fields = append(fields, kv{"SessionLock", jen.Id("sessionLock")})
+		}
 		f.Comment(acquire.doc)
 		f.Func().Params(recv.Clone()).Id(acquire.name).Params(
-			ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(), jen.Id("ttl").Qual("time", "Duration"),
+			ctx.Clone(), jen.List(strs...).String(), jen.Id("ttl").Qual("time", "Duration"),
 		).Params(jen.Id("token").Int64(), jen.Err().Error()).Block(
-			jen.List(jen.Id("res"), jen.Err()).Op(":=").Add(q.Clone()).Dot(acquire.name).Call(jen.Id("ctx"), literal(db(acquire.name+"Params"),
-				kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"TtlUs", ttlUs.Clone()},
-			)),
+			jen.List(jen.Id("res"), jen.Err()).Op(":=").Add(q.Clone()).Dot(acquire.name).Call(jen.Id("ctx"), literal(db(acquire.name+"Params"), fields...)),
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
 			jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
 		)

@@ -41,7 +41,8 @@ const (
 		"// LastInsertId; it is 0 when another holder has the row, and\n" +
 		"// driver.SessionHeld when the row shows a session-strategy holding."
 	leaseTakeoverDoc = "// LeaseTakeover implements driver.Store: LeaseAcquire that also takes a row\n" +
-		"// marked by a session holding whose server-side lock is free."
+		"// marked by a session holding whose server-side lock, the GET_LOCK named\n" +
+		"// sessionLock, is free."
 	leaseRenewDoc = "// LeaseRenew implements driver.Store. ok is true when the statement changed\n" +
 		"// the row: id still held it and it had not expired."
 	leaseReleaseDoc = "// LeaseRelease implements driver.Store. ok is true when the statement\n" +
@@ -98,7 +99,8 @@ const (
 		"// and returns the new fencing token, the statement's LastInsertId (or 0, or\n" +
 		"// driver.SessionHeld)."
 	rowTakeoverDoc = "// Takeover implements driver.RowTx: Take that also takes a row marked by a\n" +
-		"// session holding whose server-side lock is free."
+		"// session holding whose server-side lock, the GET_LOCK named sessionLock,\n" +
+		"// is free."
 	rowHoldsDoc = "// Holds implements driver.RowTx: whether the holding id is still in force\n" +
 		"// in the transaction (false after the server rolled it back)."
 	rowFreeDoc = "// Free implements driver.RowTx: it marks the row free, in the holding's\n" +

@@ -1,5 +1,7 @@
 package runtime
 
+import "github.com/lockgen/lockgen/runtime/probe"
+
 // WaitersForTest returns how many lock rows have waiters registered for
 // in-process wake-ups: zero whenever nobody is waiting.
 func WaitersForTest(c *Client) int {
@@ -24,4 +26,22 @@ func QueueLenForTest(c *Client, name, key string) int {
 // key) (LockConfig.WaitOnServer).
 func WakeLockNameForTest(namespace, name, key string) string {
 	return wakeLockName(namespace, name, key)
+}
+
+// ReleasingForTest reports whether Release has begun on ls.
+func ReleasingForTest(ls *Lease) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.released
+}
+
+// ReportClusterForTest makes the kept probe report of c, which must have
+// run, say that the server is a node of cluster, as a probe of such a node
+// would.
+func ReportClusterForTest(c *Client, cluster probe.Cluster) {
+	c.server.mu.Lock()
+	defer c.server.mu.Unlock()
+	r := *c.server.report
+	r.Cluster = cluster
+	c.server.report = &r
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/probe"
 )
 
 const fencedSchema = `CREATE TABLE fenced (id INT PRIMARY KEY, value VARCHAR(20) NOT NULL, token BIGINT NOT NULL)`
@@ -149,4 +150,45 @@ func TestGuardRefusedOnGalera(t *testing.T) {
 	err = lease.Guard(ctx, tx)
 	require.ErrorIs(t, err, runtime.ErrUnsupported)
 	assert.Contains(t, err.Error(), "Galera")
+}
+
+// TestGuardRefusedOnClusters: Group Replication, like Galera, certifies
+// write sets only, so Guard's shared lock holds off acquires on its own
+// member alone; with the probe's answer for a Group Replication member (or
+// a Galera node), Guard says so (ErrUnsupported) instead of passing, and a
+// lone server keeps Guard. The lease itself works on both clusters.
+func TestGuardRefusedOnClusters(t *testing.T) {
+	for _, tc := range []struct {
+		cluster probe.Cluster
+		refused string
+	}{
+		{probe.NoCluster, ""},
+		{probe.GroupReplication, "Group Replication"},
+		{probe.Galera, "Galera"},
+	} {
+		t.Run(string(tc.cluster), func(t *testing.T) {
+			tdb := testdb.New(t)
+			db := tdb.Open(t)
+			c, err := runtime.NewClient(lockgendb.NewStore(db))
+			require.NoError(t, err)
+			l, err := c.Lock(runtime.LockConfig{Name: "guard-cluster", TTL: 5 * time.Second})
+			require.NoError(t, err)
+			ctx := context.Background()
+			lease, err := l.Try(ctx, "") // probes the server
+			require.NoError(t, err)
+			defer lease.Release(ctx)
+			runtime.ReportClusterForTest(c, tc.cluster)
+			tx, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer tx.Rollback()
+			err = lease.Guard(ctx, tx)
+			if tc.refused == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, runtime.ErrUnsupported)
+			assert.Contains(t, err.Error(), tc.refused)
+			assert.Contains(t, err.Error(), "fencing token")
+		})
+	}
 }

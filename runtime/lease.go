@@ -136,6 +136,10 @@ func (ls *Lease) Done() <-chan struct{} { return ls.ctx.Done() }
 // against the clock at the call, so the first check after a pause past the
 // deadline reports the loss, before the database lets anyone else in (the
 // deadline is TTL − SafetyMargin after the acquire or renewal was sent).
+// It keeps checking once Release has begun, until the renewal Release
+// waits for has returned (the holding is in force until then), so a
+// goroutine that outlives fn is told of a loss in that window too; then it
+// returns ErrReleased, or the loss found meanwhile.
 // A nil answer can still be stale by the time a write that follows it
 // lands: only the fencing token, or Guard inside the write's transaction,
 // closes that window.
@@ -177,7 +181,7 @@ func (c leaseContext) Err() error {
 func (ls *Lease) pastDeadline() bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	return !ls.deadline.IsZero() && !ls.released && !ls.clock.Now().Before(ls.deadline)
+	return !ls.deadline.IsZero() && !ls.clock.Now().Before(ls.deadline)
 }
 
 // LocalDeadline returns the client-side deadline by the Client's clock:
@@ -213,7 +217,7 @@ func (ls *Lease) checkDeadline() { ls.expire(false) }
 // asked (the driver's cancel watcher, a caller holding its own locks).
 func (ls *Lease) expire(async bool) {
 	ls.mu.Lock()
-	if ls.released || ls.ctx.Err() != nil {
+	if ls.ctx.Err() != nil {
 		ls.mu.Unlock()
 		return
 	}
@@ -233,10 +237,11 @@ func (ls *Lease) expire(async bool) {
 }
 
 // lose ends a lease the database showed as not held any more, unless it
-// was released meanwhile.
+// ended already. A renewal that returns while Release waits for it still
+// counts: the holding was in force until then.
 func (ls *Lease) lose(cause error) {
 	ls.mu.Lock()
-	if ls.released || ls.ctx.Err() != nil {
+	if ls.ctx.Err() != nil {
 		ls.mu.Unlock()
 		return
 	}
@@ -307,9 +312,10 @@ func (ls *Lease) renew(renew renewal) bool {
 //
 // Guard returns an error wrapping ErrLeaseLost when the holding is over (the
 // caller must roll tx back), ErrReleased after Release, ErrInvalid for a nil
-// tx, ErrUnsupported on a Galera cluster (which does not replicate the
-// shared lock, so Guard cannot hold a new holder off there: compare the
-// fencing token in the guarded write itself), or the database's error.
+// tx, ErrUnsupported on a Galera or Group Replication cluster (which does
+// not certify the shared lock across nodes, so Guard cannot hold a new
+// holder off there: compare the fencing token in the guarded write
+// itself), or the database's error.
 func (ls *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	if tx == nil {
 		return fmt.Errorf("%w: nil transaction", ErrInvalid)
@@ -343,8 +349,10 @@ func (ls *Lease) guardResult(ok bool, err error) error {
 // cancellation (a request that ended must still free its lock; ctx's values
 // are kept) and gives up after one TTL, when the row is free anyway.
 // Release returns an error wrapping ErrLeaseLost if the lease was lost
-// before it was released, ErrReleased when called again, and an error when
-// the outcome stays unknown (the row then frees itself within one TTL).
+// before it was released (also when the local deadline passed while Release
+// waited for the renewal in flight, which the lease's context and Err
+// report at the deadline), ErrReleased when called again, and an error
+// when the outcome stays unknown (the row then frees itself within one TTL).
 func (ls *Lease) Release(ctx context.Context) error {
 	ls.mu.Lock()
 	if ls.released {
@@ -352,9 +360,6 @@ func (ls *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: %s token %d was already released", ErrReleased, ls.describe(), ls.id.Token)
 	}
 	ls.released = true
-	if ls.watchdog != nil {
-		ls.watchdog.Stop()
-	}
 	abort := ls.abort
 	ls.mu.Unlock()
 
@@ -362,12 +367,24 @@ func (ls *Lease) Release(ctx context.Context) error {
 	if ls.batched {
 		ls.lock.batcher.remove(ls)
 	}
+	// Until the renewal in flight has returned, the holding is still in
+	// force: the watchdog keeps running, that renewal may still report a
+	// loss, and Err checks the local deadline, so a goroutine that outlives
+	// fn is told of a loss in this window too.
 	<-ls.renewDone
+	if ls.pastDeadline() {
+		ls.expire(false)
+	}
+	ls.mu.Lock()
+	if ls.watchdog != nil {
+		ls.watchdog.Stop()
+	}
 	var lost error
 	if ls.ctx.Err() != nil {
 		lost = context.Cause(ls.ctx)
 	}
 	ls.cancel(ErrReleased)
+	ls.mu.Unlock()
 	err := ls.held.release(ctx, ls, abort)
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})
 	ls.lock.client.observer.Released(ls.id.Name, ls.lock.cfg.Strategy, ls.clock.Now().Sub(ls.acquired))

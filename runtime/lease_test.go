@@ -626,8 +626,9 @@ func TestInvalidUse(t *testing.T) {
 // is not valid UTF-8 would be cut at its first bad byte, so "a\xffb" and
 // "a\xfec" would share one row and renewals by the original key would never
 // match. They, bad owners and bad lock names are refused with ErrInvalid
-// before any statement; valid 4-byte UTF-8 and NUL bytes are held as
-// themselves, each key its own row.
+// before any statement; a valid key on that connection is refused by the
+// probe (ErrInvalid); on a strict connection valid 4-byte UTF-8 and NUL
+// bytes are held as themselves, each key its own row.
 func TestKeysAndOwnersMustBeUTF8(t *testing.T) {
 	tdb := testdb.New(t)
 	cfg := tdb.Config.Clone()
@@ -650,11 +651,19 @@ func TestKeysAndOwnersMustBeUTF8(t *testing.T) {
 	_, err = n.client.Lock(runtime.LockConfig{Name: "bad\xff", TTL: time.Second})
 	require.ErrorIs(t, err, runtime.ErrInvalid, "lock name")
 
+	// Valid keys reach the server, which the probe refuses on this
+	// connection: without strict mode it would mangle what it cannot
+	// store. On a strict one each is its own row.
+	_, err = keyed.Try(ctx, "😀")
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.Contains(t, err.Error(), "sql_mode")
+	strict := tdb.Open(t)
+	keyed = newNode(t, strict).lock(t, runtime.LockConfig{Name: "utf8", Keyed: true, TTL: 5 * time.Second})
 	var leases []*runtime.Lease
 	for _, key := range []string{"😀", "a\x00b", "a\x00c", `'; DROP TABLE lockgen_locks; --`, `back\slash"quote`} {
 		lease, err := keyed.Try(ctx, key)
 		require.NoError(t, err, "%q is its own key", key)
-		row, found, err := lockgendb.NewStore(db).LeaseGet(ctx, "utf8", key)
+		row, found, err := lockgendb.NewStore(strict).LeaseGet(ctx, "utf8", key)
 		require.NoError(t, err)
 		require.True(t, found, "%q stored as itself", key)
 		assert.Equal(t, lease.Token(), row.Token)

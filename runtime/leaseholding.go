@@ -127,16 +127,11 @@ func (ls *Lease) holds(row driver.LeaseRow, found bool) bool {
 // shows this holding.
 func (ls *Lease) guardRow(ctx context.Context, tx *sql.Tx) error {
 	// The probe ran at the acquire (generated stores), so this needs no
-	// second connection while tx holds one.
-	galera, err := ls.lock.client.galeraNode(ctx)
-	if err != nil {
+	// second connection while tx holds one. On a cluster the guard's LOCK
+	// IN SHARE MODE holds off only acquires on this node, so a guarded
+	// transaction could commit after a new holder acquired on another.
+	if err := ls.lock.client.guardRefusal(ctx); err != nil {
 		return err
-	}
-	if galera {
-		// Galera certifies writes, not shared locks: the guard's LOCK IN
-		// SHARE MODE is not replicated, so a guarded transaction on one
-		// node could commit after a new holder acquired on another.
-		return fmt.Errorf("%w: Guard on a Galera cluster (wsrep_on): shared row locks are not replicated, so another node's holder could acquire before the guarded writes commit; check the fencing token in the write itself", ErrUnsupported)
 	}
 	ok, err := ls.lock.client.store.LeaseGuard(ctx, tx, ls.id)
 	return ls.guardResult(ok, err)

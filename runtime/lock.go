@@ -277,7 +277,7 @@ func (l *Lock) acquireRow(ctx context.Context, key string) (int64, error) {
 	if err != nil || token != driver.SessionHeld {
 		return token, err
 	}
-	return store.LeaseTakeover(ctx, l.cfg.Name, key, l.client.owner, l.cfg.TTL)
+	return store.LeaseTakeover(ctx, l.cfg.Name, key, l.client.owner, sessionLockName(store.SessionNamespace(), l.cfg.Name, key), l.cfg.TTL)
 }
 
 // Acquire acquires the lock for key, waiting up to the lock's Wait (and

@@ -85,7 +85,7 @@ func (l *Lock) tryRowOnce(ctx context.Context, key string, wait time.Duration) (
 	if err == nil && token == driver.SessionHeld {
 		// The row shows a session holding: take it only if that holding's
 		// server-side lock is free (see Lock.acquireRow).
-		token, err = rtx.Takeover(ctx, l.cfg.Name, key, l.client.owner)
+		token, err = rtx.Takeover(ctx, l.cfg.Name, key, l.client.owner, sessionLockName(rs.SessionNamespace(), l.cfg.Name, key))
 	}
 	if err != nil {
 		return fail(err)

@@ -25,11 +25,14 @@ type serverCheck struct {
 // it fails with an error wrapping ErrUnsupported when the server (TiDB or
 // another engine lockgen does not know, MySQL before 8.0, MariaDB before
 // 10.6) cannot run lockgen's locks safely, and with ErrInvalid when the
-// connection lacks parseTime=true, or the lock table is missing or does
-// not match the migration that creates it (a column or an index missing;
-// the error names the table, what it lacks and the migration). The probe
-// costs a few statements once per Client; a probe that failed, or found a
-// table missing or unlike its migration, is tried again at the next call.
+// connection lacks parseTime=true, its loc is not UTC, its character set
+// is not utf8mb4 or its sql_mode not strict (either could store two keys
+// as one row; the error names the DSN setting to change), or the lock
+// table is missing or does not match the migration that creates it (a
+// column or an index missing; the error names the table, what it lacks
+// and the migration). The probe costs a few statements once per Client; a
+// probe that failed, or found a table missing or unlike its migration, is
+// tried again at the next call.
 func (c *Client) CheckServer(ctx context.Context) error {
 	return c.checkServer(ctx, nil, probe.Lease)
 }
@@ -124,16 +127,27 @@ func migrationOf(table string, target driver.Target) string {
 	return "the migrations lockgen generate wrote"
 }
 
-// galeraNode tells whether the server is a Galera node: from the probe when
-// it ran, else by asking once.
-func (c *Client) galeraNode(ctx context.Context) (bool, error) {
+// guardRefusal is Guard's ErrUnsupported on a cluster (see
+// probe.Report.GuardRefusal): from the probe when it ran, else (a store
+// that hides its pool) by asking whether the server is a Galera node.
+func (c *Client) guardRefusal(ctx context.Context) error {
 	c.server.mu.Lock()
 	r := c.server.report
 	c.server.mu.Unlock()
 	if r != nil {
-		return r.Cluster == probe.Galera, nil
+		if why := r.GuardRefusal(); why != "" {
+			return fmt.Errorf("%w: Guard on %s: %s", ErrUnsupported, r.Server(), why)
+		}
+		return nil
 	}
-	return c.isGalera(ctx)
+	galera, err := c.isGalera(ctx)
+	if err != nil {
+		return err
+	}
+	if galera {
+		return fmt.Errorf("%w: Guard on a Galera cluster (wsrep_on): %s", ErrUnsupported, (&probe.Report{Cluster: probe.Galera}).GuardRefusal())
+	}
+	return nil
 }
 
 // refusal is the error for running f on the server of r, nil when it can

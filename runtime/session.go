@@ -23,8 +23,9 @@ const maxSessionLockName = 64
 // sessionLockName is the server-wide GET_LOCK name of (name, key): the
 // namespace, name and key, or a deterministic hash of them when the server
 // would not keep that string as it is (see plainLockName) or it is longer
-// than GET_LOCK allows (64 bytes). The acquire statements compute the same
-// name in SQL (templates/clock.sql.tmpl, session_lock_name).
+// than GET_LOCK allows (64 bytes). Lease and row acquires pass it to the
+// takeover statements (LeaseTakeover, RowTx.Takeover) as it is, never
+// recomputed from the stored row.
 func sessionLockName(namespace, name, key string) string {
 	full := namespace + name
 	if key != "" {

@@ -18,12 +18,10 @@ package runtime
 // driver.SessionHeld (1), which a V1 runtime would take for a token, and
 // the generated store has LeaseTakeover and RowTx.Takeover.
 //
-// V3: the generated store names the migration of each table
-// (driver.Target.LocksMigration and RunsMigration), fields a V2 runtime
-// lacks. This runtime still runs V2 code (without them, its errors name
-// the migrations directory only).
+// V3: LeaseTakeover and RowTx.Takeover take the session holding's GET_LOCK
+// name from the runtime (sessionLock) instead of computing it in SQL from
+// the stored row; a session holding's pinned connection bounds its idle
+// time on the server (driver.SessionConn.BoundIdle); and the generated
+// store names the migration of each table (driver.Target.LocksMigration
+// and RunsMigration). This runtime does not run V2 code.
 const RegenerateWithLockgenGenerateV3 = true
-
-// RegenerateWithLockgenGenerateV2 is the guard of code generated for V2
-// runtimes, which this one still runs (see RegenerateWithLockgenGenerateV3).
-const RegenerateWithLockgenGenerateV2 = true

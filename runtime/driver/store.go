@@ -69,9 +69,13 @@ type Store interface {
 	// LeaseTakeover may take.
 	LeaseAcquire(ctx context.Context, name, key, owner string, ttl time.Duration) (token int64, err error)
 	// LeaseTakeover is LeaseAcquire that also takes a row marked by a
-	// session holding whose server-side lock is free (its holder's
-	// connection is gone). It returns the new token, or 0.
-	LeaseTakeover(ctx context.Context, name, key, owner string, ttl time.Duration) (token int64, err error)
+	// session holding whose server-side lock, the GET_LOCK named
+	// sessionLock, is free (its holder's connection is gone). sessionLock
+	// is the name the session holder computed for (name, key), passed as
+	// it is: a name recomputed from the stored row could differ from it
+	// and find a free lock while the holder lives. It returns the new
+	// token, or 0.
+	LeaseTakeover(ctx context.Context, name, key, owner, sessionLock string, ttl time.Duration) (token int64, err error)
 	// LeaseRenew extends the lease to ttl from now by the database clock if
 	// id still holds it and it has not expired. ok is false otherwise.
 	LeaseRenew(ctx context.Context, id LeaseID, ttl time.Duration) (ok bool, err error)
@@ -170,8 +174,9 @@ type RowTx interface {
 	// take.
 	Take(ctx context.Context, name, key, owner string) (int64, error)
 	// Takeover is Take that also takes a row marked by a session holding
-	// whose server-side lock is free. It returns the new token, or 0.
-	Takeover(ctx context.Context, name, key, owner string) (int64, error)
+	// whose server-side lock, the GET_LOCK named sessionLock (see
+	// Store.LeaseTakeover), is free. It returns the new token, or 0.
+	Takeover(ctx context.Context, name, key, owner, sessionLock string) (int64, error)
 	// RestoreLockWait gives the connection back its previous
 	// innodb_lock_wait_timeout, so fn's statements and later users of the
 	// pooled connection are not affected by the lock's wait.

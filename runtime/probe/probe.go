@@ -86,6 +86,12 @@ type Report struct {
 	// loc), which must be UTC; empty without ParseTime.
 	ParseTime bool
 	Location  string
+	// CharsetClient, CharsetConnection and CharsetResults are the session's
+	// character_set_client, character_set_connection and
+	// character_set_results: the character sets the server reads
+	// statements in, converts literals to, and sends results in. SQLMode is
+	// the session's sql_mode.
+	CharsetClient, CharsetConnection, CharsetResults, SQLMode string
 	// User is CURRENT_USER(), AuthPlugin its authentication plugin when the
 	// server lets this user read it (else empty).
 	User, AuthPlugin string
@@ -127,11 +133,13 @@ func Run(ctx context.Context, db Querier, tables ...string) (*Report, error) {
 	// engine that only speaks MySQL's protocol may lack any of them.
 	vars, err := variables(ctx, db, "version_comment", "time_zone", "wait_timeout", "innodb_lock_wait_timeout",
 		"read_only", "super_read_only", "transaction_isolation", "tx_isolation", "wsrep_on", "innodb_version",
-		"group_replication_group_name")
+		"group_replication_group_name", "character_set_client", "character_set_connection", "character_set_results", "sql_mode")
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
 	r.Comment, r.TimeZone = vars["version_comment"], vars["time_zone"]
+	r.CharsetClient, r.CharsetConnection = vars["character_set_client"], vars["character_set_connection"]
+	r.CharsetResults, r.SQLMode = vars["character_set_results"], vars["sql_mode"]
 	r.WaitTimeout = seconds(vars["wait_timeout"])
 	r.LockWaitTimeout = seconds(vars["innodb_lock_wait_timeout"])
 	r.ReadOnly = on(vars["read_only"]) || on(vars["super_read_only"])
@@ -280,12 +288,29 @@ func (r *Report) Refusal(f Feature) string {
 	return ""
 }
 
+// GuardRefusal returns why Lease.Guard cannot hold a new holder off on
+// this server, or "" when it can. Guard's shared lock on the lock row
+// excludes an acquire only on the node that holds it: Galera certifies
+// write sets, not shared locks, and so does Group Replication in
+// multi-primary mode, so another node's acquire could commit before the
+// guarded writes do. Every Group Replication group is refused, since a
+// single-primary group can be switched to multi-primary online, after
+// this probe.
+func (r *Report) GuardRefusal() string {
+	if r.Cluster == NoCluster {
+		return ""
+	}
+	return fmt.Sprintf("on a %s cluster a shared row lock is not certified across nodes, so another node's holder could acquire before the guarded writes commit; compare the fencing token in the write itself", r.Cluster)
+}
+
 // utcNames are the names of locations that are UTC at every instant.
 var utcNames = map[string]bool{"UTC": true, "Etc/UTC": true, "Etc/UCT": true, "UCT": true, "Universal": true,
 	"Etc/Universal": true, "Zulu": true, "Etc/Zulu": true, "Etc/GMT": true, "GMT": true, "Etc/GMT+0": true, "Etc/GMT-0": true, "Etc/GMT0": true}
 
 // Settings returns what is wrong with the connection itself, one sentence
-// each: a missing parseTime, or a loc other than UTC. Empty when nothing is.
+// each, saying which DSN setting to change: a missing parseTime, a loc
+// other than UTC, a character set other than utf8mb4, or an sql_mode that
+// is not strict. Empty when nothing is.
 func (r *Report) Settings() []string {
 	var bad []string
 	if !r.ParseTime {
@@ -293,7 +318,53 @@ func (r *Report) Settings() []string {
 	} else if !utcNames[r.Location] {
 		bad = append(bad, fmt.Sprintf("the connection's loc is %s: the driver writes and reads DATETIME values in it, so nodes whose DSNs differ in loc would store one scheduled tick as two (and run it twice), and a daylight-saving hour would repeat; open the *sql.DB with loc=UTC (go-sql-driver/mysql's default)", r.Location))
 	}
+	if why := r.charsetProblem(); why != "" {
+		bad = append(bad, why)
+	}
+	if !r.Strict() {
+		bad = append(bad, fmt.Sprintf("the connection's sql_mode is %q, with neither STRICT_TRANS_TABLES nor STRICT_ALL_TABLES: the server then stores a value it cannot keep (a character outside the column's character set, a string too long) mangled or cut, with a warning instead of an error, so two lock keys could become one row and two holders could run at once; remove sql_mode from the DSN or make it include STRICT_TRANS_TABLES (sql_mode=%%27STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION%%27), and if the DSN sets none, add STRICT_TRANS_TABLES to the server's sql_mode (the default of MySQL 5.7+ and MariaDB 10.2.4+)", r.SQLMode))
+	}
 	return bad
+}
+
+// Strict reports whether the session's sql_mode makes the server refuse,
+// rather than mangle, a value a column cannot store.
+func (r *Report) Strict() bool {
+	for _, m := range strings.Split(r.SQLMode, ",") {
+		if m = strings.TrimSpace(strings.ToUpper(m)); m == "STRICT_TRANS_TABLES" || m == "STRICT_ALL_TABLES" {
+			return true
+		}
+	}
+	return false
+}
+
+// charsetProblem says why the connection's character sets cannot carry
+// every key exactly, or "" when they can: statements must be read and
+// literals converted in utf8mb4, and results sent in utf8mb4 or unconverted
+// (binary, or NULL: as stored, which is utf8mb4).
+func (r *Report) charsetProblem() string {
+	var off []string
+	for _, v := range []struct{ name, value string }{
+		{"character_set_client", r.CharsetClient},
+		{"character_set_connection", r.CharsetConnection},
+		{"character_set_results", r.CharsetResults},
+	} {
+		ok := strings.EqualFold(v.value, "utf8mb4")
+		if v.name == "character_set_results" {
+			ok = ok || v.value == "" || strings.EqualFold(v.value, "binary")
+		}
+		if !ok {
+			value := v.value
+			if value == "" {
+				value = "unknown"
+			}
+			off = append(off, v.name+" "+value)
+		}
+	}
+	if len(off) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the connection's character set is not utf8mb4 (%s): characters it lacks (4-byte UTF-8 such as emoji in utf8/utf8mb3) are stored as '?' or refused, so two lock keys could become one row and two holders could run at once; open the *sql.DB with charset=utf8mb4 in the DSN (or a utf8mb4 collation, collation=utf8mb4_general_ci), or drop charset and collation from it (go-sql-driver/mysql's default is utf8mb4), and make sure the server does not override the client's choice (skip-character-set-client-handshake, a SET NAMES in init_connect)", strings.Join(off, ", "))
 }
 
 // MissingTables returns the tables asked about that do not exist, in the

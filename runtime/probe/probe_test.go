@@ -75,6 +75,28 @@ func TestRefusal(t *testing.T) {
 	}
 }
 
+// TestGuardRefusal: Guard's shared lock holds off acquires on one node
+// only, so every cluster refuses it; a lone server (whatever its flavour)
+// does not.
+func TestGuardRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		r       Report
+		refused string
+	}{
+		{Report{Flavor: MariaDB, Major: 10, Minor: 11}, ""},
+		{Report{Flavor: MySQL, Major: 9, Minor: 7}, ""},
+		{Report{Flavor: MariaDB, Major: 10, Minor: 11, Cluster: Galera}, "Galera cluster a shared row lock is not certified"},
+		{Report{Flavor: MySQL, Major: 8, Minor: 4, Cluster: GroupReplication}, "Group Replication cluster a shared row lock is not certified"},
+	} {
+		got := tc.r.GuardRefusal()
+		if tc.refused == "" {
+			assert.Empty(t, got, tc.r.Server())
+		} else {
+			assert.Contains(t, got, tc.refused, tc.r.Server())
+		}
+	}
+}
+
 // TestRunOnTheTestServer probes the real test server (MariaDB or MySQL,
 // whichever LOCKGEN_TEST_DSN names) and checks what it reports against
 // what the server says directly.
@@ -100,6 +122,9 @@ func TestRunOnTheTestServer(t *testing.T) {
 	assert.Empty(t, r.Settings())
 	assert.True(t, r.ParseTime)
 	assert.Equal(t, "UTC", r.Location)
+	assert.Equal(t, "utf8mb4", r.CharsetClient)
+	assert.Equal(t, "utf8mb4", r.CharsetConnection)
+	assert.True(t, r.Strict(), r.SQLMode)
 	assert.Equal(t, tdb.Name, r.Database)
 	assert.Equal(t, []string{"no_such_table"}, r.MissingTables("lockgen_locks", "lockgen_runs", "no_such_table"))
 	assert.Positive(t, r.WaitTimeout)
@@ -121,16 +146,55 @@ func TestRunOnTheTestServer(t *testing.T) {
 	assert.Contains(t, r.Settings()[0], "parseTime=true")
 }
 
-// TestSettings: parseTime is required, and loc must be UTC under any of its
-// names.
+// good is the part of a Report that the connection settings of a sound DSN
+// give.
+func good() Report {
+	return Report{ParseTime: true, Location: "UTC", CharsetClient: "utf8mb4", CharsetConnection: "utf8mb4",
+		CharsetResults: "utf8mb4", SQLMode: "STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"}
+}
+
+// TestSettings: parseTime is required, loc must be UTC under any of its
+// names, the character sets utf8mb4 and sql_mode strict; each refusal
+// names the DSN setting to change.
 func TestSettings(t *testing.T) {
-	assert.Empty(t, (&Report{ParseTime: true, Location: "UTC"}).Settings())
-	assert.Empty(t, (&Report{ParseTime: true, Location: "Etc/UTC"}).Settings())
-	bad := (&Report{ParseTime: true, Location: "Europe/London"}).Settings()
-	require.Len(t, bad, 1)
-	assert.Contains(t, bad[0], "loc is Europe/London")
-	assert.Contains(t, bad[0], "loc=UTC")
-	bad = (&Report{}).Settings()
-	require.Len(t, bad, 1)
-	assert.Contains(t, bad[0], "parseTime=true")
+	for _, tc := range []struct {
+		name   string
+		change func(*Report)
+		want   []string // parts of the one refusal; none when accepted
+	}{
+		{"sound", func(*Report) {}, nil},
+		{"Etc/UTC", func(r *Report) { r.Location = "Etc/UTC" }, nil},
+		{"results unconverted", func(r *Report) { r.CharsetResults = "" }, nil},
+		{"results binary", func(r *Report) { r.CharsetResults = "binary" }, nil},
+		{"strict all tables", func(r *Report) { r.SQLMode = "STRICT_ALL_TABLES" }, nil},
+		{"strict lower case", func(r *Report) { r.SQLMode = "ansi_quotes,strict_trans_tables" }, nil},
+		{"loc", func(r *Report) { r.Location = "Europe/London" }, []string{"loc is Europe/London", "loc=UTC"}},
+		{"no parseTime", func(r *Report) { r.ParseTime, r.Location = false, "" }, []string{"parseTime=true"}},
+		{"utf8mb3", func(r *Report) {
+			r.CharsetClient, r.CharsetConnection, r.CharsetResults = "utf8mb3", "utf8mb3", "utf8mb3"
+		},
+			[]string{"not utf8mb4 (character_set_client utf8mb3, character_set_connection utf8mb3, character_set_results utf8mb3)", "charset=utf8mb4", "collation=utf8mb4_general_ci"}},
+		{"connection latin1", func(r *Report) { r.CharsetConnection = "latin1" }, []string{"(character_set_connection latin1)", "charset=utf8mb4"}},
+		{"results utf8mb3", func(r *Report) { r.CharsetResults = "utf8mb3" }, []string{"(character_set_results utf8mb3)"}},
+		{"charset unknown", func(r *Report) { r.CharsetClient = "" }, []string{"character_set_client unknown"}},
+		{"sql_mode empty", func(r *Report) { r.SQLMode = "" }, []string{`sql_mode is ""`, "STRICT_TRANS_TABLES", "sql_mode=%27STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION%27", "server's sql_mode"}},
+		{"sql_mode not strict", func(r *Report) { r.SQLMode = "NO_ENGINE_SUBSTITUTION,ANSI_QUOTES" }, []string{`sql_mode is "NO_ENGINE_SUBSTITUTION,ANSI_QUOTES"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good()
+			tc.change(&r)
+			bad := r.Settings()
+			if tc.want == nil {
+				assert.Empty(t, bad)
+				return
+			}
+			require.Len(t, bad, 1)
+			for _, w := range tc.want {
+				assert.Contains(t, bad[0], w)
+			}
+		})
+	}
+	r := good()
+	r.CharsetClient, r.SQLMode = "utf8mb3", ""
+	assert.Len(t, r.Settings(), 2, "each problem in a sentence of its own")
 }

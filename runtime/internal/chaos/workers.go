@@ -36,12 +36,12 @@ type proc struct {
 // and sql_mode in the DSN, and the process's local time zone (TZ). The
 // driver's loc is UTC for all: the runtime refuses any other (a node
 // whose loc differed would store other DATETIME values for the same
-// instant).
+// instant), and a sql_mode that is not strict.
 var settings = []struct{ zone, sqlMode, tz string }{
 	{"'+00:00'", "", "UTC"},
 	{"SYSTEM", "", "America/New_York"},
 	{"'+05:30'", "", "Asia/Kolkata"},
-	{"'-05:00'", "'NO_ENGINE_SUBSTITUTION'", "Pacific/Chatham"},
+	{"'-05:00'", "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'", "Pacific/Chatham"},
 	{"'+13:00'", "", "Europe/Berlin"},
 }
 

@@ -85,9 +85,8 @@ var Distinct = [][2]string{
 // InjectionConfigs are the connection settings keys travel through: the
 // driver interpolating them into the statement text (the tests' default),
 // the server binding them in prepared statements, and interpolation with
-// NO_BACKSLASH_ESCAPES and without strict mode (quotes must then be
-// escaped by doubling, and a value the server had to cut would be cut
-// silently).
+// NO_BACKSLASH_ESCAPES (quotes must then be escaped by doubling), in
+// strict mode, without which the runtime refuses the connection.
 var InjectionConfigs = []struct {
 	Label string
 	Apply func(*mysql.Config)
@@ -95,7 +94,7 @@ var InjectionConfigs = []struct {
 	{"interpolated", func(*mysql.Config) {}},
 	{"prepared", func(c *mysql.Config) { c.InterpolateParams = false }},
 	{"no-backslash-escapes", func(c *mysql.Config) {
-		c.Params = map[string]string{"sql_mode": "'NO_BACKSLASH_ESCAPES'"}
+		c.Params = map[string]string{"sql_mode": "'STRICT_TRANS_TABLES,NO_BACKSLASH_ESCAPES'"}
 	}},
 }
 
@@ -111,7 +110,7 @@ func OpenInjection(t *testing.T, tdb *testdb.DB, apply func(*mysql.Config)) (*sq
 	var mode string
 	require.NoError(t, db.QueryRow("SELECT @@SESSION.sql_mode").Scan(&mode))
 	if cfg.Params["sql_mode"] != "" {
-		require.Equal(t, "NO_BACKSLASH_ESCAPES", mode)
+		require.Equal(t, "NO_BACKSLASH_ESCAPES,STRICT_TRANS_TABLES", mode)
 	}
 	return db, counter
 }

@@ -68,13 +68,15 @@ func (s Store) LeaseAcquire(ctx context.Context, name, key, owner string, ttl ti
 }
 
 // LeaseTakeover implements driver.Store: LeaseAcquire that also takes a row
-// marked by a session holding whose server-side lock is free.
-func (s Store) LeaseTakeover(ctx context.Context, name, key, owner string, ttl time.Duration) (token int64, err error) {
+// marked by a session holding whose server-side lock, the GET_LOCK named
+// sessionLock, is free.
+func (s Store) LeaseTakeover(ctx context.Context, name, key, owner, sessionLock string, ttl time.Duration) (token int64, err error) {
 	res, err := s.q.LeaseTakeover(ctx, LeaseTakeoverParams{
-		Name:    name,
-		LockKey: key,
-		Owner:   owner,
-		TtlUs:   ttl.Microseconds(),
+		Name:        name,
+		LockKey:     key,
+		Owner:       owner,
+		TtlUs:       ttl.Microseconds(),
+		SessionLock: sessionLock,
 	})
 	if err != nil {
 		return 0, err
@@ -355,12 +357,14 @@ func (t rowTx) Take(ctx context.Context, name, key, owner string) (int64, error)
 }
 
 // Takeover implements driver.RowTx: Take that also takes a row marked by a
-// session holding whose server-side lock is free.
-func (t rowTx) Takeover(ctx context.Context, name, key, owner string) (int64, error) {
+// session holding whose server-side lock, the GET_LOCK named sessionLock,
+// is free.
+func (t rowTx) Takeover(ctx context.Context, name, key, owner, sessionLock string) (int64, error) {
 	res, err := t.q.RowTakeover(ctx, RowTakeoverParams{
-		Name:    name,
-		LockKey: key,
-		Owner:   owner,
+		Name:        name,
+		LockKey:     key,
+		Owner:       owner,
+		SessionLock: sessionLock,
 	})
 	if err != nil {
 		return 0, err

@@ -32,7 +32,8 @@ ON DUPLICATE KEY UPDATE
 -- also takes a row marked by a session holding whose server-side lock is
 -- free (its holder died, or its release failed half-way), so a crashed
 -- session holder cannot wedge the lock for lease nodes (as during a rolling
--- change of strategy). LastInsertId is the new token, or 0.
+-- change of strategy). session_lock is that holding's GET_LOCK name, as the
+-- runtime computes it. LastInsertId is the new token, or 0.
 -- MySQL applies ON DUPLICATE KEY UPDATE assignments left to right, each
 -- seeing the ones before: the first decides once (IS_FREE_LOCK could
 -- change between evaluations) and marks a taken row with the expiry
@@ -44,7 +45,7 @@ VALUES (
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
 )
 ON DUPLICATE KEY UPDATE
-    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('chaos_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64 AND HEX(CONCAT('chaos_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) NOT REGEXP '^(..)*(00|4[1-9A-F]|5[0-9A]|[89A-F].)', CONCAT('chaos_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('chaos_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(sqlc.arg(session_lock)) = 1)), '1000-01-01 00:00:00', expires_at),
     token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at = '1000-01-01 00:00:00', sqlc.arg(owner), owner),
     acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
@@ -211,12 +212,13 @@ ON DUPLICATE KEY UPDATE
 
 -- name: RowTakeover :execresult
 -- RowTakeover is RowTake for a row that showed a session holding: it also
--- takes a row marked by a session holding whose server-side lock is free
--- (see LeaseTakeover, which also explains the 1000-01-01 mark).
+-- takes a row marked by a session holding whose server-side lock (named
+-- session_lock) is free (see LeaseTakeover, which also explains the
+-- 1000-01-01 mark).
 INSERT INTO chaos_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE
-    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(IF(LENGTH(CONCAT('chaos_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) <= 64 AND HEX(CONCAT('chaos_', name, IF(lock_key = '', '', CONCAT('/', lock_key)))) NOT REGEXP '^(..)*(00|4[1-9A-F]|5[0-9A]|[89A-F].)', CONCAT('chaos_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), CONCAT('lockgen:', LEFT(SHA2(CONCAT('chaos_', name, IF(lock_key = '', '', CONCAT('/', lock_key))), 256), 56)))) = 1)), '1000-01-01 00:00:00', expires_at),
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(sqlc.arg(session_lock)) = 1)), '1000-01-01 00:00:00', expires_at),
     token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at = '1000-01-01 00:00:00', sqlc.arg(owner), owner),
     acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
