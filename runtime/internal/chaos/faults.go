@@ -143,7 +143,7 @@ func (c *Controller) lockRows(ctx context.Context, f Fault, sp *Span) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err = tx.QueryContext(lctx, "SELECT id, worker FROM "+database+".chaos_runs WHERE id IN ("+strings.Join(ids, ",")+") AND state = 'running' FOR UPDATE")
+	rows, err = tx.QueryContext(lctx, "SELECT id, worker FROM "+database+".chaos_runs FORCE INDEX (PRIMARY) WHERE id IN ("+strings.Join(ids, ",")+") AND state = 'running' FOR UPDATE")
 	if err != nil {
 		return err
 	}

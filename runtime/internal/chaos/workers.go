@@ -55,6 +55,11 @@ func (c *Controller) newProc(i int, adminCfg *mysql.Config) (*proc, error) {
 	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = procUser(i), appPass, "tcp", proxy.Addr(), database
 	cfg.ParseTime, cfg.InterpolateParams = true, true
 	cfg.Timeout = time.Second
+	// A read timeout, as docs/strategies.md recommends: database/sql opens
+	// connections for queued requests in one goroutine with no deadline, so
+	// a new connection whose handshake a blackhole swallows would stop the
+	// pool from opening any other, for good. Longer than any wait here.
+	cfg.ReadTimeout = 10 * time.Second
 	cfg.Loc = time.UTC
 	cfg.Params = map[string]string{"time_zone": s.zone}
 	if s.sqlMode != "" {
