@@ -94,11 +94,6 @@ func (c *RowConn) RestoreLockWait(ctx context.Context) error {
 // good, pinning the connection (and a slot of the pool) while the server
 // keeps the row locked until RowIdleBound.
 func (c *RowConn) Commit() error {
-	if !c.restored {
-		// The holding never began (its lock wait was not restored): roll
-		// back and discard.
-		return c.Rollback()
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 	defer cancel()
 	_, err := c.tx.ExecContext(ctx, rowSessionRestore)
@@ -110,9 +105,11 @@ func (c *RowConn) Commit() error {
 		discardConn(c.conn)
 		return err
 	}
-	if rerr != nil {
+	if rerr != nil || !c.restored {
+		// Committed: the holding ended as asked; the connection is not
+		// pooled (its lock wait may not be back).
 		discardConn(c.conn)
-		return nil // committed: the holding ended as asked
+		return nil
 	}
 	_ = c.conn.Close()
 	return nil
