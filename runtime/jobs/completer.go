@@ -203,7 +203,12 @@ func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 			return true
 		}
 		var me *mysql.MySQLError
-		if !errors.As(err, &me) {
+		if !errors.As(err, &me) || servererr.IsRefusal(err) {
+			// A lost connection, or the server turning the statement away
+			// for a reason that is not the outcome's (too many connections,
+			// a user limit, a rotated password, read-only): end the round
+			// and retry later, counting no rejection (the chaos harness saw
+			// successes of last attempts dropped after five 1226s).
 			return false
 		}
 		for _, o := range os {

@@ -239,13 +239,48 @@ func TestJobsRescueWaitingOnARowLockDelaysNoHeartbeat(t *testing.T) {
 type deadlockingCompletes struct {
 	lockgendb.Store
 	left atomic.Int32
+	// number is the error the completions fail with: 1213 by default.
+	number uint16
 }
 
 func (s *deadlockingCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
 	if s.left.Add(-1) >= 0 {
+		if s.number != 0 {
+			return 0, &mysql.MySQLError{Number: s.number, Message: "refused"}
+		}
 		return 0, &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
 	}
 	return s.Store.RunsComplete(ctx, claims)
+}
+
+// TestJobsRefusedCompletionIsRetried: a completion the server refuses for a
+// reason that is not the outcome's (1226 max_user_connections, 1040 too
+// many connections, 1045 a rotated password, 1290 read-only) is retried
+// like a lost connection, however many times in a row. The completer used
+// to count these as rejections and drop the outcome after five: the chaos
+// harness saw successful last attempts end orphaned behind 1226s.
+func TestJobsRefusedCompletionIsRetried(t *testing.T) {
+	for _, number := range []uint16{1226, 1040, 1045, 1290} {
+		t.Run(fmt.Sprint(number), func(t *testing.T) {
+			tdb := testdb.New(t)
+			ctx := context.Background()
+			store := &deadlockingCompletes{Store: lockgendb.NewStore(tdb.Open(t)), number: number}
+			store.left.Store(8)
+			j := jobsOn(t, store, "node")
+			var handled atomic.Int32
+			startWorker(t, j, jobs.WorkerConfig{Lease: time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
+				Handlers: map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error {
+					handled.Add(1)
+					return nil
+				}}}})
+			id, err := j.Enqueue(ctx, nil, newRun("noop"))
+			require.NoError(t, err)
+			info := waitState(t, j, id, jobs.RunCompleted)
+			assert.Equal(t, 1, info.Attempt, "completed as its first attempt")
+			assert.Equal(t, int32(1), handled.Load(), "handled once")
+			assert.Less(t, store.left.Load(), int32(0), "every refusal was met")
+		})
+	}
 }
 
 // TestJobsDeadlockedCompletionIsRetried: a completion that deadlocks (1213)

@@ -23,6 +23,17 @@ const (
 	MySQLNowaitBusy = 3572 // ER_LOCK_NOWAIT: MySQL's answer to NOWAIT
 	UnsupportedPS   = 1295 // ER_UNSUPPORTED_PS: a statement the server cannot prepare
 	TooManyPrepared = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
+
+	// Refusals: the server turned the connection or the statement away for
+	// a reason that says nothing about the statement itself.
+	TooManyConnections     = 1040 // ER_CON_COUNT_ERROR
+	AccessDenied           = 1045 // ER_ACCESS_DENIED_ERROR: e.g. a password rotated under a running process
+	ServerShutdown         = 1053 // ER_SERVER_SHUTDOWN
+	HostBlocked            = 1129 // ER_HOST_IS_BLOCKED
+	TooManyUserConnections = 1203 // ER_TOO_MANY_USER_CONNECTIONS
+	UserLimitReached       = 1226 // ER_USER_LIMIT_REACHED: max_user_connections and other resource limits
+	ReadOnly               = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only, e.g. a demoted primary
+	ConnectionKilled       = 1927 // ER_CONNECTION_KILLED (MariaDB)
 )
 
 func number(err error) (uint16, bool) {
@@ -51,6 +62,17 @@ func is(err error, numbers ...uint16) bool {
 // wait timeout (1205). Both roll the statement back entirely.
 func IsTransient(err error) bool {
 	return is(err, Deadlock, LockWaitTimeout)
+}
+
+// IsRefusal reports a server error that refuses the connection or the
+// statement for a reason that says nothing about the statement: too many
+// connections, a user's resource limit, access denied after a password
+// rotation, a blocked host, a read-only (demoted) server, a shutdown or a
+// killed connection. Like a lost connection, it may last for minutes and
+// then pass; the statement should be retried later, not given up on.
+func IsRefusal(err error) bool {
+	return is(err, TooManyConnections, AccessDenied, ServerShutdown, HostBlocked,
+		TooManyUserConnections, UserLimitReached, ReadOnly, ConnectionKilled)
 }
 
 // IsLockWaitFailure reports a row lock that was not granted in time: a lock
