@@ -80,11 +80,32 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.Return(jen.Id("runs"), jen.Nil()),
 	)
 	claimArgs := jen.List(jen.Id("ids"), jen.Id("refs")).Op(":=").Id("claimArgs").Call(jen.Id("claims"))
-	method("// RunsHeartbeat implements driver.JobStore.", "RunsHeartbeat",
-		[]jen.Code{ctx(), claims(), jen.Id("lease").Add(dur())}, []jen.Code{jen.Int64(), jen.Error()},
-		claimArgs.Clone(),
-		jen.Return(q().Dot("RunsHeartbeat").Call(jen.Id("ctx"), literal(db("RunsHeartbeatParams"),
-			kv{"LeaseUs", jen.Id("lease").Dot("Microseconds").Call()}, kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")}))),
+	method("// RunsHeartbeat implements driver.JobStore: lock the rows no other\n// transaction holds, then extend those still running with the claims, in\n// one transaction.", "RunsHeartbeat",
+		[]jen.Code{ctx(), claims(), jen.Id("lease").Add(dur())}, []jen.Code{dr("Heartbeat"), jen.Error()},
+		jen.Var().Id("hb").Add(dr("Heartbeat")),
+		jen.Err().Op(":=").Add(dr("InTx")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
+			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
+			jen.List(jen.Id("ids"), jen.Id("_")).Op(":=").Id("claimArgs").Call(jen.Id("claims")),
+			jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatLock").Call(jen.Id("ctx"), jen.Id("ids")),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+			jen.Id("locked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Len(jen.Id("rows"))),
+			jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
+				jen.Id("locked").Index(jen.Id("i")).Op("=").Add(literal(dr("HeartbeatRow"),
+					kv{"ID", jen.Id("r").Dot("ID")}, kv{"Claim", jen.Id("r").Dot("Claim")}, kv{"Running", jen.Id("r").Dot("State").Op("==").Lit("running")})),
+			),
+			jen.Id("hb").Op("=").Add(dr("SortHeartbeat")).Call(jen.Id("claims"), jen.Id("locked")),
+			jen.If(jen.Len(jen.Id("hb").Dot("Extended")).Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
+			jen.List(jen.Id("ids"), jen.Id("refs")).Op(":=").Id("claimArgs").Call(jen.Id("hb").Dot("Extended")),
+			jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeat").Call(jen.Id("ctx"), literal(db("RunsHeartbeatParams"),
+				kv{"LeaseUs", jen.Id("lease").Dot("Microseconds").Call()}, kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")})),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+			jen.Return(dr("CheckExtended").Call(jen.Id("n"), jen.Len(jen.Id("ids")))),
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(
+			jen.Comment("The commit may not have landed: nothing is known extended."),
+			jen.Return(dr("Heartbeat").Values(), jen.Err()),
+		),
+		jen.Return(jen.Id("hb"), jen.Nil()),
 	)
 	method("// RunsComplete implements driver.JobStore.", "RunsComplete",
 		[]jen.Code{ctx(), claims()}, []jen.Code{jen.Int64(), jen.Error()},

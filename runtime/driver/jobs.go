@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -114,6 +115,58 @@ func (c Claim) ClaimRef() string {
 	return strconv.FormatInt(c.ID, 10) + ":" + strconv.FormatInt(c.Claim, 10)
 }
 
+// Heartbeat is what RunsHeartbeat did with each claim it was given.
+type Heartbeat struct {
+	// Extended are the claims whose runs were running with them: their
+	// deadlines moved to lease after the database clock.
+	Extended []Claim
+	// Gone are the claims whose runs no longer run with them: rescued,
+	// orphaned, finished or claimed again since.
+	Gone []Claim
+	// Busy are the claims whose rows another transaction held locked (or
+	// that no longer exist): not extended, and not known to be gone.
+	Busy []Claim
+}
+
+// HeartbeatRow is a run's row as a heartbeat locked it.
+type HeartbeatRow struct {
+	ID, Claim int64
+	Running   bool
+}
+
+// SortHeartbeat sorts claims by the rows a heartbeat locked: a claim whose
+// row is running with it is to be extended, one whose row has another
+// claim or state is gone, and one whose row was not locked (another
+// transaction held it, or it was deleted) is busy.
+func SortHeartbeat(claims []Claim, locked []HeartbeatRow) Heartbeat {
+	rows := make(map[int64]HeartbeatRow, len(locked))
+	for _, r := range locked {
+		rows[r.ID] = r
+	}
+	var hb Heartbeat
+	for _, c := range claims {
+		switch r, ok := rows[c.ID]; {
+		case !ok:
+			hb.Busy = append(hb.Busy, c)
+		case r.Running && r.Claim == c.Claim:
+			hb.Extended = append(hb.Extended, c)
+		default:
+			hb.Gone = append(hb.Gone, c)
+		}
+	}
+	return hb
+}
+
+// CheckExtended is the error of a heartbeat whose UPDATE extended n of the
+// want runs it had locked and read as running with their claims (none,
+// unless the table changed under the locks).
+func CheckExtended(n int64, want int) error {
+	if n != int64(want) {
+		return fmt.Errorf("lockgen: heartbeat extended %d of %d locked runs", n, want)
+	}
+	return nil
+}
+
 // JobStore is a Store that also runs the job statements on the runs table.
 // The code lockgen generates implements it when the spec declares jobs.
 type JobStore interface {
@@ -128,8 +181,14 @@ type JobStore interface {
 	// until lease after the database clock, in one transaction. With an
 	// error it returns no runs: the commit may not have landed.
 	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Run, error)
-	// RunsHeartbeat extends the deadline of the runs still holding claims.
-	RunsHeartbeat(ctx context.Context, claims []Claim, lease time.Duration) (int64, error)
+	// RunsHeartbeat extends, in one transaction, the deadline of the runs
+	// still running with claims, to lease after the database clock. It
+	// never waits on a run's row that another transaction holds (an
+	// operator's SELECT … FOR UPDATE, a statement stuck on a connection a
+	// partition cut off): such a run is reported Busy, neither extended nor
+	// known gone, and the others are extended all the same. With an error
+	// nothing is known to be extended (the commit may not have landed).
+	RunsHeartbeat(ctx context.Context, claims []Claim, lease time.Duration) (Heartbeat, error)
 	// RunsComplete marks completed the runs still holding claims, running
 	// or orphaned.
 	RunsComplete(ctx context.Context, claims []Claim) (int64, error)

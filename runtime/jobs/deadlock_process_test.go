@@ -124,10 +124,10 @@ func (s *countingStore) RunsClaim(ctx context.Context, queue, worker string, lim
 	return runs, err
 }
 
-func (s *countingStore) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (int64, error) {
-	n, err := s.Store.RunsHeartbeat(ctx, claims, lease)
+func (s *countingStore) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (driver.Heartbeat, error) {
+	hb, err := s.Store.RunsHeartbeat(ctx, claims, lease)
 	s.note("heartbeat", err)
-	return n, err
+	return hb, err
 }
 
 func (s *countingStore) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {

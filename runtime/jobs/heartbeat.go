@@ -68,13 +68,14 @@ func (h *heartbeater) soon() {
 // beat extends the deadline of the running runs that are still within
 // their timeout plus one lease (a run stuck past that is left to be
 // rescued) and of the finished runs whose outcomes wait to be recorded,
-// and moves the local deadline of each running run it extended. A batch
-// the database extends only in part is heartbeated run by run (the runs
-// recorded meanwhile left out): a run whose claim is gone (it was rescued)
-// has its handler told at once. Each statement is bounded by
-// statementTimeout, so a heartbeat stuck on a half-open connection does
-// not outlive the runs' local deadlines. It returns when to heartbeat
-// next: Lease/3, or sooner after a failure.
+// and moves the local deadline of each running run it extended. A run
+// whose claim is gone (it was rescued) has its handler told at once. A
+// run whose row another transaction holds is skipped, not waited for (it
+// keeps its local deadline and is tried again at the next heartbeat), so
+// it delays no other run. Each batch is bounded by statementTimeout, so a
+// heartbeat stuck on a half-open connection does not outlive the runs'
+// local deadlines. It returns when to heartbeat next: Lease/3, or sooner
+// after a failure or a skipped run.
 func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 	w := h.w
 	lease := w.cfg.Lease
@@ -85,7 +86,7 @@ func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 	unrecorded := h.comp.claims()
 	now := w.jobs.clock.Now()
 	claims := unrecorded
-	owners := make([]*active, len(unrecorded), len(unrecorded)+len(running))
+	owners := make(map[driver.Claim]*active, len(running))
 	queued := make(map[driver.Claim]bool, len(unrecorded))
 	for _, c := range unrecorded {
 		queued[c] = true
@@ -93,7 +94,7 @@ func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 	for _, a := range running {
 		if !a.gone && !queued[a.claim] && now.Sub(a.started) < a.timeout+lease {
 			claims = append(claims, a.claim)
-			owners = append(owners, a)
+			owners[a.claim] = a
 		}
 	}
 	next = lease / 3
@@ -101,8 +102,11 @@ func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 	for len(claims) > 0 && ctx.Err() == nil {
 		k := min(len(claims), heartbeatBatch)
 		sent := w.jobs.clock.Now()
-		n, err := h.extend(ctx, claims[:k], owners[:k])
-		if err != nil {
+		sctx, cancel := context.WithTimeout(ctx, h.statementTimeout())
+		hb, err := w.jobs.store.RunsHeartbeat(sctx, claims[:k], lease)
+		cancel()
+		switch {
+		case err != nil:
 			if !failed {
 				failed = true
 				h.failures++
@@ -111,49 +115,31 @@ func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 				servererr.WarnUnlessTransient(w.jobs.log, "lockgen: run heartbeat failed", err, h.failures, "queue", w.cfg.Queue, "runs", k)
 			}
 			next = h.retry(sent)
-		} else if int(n) < k {
-			// Some claims are gone: find which, one by one, leaving out
-			// the runs no longer held here (recorded meanwhile).
-			for i := 0; i < k && ctx.Err() == nil; i++ {
-				if !h.ex.holds(claims[i]) && !h.comp.holds(claims[i]) {
-					continue
-				}
-				sent := w.jobs.clock.Now()
-				one, err := h.extend(ctx, claims[i:i+1], owners[i:i+1])
-				switch a := owners[i]; {
-				case err != nil:
-					next = h.retry(sent)
-				case one == 0 && a != nil:
-					a.gone = true
-					a.lease.lose(fmt.Errorf("%w: run %d of job %q was rescued: its deadline passed before a heartbeat reached the database", runtime.ErrLeaseLost, a.claim.ID, a.job), false)
+		default:
+			for _, c := range hb.Extended {
+				if a := owners[c]; a != nil {
+					a.lease.extend(sent, lease)
 				}
 			}
+			for _, c := range hb.Gone {
+				// A run recorded since the heartbeat read it is gone
+				// because its outcome landed: nobody to tell.
+				if a := owners[c]; a != nil && h.ex.holds(c) {
+					a.gone = true
+					a.lease.lose(fmt.Errorf("%w: run %d of job %q was rescued: its deadline passed before a heartbeat reached the database", runtime.ErrLeaseLost, c.ID, a.job), false)
+				}
+			}
+			if len(hb.Busy) > 0 {
+				w.jobs.log.Debug("lockgen: run heartbeat skipped runs whose rows another transaction holds", "queue", w.cfg.Queue, "runs", len(hb.Busy))
+				next = min(next, h.retry(sent))
+			}
 		}
-		claims, owners = claims[k:], owners[k:]
+		claims = claims[k:]
 	}
 	if !failed {
 		h.failures = 0
 	}
 	return next
-}
-
-// extend heartbeats claims (owned by owners; nil for a finished run) in
-// one statement and reports how many it extended. When it extended all,
-// it moves the owners' local deadlines.
-func (h *heartbeater) extend(ctx context.Context, claims []driver.Claim, owners []*active) (int64, error) {
-	lease := h.w.cfg.Lease
-	sent := h.w.jobs.clock.Now()
-	sctx, cancel := context.WithTimeout(ctx, h.statementTimeout())
-	defer cancel()
-	n, err := h.w.jobs.store.RunsHeartbeat(sctx, claims, lease)
-	if err == nil && int(n) == len(claims) {
-		for _, a := range owners {
-			if a != nil {
-				a.lease.extend(sent, lease)
-			}
-		}
-	}
-	return n, err
 }
 
 // statementTimeout bounds each heartbeat statement: a sixth of the lease,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,14 +117,14 @@ func (s *stuckClaim) RunsClaim(ctx context.Context, queue, worker string, limit 
 	return runs, err
 }
 
-func (s *stuckClaim) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (int64, error) {
-	n, err := s.Store.RunsHeartbeat(ctx, claims, lease)
+func (s *stuckClaim) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (driver.Heartbeat, error) {
+	hb, err := s.Store.RunsHeartbeat(ctx, claims, lease)
 	if err != nil {
 		s.beatErr.Add(1)
-	} else if int(n) == len(claims) {
+	} else if len(hb.Extended) == len(claims) {
 		s.beats.Add(1)
 	}
-	return n, err
+	return hb, err
 }
 
 // TestJobsStuckClaimDelaysNoHeartbeat: a claim stuck on a dead pooled
@@ -280,4 +281,54 @@ func TestJobsCompletionIsRetriedAfterDeadlocksAndRefusals(t *testing.T) {
 			assert.Less(t, store.left.Load(), int32(0), "every failure was met")
 		})
 	}
+}
+
+// TestJobsRowLockedByAnAdminDelaysNoOtherHeartbeat: while an admin
+// transaction holds one running run's row (SELECT … FOR UPDATE) for three
+// leases, the worker's other runs, heartbeated in the same batch, are
+// extended all along: none of their handlers is told its lease may be
+// lost, and each completes once. The held run cannot be heartbeated: its
+// handler is told its lease is lost (before its deadline in the database
+// passes), and it completes once the row is free. The heartbeat used to be
+// one UPDATE of the whole batch, which waited on the held row until its
+// bound and extended none of the runs, so every handler was cancelled.
+func TestJobsRowLockedByAnAdminDelaysNoOtherHeartbeat(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
+
+	healthy, held := newHealthyRuns(), newHealthyRuns()
+	heldID, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "held", MaxAttempts: 3, Timeout: time.Minute})
+	require.NoError(t, err)
+	var ids []int64
+	for range 3 {
+		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "healthy", MaxAttempts: 3, Timeout: time.Minute})
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	const lease = 2 * time.Second
+	startWorker(t, j, jobs.WorkerConfig{Lease: lease, RescueEvery: 100 * time.Millisecond, Concurrency: 8, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"healthy": {Handle: healthy.handle}, "held": {Handle: held.handle}}})
+	healthy.waitStarted(t, len(ids))
+	held.waitStarted(t, 1)
+
+	admin, err := tdb.Open(t).BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = admin.Rollback() }()
+	var locked int64
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", heldID).Scan(&locked))
+	time.Sleep(3 * lease)
+	held.mu.Lock()
+	lost := slices.Clone(held.lost)
+	held.mu.Unlock()
+	var state string
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", heldID).Scan(&state))
+	require.NoError(t, admin.Rollback())
+
+	assert.Len(t, lost, 1, "the held run's handler was told its lease is lost")
+	assert.Equal(t, "running", state, "the held run was not rescued while its row was held")
+	healthy.check(t, j, ids)
+	close(held.release)
+	info := waitState(t, j, heldID, jobs.RunCompleted)
+	assert.Equal(t, 2, info.Attempt, "the held run was rescued once its row was free, and ran again")
 }

@@ -47,11 +47,11 @@ func testJobs(t *testing.T, js driver.JobStore) {
 	assert.Empty(t, again, "claimed runs are not claimed twice")
 
 	claims := []driver.Claim{{ID: runs[0].ID, Claim: runs[0].Claim}, {ID: runs[1].ID, Claim: runs[1].Claim}}
-	n, err := js.RunsHeartbeat(ctx, claims, time.Minute)
+	hb, err := js.RunsHeartbeat(ctx, claims, time.Minute)
 	require.NoError(t, err)
-	assert.EqualValues(t, 2, n)
+	assert.Equal(t, driver.Heartbeat{Extended: claims}, hb)
 	stale := driver.Claim{ID: runs[0].ID, Claim: runs[0].Claim + 1}
-	n, err = js.RunsComplete(ctx, []driver.Claim{stale})
+	n, err := js.RunsComplete(ctx, []driver.Claim{stale})
 	require.NoError(t, err)
 	assert.Zero(t, n, "a claim the run no longer holds completes nothing")
 	n, err = js.RunsComplete(ctx, claims[:1])

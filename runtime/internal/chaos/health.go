@@ -30,14 +30,14 @@ func newTimeline(f Facts) timeline {
 }
 
 // hits reports whether sp hit proc (a server restart hits every process;
-// a lockrows fault the runs it locked and the processes that held their
-// claims).
+// a lockrows fault only the runs it locked: a heartbeat skips a row
+// another transaction holds, so their processes' other runs go on).
 func (tl timeline) hits(sp Span, proc int, run int64) bool {
 	switch sp.Kind {
 	case FaultRestart:
 		return true
 	case FaultLockRows:
-		return slices.Contains(sp.Runs, run) || slices.Contains(sp.Owners, proc)
+		return slices.Contains(sp.Runs, run)
 	}
 	return sp.Proc == proc
 }

@@ -135,14 +135,6 @@ func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 		if f.Kind == FaultPartition && at-lastPartition < PartitionGap {
 			f.Kind = FaultBlackhole
 		}
-		if f.Kind == FaultLockRows && length < LongFaultsFrom {
-			// Only in long runs, for now: a heartbeat batch holding a stale
-			// claim of a held run waits on its row (and the batches behind
-			// it on the runs it locked first), so healthy handlers of other
-			// processes are cancelled while the rows are held
-			// (docs/RELIABILITY.md, "Open").
-			f.Kind = FaultDelay
-		}
 		if f.Kind == FaultLockRows {
 			f.Proc = -1
 		} else if busy[f.Proc] > at {

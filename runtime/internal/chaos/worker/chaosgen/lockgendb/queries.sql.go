@@ -896,7 +896,8 @@ type RunsHeartbeatParams struct {
 }
 
 // RunsHeartbeat extends the deadline of running runs that still have the
-// given claims ("<id>:<claim>"), locking them in primary key order.
+// given claims ("<id>:<claim>"), locking them in primary key order; the
+// heartbeat locked them with RunsHeartbeatLock first.
 func (q *Queries) RunsHeartbeat(ctx context.Context, arg RunsHeartbeatParams) (int64, error) {
 	query := runsHeartbeat
 	var queryParams []interface{}
@@ -922,6 +923,57 @@ func (q *Queries) RunsHeartbeat(ctx context.Context, arg RunsHeartbeatParams) (i
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const runsHeartbeatLock = `-- name: RunsHeartbeatLock :many
+SELECT id, claim, state
+FROM chaos_runs FORCE INDEX (PRIMARY)
+WHERE id IN (/*SLICE:ids*/?)
+FOR UPDATE SKIP LOCKED
+`
+
+type RunsHeartbeatLockRow struct {
+	ID    int64
+	Claim int64
+	State string
+}
+
+// RunsHeartbeatLock locks the rows of the given runs that no other
+// transaction holds and reads their claims and states, in the transaction
+// that heartbeats them. SKIP LOCKED: a heartbeat never waits on a row that
+// an operator's transaction or a statement stuck on a dead connection
+// holds, so such a row delays no other run's heartbeat.
+func (q *Queries) RunsHeartbeatLock(ctx context.Context, ids []int64) ([]RunsHeartbeatLockRow, error) {
+	query := runsHeartbeatLock
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunsHeartbeatLockRow
+	for rows.Next() {
+		var i RunsHeartbeatLockRow
+		if err := rows.Scan(&i.ID, &i.Claim, &i.State); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const runsMarkRunning = `-- name: RunsMarkRunning :execrows

@@ -482,14 +482,46 @@ func (s Store) RunsClaim(ctx context.Context, queue, worker string, limit int, l
 	return runs, nil
 }
 
-// RunsHeartbeat implements driver.JobStore.
-func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (int64, error) {
-	ids, refs := claimArgs(claims)
-	return s.q.RunsHeartbeat(ctx, RunsHeartbeatParams{
-		LeaseUs:   lease.Microseconds(),
-		Ids:       ids,
-		ClaimRefs: refs,
+// RunsHeartbeat implements driver.JobStore: lock the rows no other
+// transaction holds, then extend those still running with the claims, in
+// one transaction.
+func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (driver.Heartbeat, error) {
+	var hb driver.Heartbeat
+	err := driver.InTx(ctx, s.db, func(conn *sql.Conn) error {
+		qt := New(conn)
+		ids, _ := claimArgs(claims)
+		rows, err := qt.RunsHeartbeatLock(ctx, ids)
+		if err != nil {
+			return err
+		}
+		locked := make([]driver.HeartbeatRow, len(rows))
+		for i, r := range rows {
+			locked[i] = driver.HeartbeatRow{
+				ID:      r.ID,
+				Claim:   r.Claim,
+				Running: r.State == "running",
+			}
+		}
+		hb = driver.SortHeartbeat(claims, locked)
+		if len(hb.Extended) == 0 {
+			return nil
+		}
+		ids, refs := claimArgs(hb.Extended)
+		n, err := qt.RunsHeartbeat(ctx, RunsHeartbeatParams{
+			LeaseUs:   lease.Microseconds(),
+			Ids:       ids,
+			ClaimRefs: refs,
+		})
+		if err != nil {
+			return err
+		}
+		return driver.CheckExtended(n, len(ids))
 	})
+	if err != nil {
+		// The commit may not have landed: nothing is known extended.
+		return driver.Heartbeat{}, err
+	}
+	return hb, nil
 }
 
 // RunsComplete implements driver.JobStore.

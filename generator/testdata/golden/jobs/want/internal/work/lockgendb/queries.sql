@@ -305,9 +305,21 @@ SET state     = 'running',
     deadline  = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
 WHERE id IN (sqlc.slice(ids)) AND state = 'available';
 
+-- name: RunsHeartbeatLock :many
+-- RunsHeartbeatLock locks the rows of the given runs that no other
+-- transaction holds and reads their claims and states, in the transaction
+-- that heartbeats them. SKIP LOCKED: a heartbeat never waits on a row that
+-- an operator's transaction or a statement stuck on a dead connection
+-- holds, so such a row delays no other run's heartbeat.
+SELECT id, claim, state
+FROM lockgen_runs FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids))
+FOR UPDATE SKIP LOCKED;
+
 -- name: RunsHeartbeat :execrows
 -- RunsHeartbeat extends the deadline of running runs that still have the
--- given claims ("<id>:<claim>"), locking them in primary key order.
+-- given claims ("<id>:<claim>"), locking them in primary key order; the
+-- heartbeat locked them with RunsHeartbeatLock first.
 UPDATE lockgen_runs FORCE INDEX (PRIMARY)
 SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
 WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
