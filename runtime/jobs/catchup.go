@@ -25,7 +25,12 @@ import (
 //     be older still when every node missed ticks).
 //
 // When the newest tick cannot be read, nothing is caught up: not from the
-// node's own position.
+// node's own position; and a node with ticks to catch up inserts no live
+// tick until it has caught them up, nor a missed tick after one whose
+// insert failed. Otherwise a tick after the gap would become the newest,
+// and every node's catch-up would start after it: the gap's ticks, which
+// nobody inserted when every node's inserts failed (a server restart),
+// would never run.
 //
 // A live tick (at most catchUpGrace old) is inserted without that read: the
 // node's pruner keeps every finished run for its retention, at least
@@ -71,8 +76,9 @@ func readValidity(sj ScheduledJob) time.Duration {
 // the missed ticks after own (zero at start: the node has no position)
 // that are older than catchUpGrace, and returns the first tick to insert
 // live and the latest tick known to have a run (the newest in the
-// database or one it inserted; zero when none). It fails, having inserted
-// nothing, when the newest tick cannot be read.
+// database or one it inserted; zero when none). It fails when the newest
+// tick cannot be read (having inserted nothing) or when the insert of a
+// missed tick to run fails (having inserted the ticks before it).
 //
 // A job that has no tick in the database and a node with no position (the
 // job's first start) has nothing to catch up. A newest tick ahead of the
@@ -106,8 +112,11 @@ func (s *Scheduler) catchUpFrom(ctx context.Context, ts driver.JobStore, sj Sche
 		if !from.Before(cutoff) {
 			return sj.Schedule.Next(from), last, nil
 		}
-		handled, inserted, done := s.catchUp(ctx, ts, sj, from, cutoff, read.Add(readValidity(sj)))
+		handled, inserted, done, err := s.catchUp(ctx, ts, sj, from, cutoff, read.Add(readValidity(sj)))
 		last = latest(last, inserted)
+		if err != nil {
+			return time.Time{}, last, err
+		}
 		if done {
 			return sj.Schedule.Next(cutoff), last, nil
 		}
@@ -117,10 +126,14 @@ func (s *Scheduler) catchUpFrom(ctx context.Context, ts driver.JobStore, sj Sche
 
 // catchUp handles the ticks after after up to until, per the job's policy
 // (of more than MaxCatchUp, only the latest; the others are logged), until
-// the local clock passes validUntil (it handles one at least). It returns the latest tick it handled
+// the local clock passes validUntil (it tries one at least). It returns the latest tick it handled
 // and the latest it inserted a run for (zero when none), and whether it
-// handled them all.
-func (s *Scheduler) catchUp(ctx context.Context, ts driver.JobStore, sj ScheduledJob, after, until, validUntil time.Time) (handled, inserted time.Time, done bool) {
+// handled them all. It stops at the first tick to run whose insert fails,
+// with that error: the ticks from it on are handled at the next attempt
+// (recording it as skipped instead would drop a tick to run, and inserting
+// the ticks after it would leave a gap behind the newest tick, which no
+// catch-up goes back to).
+func (s *Scheduler) catchUp(ctx context.Context, ts driver.JobStore, sj ScheduledJob, after, until, validUntil time.Time) (handled, inserted time.Time, done bool, err error) {
 	var missed []time.Time
 	dropped := 0
 	for t := sj.Schedule.Next(after); !t.IsZero() && !t.After(until); t = sj.Schedule.Next(t) {
@@ -136,17 +149,19 @@ func (s *Scheduler) catchUp(ctx context.Context, ts driver.JobStore, sj Schedule
 	handled = after
 	for i, t := range missed {
 		if i > 0 && s.jobs.clock.Now().After(validUntil) {
-			return handled, inserted, false
+			return handled, inserted, false, nil
 		}
-		run := sj.CatchUp == CatchUpAll || (sj.CatchUp == CatchUpOne && i == len(missed)-1)
-		if run && s.insert(ctx, sj, t) {
+		if sj.CatchUp == CatchUpAll || (sj.CatchUp == CatchUpOne && i == len(missed)-1) {
+			if !s.insert(ctx, sj, t) {
+				return handled, inserted, false, fmt.Errorf("lockgen: inserting the missed tick %v of job %q failed", t, sj.Name)
+			}
 			inserted = t
 		} else {
 			s.skip(ctx, ts, sj, t, "missed while no scheduler ran (catch_up "+string(sj.CatchUp)+")")
 		}
 		handled = t
 	}
-	return handled, inserted, true
+	return handled, inserted, true, nil
 }
 
 // lastTick reads job's newest tick with a run, within

@@ -91,18 +91,6 @@ func (r *completer) claims() []driver.Claim {
 	return claims
 }
 
-// holds reports whether the outcome of claim c waits to be recorded.
-func (r *completer) holds(c driver.Claim) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, o := range r.queue {
-		if o.run.ID == c.ID && o.run.Claim == c.Claim {
-			return true
-		}
-	}
-	return false
-}
-
 func (r *completer) loop() {
 	cfg := r.w.cfg
 	clock := r.w.jobs.clock

@@ -212,6 +212,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	return nil
 }
 
+// catchUpRetry is how long after a failed catch-up the scheduler tries
+// again (sooner when the next tick is).
+const catchUpRetry = time.Second
+
 // clockCheckEvery is the longest the scheduler sleeps without looking at
 // the database's clock again: when that clock steps back (seen at the
 // dbClock's next reading), the tick it was waiting for may be far ahead.
@@ -232,7 +236,7 @@ func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj Scheduled
 		if ctx.Err() != nil {
 			return
 		}
-		log.Warn("lockgen: reading the job's last tick failed", "error", err)
+		log.Warn("lockgen: catching up the job's missed ticks failed", "error", err)
 		if timing.SleepOrWake(ctx, clock.NewTimer, time.Second, nil) != nil {
 			return
 		}
@@ -243,7 +247,8 @@ func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj Scheduled
 	// it), or the first it reached more than catchUpGrace late (paused,
 	// suspended, its statements hung). The ticks from it on follow the
 	// catch-up rule (catchUpFrom) at the next tick, or the next after that
-	// while the newest tick cannot be read.
+	// while catch-up fails; meanwhile the node inserts no tick, so that
+	// the newest tick in the database never passes a gap nobody caught up.
 	var pending time.Time
 	readFailed := false // logged once per pending
 	for !next.IsZero() {
@@ -278,16 +283,22 @@ func (s *Scheduler) runJob(ctx context.Context, ts driver.JobStore, sj Scheduled
 				return
 			}
 			if !readFailed {
-				log.Warn("lockgen: the job's last tick could not be read; the ticks this node missed are not caught up until it can", "from", pending, "error", err)
+				log.Warn("lockgen: the ticks this node missed could not be caught up; no tick is inserted until they are", "from", pending, "error", err)
 				readFailed = true
 			}
-			// The live ticks go on after the cutoff meanwhile.
+			// No live tick either: a tick inserted after a gap that is not
+			// caught up would become the newest tick in the database, and
+			// every node's catch-up would start after it, so nobody would
+			// ever run the gap's ticks. The ticks from pending on wait for
+			// the next attempt, a second later (or at the next tick, when
+			// sooner): not a whole period later, which for a job whose
+			// retention is shorter than its period would drop the gap.
 			now = s.now.Now(ctx)
-			if cutoff := now.Add(-catchUpGrace); next.Before(cutoff) {
-				if next = sj.Schedule.Next(cutoff); next.IsZero() || now.Before(next) {
-					continue
-				}
+			next = now.Add(catchUpRetry)
+			if t := sj.Schedule.Next(now); !t.IsZero() && t.Before(next) {
+				next = t
 			}
+			continue
 		}
 		if !last.IsZero() && next.Sub(last) < sj.MinInterval {
 			s.skip(ctx, ts, sj, next, fmt.Sprintf("min_interval %v since the tick at %v", sj.MinInterval, last.Format(time.RFC3339Nano)))

@@ -451,7 +451,12 @@ func (s *failingLastTick) RunLastTick(ctx context.Context, job string) (time.Tim
 
 // TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp: a late node that
 // cannot read the database's newest tick does not catch up from its own
-// stale one: it skips catch-up and resumes live ticks at the cutoff.
+// stale one, and inserts no live tick either: one would become the newest
+// tick, and the missed ticks before it would never be caught up by any
+// node. Once it can read again it catches up from the newest tick (within
+// the retention) and goes on live. It used to insert the live ticks after
+// the cutoff meanwhile, and then found nothing to catch up: ticks 42 s to
+// 55 s, which no node ran, never ran.
 func TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
@@ -463,9 +468,63 @@ func TestSchedulerLateNodeWithoutTheNewestTickSkipsCatchUp(t *testing.T) {
 	n.clock.Advance(n.first.Add(60*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
 	waitSleeping(t, n.clock, n.first.Add(61*time.Second))
 	n.waitCompleted(t)
+	assert.Equal(t, seconds(30, 30), jobTicks(t, db, lateJob, n.first), "nothing inserted while the newest tick cannot be read")
 
-	want := append(seconds(30, 30), seconds(56, 60)...)
-	assert.Equal(t, want, jobTicks(t, db, lateJob, n.first), "the anchor, then the live ticks after the cutoff")
+	// It reads again at 61.25 s: the retention's bound is 41.25 s, the
+	// cutoff 56.25 s.
+	store.fail.Store(false)
+	n.clock.Advance(time.Second)
+	waitSleeping(t, n.clock, n.first.Add(62*time.Second))
+	n.waitCompleted(t)
+	want := append(seconds(30, 30), seconds(42, 61)...)
+	assert.Equal(t, want, jobTicks(t, db, lateJob, n.first), "the anchor, the ticks within the retention caught up, then live")
+	n.checkRanOnce(t)
+}
+
+// failingTickInsert fails the insert of one tick, once.
+type failingTickInsert struct {
+	lockgendb.Store
+	tick   time.Time
+	failed atomic.Bool
+}
+
+func (s *failingTickInsert) RunInsert(ctx context.Context, tx *sql.Tx, r jobs.NewRun) (int64, error) {
+	if r.ScheduledAt.Equal(s.tick) && s.failed.CompareAndSwap(false, true) {
+		return 0, errors.New("test: the connection broke")
+	}
+	return s.Store.RunInsert(ctx, tx, r)
+}
+
+func (s failingTickInsertLocal) Server() driver.Target { return driver.Target{} }
+
+type failingTickInsertLocal struct{ *failingTickInsert }
+
+// TestSchedulerCatchUpStopsAtAFailedInsert: a catch-up whose insert of one
+// missed tick fails stops there and goes on from it at the next attempt:
+// every missed tick runs, none is recorded as skipped. The failed tick
+// used to be recorded as skipped (catch_up all: it never ran), and the
+// ticks after it inserted, so no later catch-up went back to it.
+func TestSchedulerCatchUpStopsAtAFailedInsert(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	store := &failingTickInsert{Store: lockgendb.NewStore(tdb.Open(t))}
+	n := newLateNode(t, failingTickInsertLocal{store}, db, jobsNode(t, tdb.Open(t), "others"))
+	store.tick = n.first.Add(45 * time.Second)
+	n.othersRun(t, 30)
+
+	// The node wakes at 60.25 s: the retention's bound is 40.25 s, the
+	// cutoff 55.25 s; the insert of the tick at 45 s fails.
+	n.clock.Advance(n.first.Add(60*time.Second + 250*time.Millisecond).Sub(n.clock.Now()))
+	waitSleeping(t, n.clock, n.first.Add(61*time.Second))
+	n.clock.Advance(time.Second)
+	waitSleeping(t, n.clock, n.first.Add(62*time.Second))
+	n.waitCompleted(t)
+	require.True(t, store.failed.Load(), "the insert of the tick at 45 s failed")
+	want := append(seconds(30, 30), seconds(41, 61)...)
+	assert.Equal(t, want, jobTicks(t, db, lateJob, n.first), "every tick within the retention ran")
+	var skipped int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE job = ? AND state = 'skipped'", lateJob).Scan(&skipped))
+	assert.Zero(t, skipped)
 	n.checkRanOnce(t)
 }
 

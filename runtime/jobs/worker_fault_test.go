@@ -330,5 +330,5 @@ func TestJobsRowLockedByAnAdminDelaysNoOtherHeartbeat(t *testing.T) {
 	healthy.check(t, j, ids)
 	close(held.release)
 	info := waitState(t, j, heldID, jobs.RunCompleted)
-	assert.Equal(t, 2, info.Attempt, "the held run was rescued once its row was free, and ran again")
+	assert.Equal(t, 2, info.Attempt, "the held run ran again once its row was free")
 }
