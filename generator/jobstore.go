@@ -83,7 +83,9 @@ func jobsGlue(f *jen.File, m *model) {
 	method("// RunsHeartbeat implements driver.JobStore: lock the rows no other\n// transaction holds, then extend those still running with the claims, in\n// one transaction.", "RunsHeartbeat",
 		[]jen.Code{ctx(), claims(), jen.Id("lease").Add(dur())}, []jen.Code{dr("Heartbeat"), jen.Error()},
 		jen.Var().Id("hb").Add(dr("Heartbeat")),
-		jen.Err().Op(":=").Add(dr("InTx")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
+		jen.Comment("A second of idleness ends the session: a heartbeat stranded by a"),
+		jen.Comment("partition holds the batch's rows from the next heartbeats that long."),
+		jen.Err().Op(":=").Add(dr("InTxIdle")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Lit(1), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
 			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
 			jen.List(jen.Id("ids"), jen.Id("_")).Op(":=").Id("claimArgs").Call(jen.Id("claims")),
 			jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatLock").Call(jen.Id("ctx"), jen.Id("ids")),

@@ -67,6 +67,24 @@ func IdleBound(d time.Duration) int64 {
 // the connection is discarded and the server rolls the transaction back as
 // the connection closes. The generated job store claims runs with it.
 func InTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) (err error) {
+	var idle int64
+	if dl, ok := ctx.Deadline(); ok {
+		idle = IdleBound(time.Until(dl))
+	}
+	return InTxIdle(ctx, db, idle, fn)
+}
+
+// InTxIdle is InTx with the session's wait_timeout given: idle whole
+// seconds (none when 0), however long ctx leaves. A transaction of a few
+// short statements whose rows others must not miss for long takes 1: the
+// generated job store's heartbeat, which holds the rows of a batch of
+// running runs locked between its SELECT and its COMMIT, so that a
+// heartbeat stranded by a partition keeps them from the next heartbeats
+// for about a second, not for the statement bound rounded up plus one.
+// The least the server honours is one second; a statement slower than
+// that between two of the transaction's (a starved client) loses the
+// session, and the transaction fails without committing.
+func InTxIdle(ctx context.Context, db *sql.DB, idle int64, fn func(conn *sql.Conn) error) (err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
@@ -80,8 +98,8 @@ func InTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) (err e
 		_ = conn.Close()
 	}()
 	bound := ""
-	if dl, ok := ctx.Deadline(); ok {
-		bound = fmt.Sprintf(", SESSION wait_timeout = %d", IdleBound(time.Until(dl)))
+	if idle > 0 {
+		bound = fmt.Sprintf(", SESSION wait_timeout = %d", idle)
 	}
 	for _, stmt := range []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", fmt.Sprintf(txBegin, bound)} {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {

@@ -71,3 +71,61 @@ func TestInTxCommitOnAHalfOpenConnection(t *testing.T) {
 	assert.Equal(t, "before", owner, "the transaction was rolled back")
 	proxy.Restore()
 }
+
+// TestInTxIdleBoundsAPartitionedTransaction: a transaction whose client a
+// partition cut off after it locked a row (the server side of the
+// connection stays open, so the server never learns) keeps the row for
+// the given idle bound, one second here, not for the ctx deadline rounded
+// up plus one (InTx's bound, six seconds here) nor for the server's
+// wait_timeout. The generated heartbeat relies on it.
+func TestInTxIdleBoundsAPartitionedTransaction(t *testing.T) {
+	tdb := testdb.New(t)
+	direct := tdb.Open(t)
+	proxy, err := tcpproxy.Start(tdb.Config.Addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = proxy.Close() })
+	cfg := tdb.Config.Clone()
+	cfg.Addr = proxy.Addr()
+	connector, err := mysql.NewConnector(cfg)
+	require.NoError(t, err)
+	viaProxy := sql.OpenDB(connector)
+	t.Cleanup(func() { _ = viaProxy.Close() })
+
+	ctx := context.Background()
+	_, err = direct.ExecContext(ctx, "INSERT INTO lockgen_locks (name, owner, token, acquired_at, expires_at) VALUES ('intxidle', 'before', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+	require.NoError(t, err)
+
+	var cut time.Time
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err = InTxIdle(tctx, viaProxy, 1, func(conn *sql.Conn) error {
+		var owner string
+		if err := conn.QueryRowContext(tctx, "SELECT owner FROM lockgen_locks WHERE name = 'intxidle' FOR UPDATE").Scan(&owner); err != nil {
+			return err
+		}
+		proxy.Partition() // nothing gets through, and the server side stays open
+		cut = time.Now()
+		return nil
+	})
+	require.Error(t, err, "the COMMIT never reached the server")
+
+	// The row is free about a second after the partition: well before the
+	// six seconds InTx would have given the session.
+	var freed time.Duration
+	require.Eventually(t, func() bool {
+		tx, err := direct.BeginTx(ctx, nil)
+		if err != nil {
+			return false
+		}
+		defer func() { _ = tx.Rollback() }()
+		_, _ = tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1")
+		var owner string
+		if tx.QueryRowContext(ctx, "SELECT owner FROM lockgen_locks WHERE name = 'intxidle' FOR UPDATE").Scan(&owner) != nil {
+			return false
+		}
+		freed = time.Since(cut)
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "the transaction's row lock was released")
+	assert.Less(t, freed, 4*time.Second, "the server ended the stranded session within its idle bound")
+	proxy.Restore()
+}

@@ -142,9 +142,13 @@ func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 	return next
 }
 
-// statementTimeout bounds each heartbeat statement: a sixth of the lease,
-// so that after one stuck on a half-open connection the next, sent on a
-// fresh connection, still lands before the runs' local deadlines.
+// statementTimeout bounds each heartbeat transaction: a sixth of the
+// lease, so that after one stuck on a half-open connection the next, sent
+// on a fresh connection, still lands before the runs' local deadlines. A
+// heartbeat stranded between its SELECT and its COMMIT keeps the batch's
+// rows locked on the server for about a second more (the session's
+// wait_timeout), during which the next heartbeats skip them: with a lease
+// of 3 s or more, a retry still lands in time.
 func (h *heartbeater) statementTimeout() time.Duration { return h.w.cfg.Lease / 6 }
 
 // retry is the wait before the next heartbeat after a failed one sent at

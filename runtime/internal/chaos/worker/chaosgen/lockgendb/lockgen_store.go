@@ -487,7 +487,9 @@ func (s Store) RunsClaim(ctx context.Context, queue, worker string, limit int, l
 // one transaction.
 func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (driver.Heartbeat, error) {
 	var hb driver.Heartbeat
-	err := driver.InTx(ctx, s.db, func(conn *sql.Conn) error {
+	// A second of idleness ends the session: a heartbeat stranded by a
+	// partition holds the batch's rows from the next heartbeats that long.
+	err := driver.InTxIdle(ctx, s.db, 1, func(conn *sql.Conn) error {
 		qt := New(conn)
 		ids, _ := claimArgs(claims)
 		rows, err := qt.RunsHeartbeatLock(ctx, ids)
