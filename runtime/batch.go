@@ -92,7 +92,7 @@ func (b *batcher) loop() {
 		}
 		now := clock.Now()
 		var earliest time.Time
-		var batch []*Lease
+		var soon []*Lease // due within the window
 		for ls, at := range b.due {
 			if ls.ctx.Err() != nil { // lost: the watchdog or a renewal said so
 				b.drop(ls)
@@ -101,9 +101,18 @@ func (b *batcher) loop() {
 			if earliest.IsZero() || at.Before(earliest) {
 				earliest = at
 			}
-			if !at.After(now.Add(window)) { // due soon: renew it with this batch
-				batch = append(batch, ls)
+			if !at.After(now.Add(window)) {
+				soon = append(soon, ls)
 			}
+		}
+		// A batch goes once a lease is due, with those due soon after it.
+		// Not before: a lease whose renewal failed is due again RenewEvery/4
+		// later (less near its deadline), within the window, and renewing
+		// every lease due within the window at once made a loop of failing
+		// statements, thousands a second while the database refused fast.
+		var batch []*Lease
+		if !earliest.IsZero() && !earliest.After(now) {
+			batch = soon
 		}
 		b.wakeAt = time.Time{}
 		if len(batch) == 0 {

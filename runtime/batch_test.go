@@ -240,3 +240,54 @@ func TestBatchedRenewalNeverRevivesAnExpiredRow(t *testing.T) {
 	require.NoError(t, kept.Release(ctx))
 	require.ErrorIs(t, expired.Release(ctx), runtime.ErrLeaseLost)
 }
+
+// countingRenewals is the real store, counting batched renewals.
+type countingRenewals struct {
+	lockgendb.Store
+	renewals atomic.Int64
+}
+
+func (s *countingRenewals) LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (int64, error) {
+	s.renewals.Add(1)
+	return s.Store.LeaseRenewMany(ctx, name, owner, keys, tokens, ttl)
+}
+
+// TestFailingBatchedRenewalsAreSpacedOut: while the database refuses at
+// once (the proxy cut every connection and refuses new ones), the batched
+// renewals of two keyed leases are retried a few times, RenewEvery/4
+// apart and sooner near the deadline, until the leases are lost: a few
+// dozen statements, not a loop. Each failed renewal used to be due again
+// within the batching window, so the batcher renewed it again at once:
+// the chaos harness logged over 2,000 failed batches a second in one
+// process during a cut.
+func TestFailingBatchedRenewalsAreSpacedOut(t *testing.T) {
+	tdb := testdb.New(t)
+	proxy, db := testkit.OpenViaProxy(t, tdb)
+	store := &countingRenewals{Store: lockgendb.NewStore(db)}
+	c, err := runtime.NewClient(store)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "spaced", Keyed: true, TTL: time.Second, RenewEvery: 200 * time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	a, err := l.Try(ctx, "a")
+	require.NoError(t, err)
+	b, err := l.Try(ctx, "b")
+	require.NoError(t, err)
+
+	proxy.Cut()
+	before := store.renewals.Load()
+	for _, lease := range []*runtime.Lease{a, b} {
+		select {
+		case <-lease.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the lease was not lost while the database was cut off")
+		}
+		require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost)
+	}
+	// At most a second of a lease left: RenewEvery/4 (50 ms) apart, then
+	// halving towards the deadline, about 30 batches; 100 leaves room.
+	tried := store.renewals.Load() - before
+	t.Logf("%d batched renewals tried while the database was cut off", tried)
+	assert.Less(t, tried, int64(100), "batched renewals tried while the database was cut off")
+	proxy.Restore()
+}
