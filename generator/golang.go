@@ -255,6 +255,9 @@ func lockConfig(lk lockModel) *jen.Statement {
 	if lk.WaitOnServer {
 		kvs = append(kvs, kv{"WaitOnServer", jen.True()})
 	}
+	if lk.IdleTimeout != 0 {
+		kvs = append(kvs, kv{"IdleTimeout", durationExpr(lk.IdleTimeout)})
+	}
 	return literal(rt("LockConfig"), kvs...)
 }
 

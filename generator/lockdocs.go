@@ -5,6 +5,7 @@ import (
 
 	"github.com/lockgen/lockgen/generator/spec"
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // The doc comments of each lock's generated methods.
@@ -47,8 +48,14 @@ func (lk *lockModel) keyDoc() string {
 // renewal, for the session strategy the pinned connection and its checks.
 func (lk *lockModel) leaseDoc() string {
 	if lk.Row {
+		idle := lk.IdleTimeout
+		if idle == 0 {
+			idle = driver.RowIdleBound
+		}
 		return "Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a transaction that lasts the holding; " +
-			"the server frees it when that transaction ends, also when the holder's connection dies, and then rolls back the transaction's writes"
+			"the server frees it when that transaction ends, also when the holder's connection dies " +
+			fmt.Sprintf("or stays silent for %s (idle_timeout: a holder cut off by a partition, or a holding that sends no statement that long), ", spec.FormatDuration(idle)) +
+			"and then rolls back the transaction's writes"
 	}
 	if lk.Session {
 		return fmt.Sprintf("Strategy session: the server keeps the lock as long as the connection pinned for this holding stays open; "+

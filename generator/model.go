@@ -102,6 +102,8 @@ type lockModel struct {
 	// strategy but row.
 	With, Try, Acquire, Holder, Prune, WithTx string
 	TTL, RenewEvery, Wait                     time.Duration
+	// IdleTimeout is a row lock's idle_timeout; zero for the default.
+	IdleTimeout time.Duration
 	// Strategy is the spec's strategy (spec.StrategyLease, ...).
 	Strategy string
 	// Session is true for the session strategy (GET_LOCK on a pinned
@@ -189,20 +191,21 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 func resolveLock(lk spec.Lock) lockModel {
 	g := lk.GoName
 	m := lockModel{
-		Name:       lk.Name,
-		GoName:     g,
-		NameConst:  g + "LockName",
-		Field:      spec.LowerCamelCase(lk.Name) + "Lock",
-		With:       "With" + g + "Lock",
-		Try:        "Try" + g + "Lock",
-		Acquire:    "Acquire" + g + "Lock",
-		Holder:     g + "LockHolder",
-		TTL:        lk.TTL,
-		RenewEvery: lk.RenewEvery,
-		Wait:       lk.Wait,
-		Strategy:   lk.Strategy,
-		Session:    lk.Strategy == spec.StrategySession,
-		Row:        lk.Strategy == spec.StrategyRow,
+		Name:        lk.Name,
+		GoName:      g,
+		NameConst:   g + "LockName",
+		Field:       spec.LowerCamelCase(lk.Name) + "Lock",
+		With:        "With" + g + "Lock",
+		Try:         "Try" + g + "Lock",
+		Acquire:     "Acquire" + g + "Lock",
+		Holder:      g + "LockHolder",
+		TTL:         lk.TTL,
+		RenewEvery:  lk.RenewEvery,
+		Wait:        lk.Wait,
+		IdleTimeout: lk.IdleTimeout,
+		Strategy:    lk.Strategy,
+		Session:     lk.Strategy == spec.StrategySession,
+		Row:         lk.Strategy == spec.StrategyRow,
 		// WaitOnServer: the spec's wait_mode, server for lease locks only.
 		WaitOnServer: lk.WaitMode == spec.WaitModeServer,
 	}

@@ -117,8 +117,8 @@ func rowGlue(f *jen.File, m *model) {
 
 	f.Line()
 	f.Comment(rowBeginDoc)
-	f.Func().Params(recv.Clone()).Id("RowBegin").Params(ctx.Clone(), jen.Id("lockWait").Qual("time", "Duration")).Params(dr("RowTx"), jen.Error()).Block(
-		jen.List(jen.Id("rc"), jen.Err()).Op(":=").Add(dr("BeginRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Id("lockWait")),
+	f.Func().Params(recv.Clone()).Id("RowBegin").Params(ctx.Clone(), jen.List(jen.Id("lockWait"), jen.Id("idle")).Qual("time", "Duration")).Params(dr("RowTx"), jen.Error()).Block(
+		jen.List(jen.Id("rc"), jen.Err()).Op(":=").Add(dr("BeginRow")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Id("lockWait"), jen.Id("idle")),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Return(jen.Id("rowTx").Values(
 			jen.Id("RowConn").Op(":").Id("rc"),

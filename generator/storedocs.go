@@ -86,7 +86,7 @@ const (
 	connRenewDoc = "// Renew implements driver.SessionConn: it extends the row held by id to\n" +
 		"// ttl from now by the database clock, on the pinned connection."
 	rowBeginDoc = "// RowBegin implements driver.Store: it pins a connection, sets its lock\n" +
-		"// wait timeout and begins the holding's READ COMMITTED transaction."
+		"// wait and idle timeouts and begins the holding's READ COMMITTED transaction."
 	rowPeekDoc = "// RowPeek implements driver.Store: LeaseGet in a READ UNCOMMITTED\n" +
 		"// transaction, so a live row-strategy holding (uncommitted) shows."
 	rowTxTypeDoc = "// rowTx implements driver.RowTx: the transaction of one row-strategy\n" +

@@ -600,12 +600,16 @@ func TestInvalidUse(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	n := newNode(t, db)
 	for name, cfg := range map[string]runtime.LockConfig{
-		"empty name":            {TTL: time.Second},
-		"zero ttl":              {Name: "x"},
-		"ttl below minimum":     {Name: "x", TTL: 10 * time.Millisecond},
-		"renew_every >= ttl":    {Name: "x", TTL: time.Second, RenewEvery: time.Second},
-		"renew_every in margin": {Name: "x", TTL: time.Second, RenewEvery: 950 * time.Millisecond},
-		"negative wait":         {Name: "x", TTL: time.Second, Wait: -1},
+		"empty name":              {TTL: time.Second},
+		"zero ttl":                {Name: "x"},
+		"ttl below minimum":       {Name: "x", TTL: 10 * time.Millisecond},
+		"renew_every >= ttl":      {Name: "x", TTL: time.Second, RenewEvery: time.Second},
+		"renew_every in margin":   {Name: "x", TTL: time.Second, RenewEvery: 950 * time.Millisecond},
+		"negative wait":           {Name: "x", TTL: time.Second, Wait: -1},
+		"idle timeout on lease":   {Name: "x", TTL: time.Second, IdleTimeout: time.Minute},
+		"idle timeout on session": {Name: "x", Strategy: runtime.StrategySession, TTL: time.Second, IdleTimeout: time.Minute},
+		"row idle below 1s":       {Name: "x", Strategy: runtime.StrategyRow, IdleTimeout: 500 * time.Millisecond},
+		"row idle above 24h":      {Name: "x", Strategy: runtime.StrategyRow, IdleTimeout: 25 * time.Hour},
 	} {
 		_, err := n.client.Lock(cfg)
 		assert.ErrorIs(t, err, runtime.ErrInvalid, name)

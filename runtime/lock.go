@@ -67,6 +67,14 @@ type LockConfig struct {
 	// tokens; where the server cannot help (a proxy, a refused GET_LOCK)
 	// waiters poll. It applies to StrategyLease only (session and row locks always wait on the server).
 	WaitOnServer bool
+	// IdleTimeout applies to StrategyRow only: how long the server keeps a
+	// holding's session when nothing arrives on it (its wait_timeout, in
+	// whole seconds, rounded up). A holder cut off by a partition frees the
+	// row this long after its last statement; a live holding whose fn
+	// leaves its transaction idle this long is ended by the server (fn's
+	// writes roll back, and the release reports ErrLeaseLost). Default
+	// driver.RowIdleBound (20 s); at least 1 s, at most 24 h.
+	IdleTimeout time.Duration
 }
 
 // Lock is a declared lock bound to a Client. It is safe for concurrent use.
@@ -135,6 +143,9 @@ func leaseConfig(cfg LockConfig) (LockConfig, error) {
 	}
 	if cfg.Wait < 0 {
 		return cfg, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
+	}
+	if cfg.IdleTimeout != 0 {
+		return cfg, fmt.Errorf("%w: lock %q: IdleTimeout is for strategy row; a lease ends with its TTL", ErrInvalid, cfg.Name)
 	}
 	return cfg, nil
 }

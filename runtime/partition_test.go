@@ -2,6 +2,7 @@ package runtime_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,36 +45,47 @@ func TestSessionPartitionedHolderIsReplacedAfterItsDeadline(t *testing.T) {
 
 // TestRowPartitionedHolderIsReplacedWithinItsIdleBound: a row holding whose
 // connection is partitioned (the client gives up, the server never learns)
-// frees its row lock RowIdleBound after its last statement: the server ends
-// the silent session, rolls the holding's transaction back, and a rival
-// waiting in the row lock queue acquires, with a greater token. With the
-// server's own wait_timeout (8 hours) the rival waited for good (issue 21,
-// item 3). The holder learns of the loss at its release, as a row holding
-// does, and its writes in the transaction are rolled back.
+// frees its row lock its lock's IdleTimeout (default RowIdleBound) after
+// its last statement: the server ends the silent session, rolls the
+// holding's transaction back, and a rival waiting in the row lock queue
+// acquires, with a greater token. With the server's own wait_timeout (8
+// hours) the rival waited for good (issue 21, item 3). The holder learns
+// of the loss at its release, as a row holding does, and its writes in the
+// transaction are rolled back.
 func TestRowPartitionedHolderIsReplacedWithinItsIdleBound(t *testing.T) {
-	tdb := testdb.New(t)
-	proxy, viaProxy := testkit.OpenViaProxy(t, tdb)
-	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategyRow, Wait: time.Second}
-	holder := rowNode(t, viaProxy).lock(t, cfg)
-	rival := rowNode(t, tdb.Open(t)).lock(t, cfg)
-	ctx := context.Background()
-	lease, err := holder.Try(ctx, "")
-	require.NoError(t, err)
+	for _, idle := range []time.Duration{0, 3 * time.Second} {
+		t.Run(fmt.Sprint(idle), func(t *testing.T) {
+			t.Parallel()
+			bound := idle
+			if bound == 0 {
+				bound = driver.RowIdleBound
+			}
+			tdb := testdb.New(t)
+			proxy, viaProxy := testkit.OpenViaProxy(t, tdb)
+			cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategyRow, Wait: time.Second, IdleTimeout: idle}
+			holder := rowNode(t, viaProxy).lock(t, cfg)
+			rival := rowNode(t, tdb.Open(t)).lock(t, cfg)
+			ctx := context.Background()
+			lease, err := holder.Try(ctx, "")
+			require.NoError(t, err)
 
-	proxy.Partition()
-	cut := time.Now()
-	var next *runtime.Lease
-	require.Eventually(t, func() bool {
-		next, err = rival.Try(ctx, "")
-		return err == nil
-	}, driver.RowIdleBound+15*time.Second, 250*time.Millisecond, "the server freed the partitioned holding's row lock")
-	waited := time.Since(cut)
-	defer func() { require.NoError(t, next.Release(ctx)) }()
-	assert.Greater(t, next.Token(), lease.Token())
-	assert.GreaterOrEqual(t, waited, driver.RowIdleBound-time.Second, "the row was freed by the server's idle bound, not earlier")
-	// The partition ends with the proxy (the client sees its connection
-	// close): the holder's release fails at once instead of after its
-	// statement's timeout.
-	require.NoError(t, proxy.Close())
-	require.ErrorIs(t, lease.Release(ctx), runtime.ErrLeaseLost, "the partitioned holder's transaction is gone")
+			proxy.Partition()
+			cut := time.Now()
+			var next *runtime.Lease
+			require.Eventually(t, func() bool {
+				next, err = rival.Try(ctx, "")
+				return err == nil
+			}, bound+15*time.Second, 250*time.Millisecond, "the server freed the partitioned holding's row lock")
+			waited := time.Since(cut)
+			defer func() { require.NoError(t, next.Release(ctx)) }()
+			assert.Greater(t, next.Token(), lease.Token())
+			assert.GreaterOrEqual(t, waited, bound-time.Second, "the row was freed by the server's idle bound, not earlier")
+			assert.Less(t, waited, bound+10*time.Second, "the row was freed by the lock's idle bound (%v)", bound)
+			// The partition ends with the proxy (the client sees its
+			// connection close): the holder's release fails at once instead
+			// of after its statement's timeout.
+			require.NoError(t, proxy.Close())
+			require.ErrorIs(t, lease.Release(ctx), runtime.ErrLeaseLost, "the partitioned holder's transaction is gone")
+		})
+	}
 }

@@ -108,7 +108,7 @@ func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
 
 	// The row holding: the row strategy's own statements, one at a time.
 	rs := lockgendb.NewStore(tdb.Open(t))
-	rtx, err := rs.RowBegin(ctx, 10*time.Second)
+	rtx, err := rs.RowBegin(ctx, 10*time.Second, 0)
 	require.NoError(t, err)
 	defer func() { _ = rtx.Rollback() }()
 	require.NoError(t, rtx.LockWait(ctx, "orders", "k"))

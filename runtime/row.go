@@ -57,7 +57,7 @@ func (l *Lock) tryRow(ctx context.Context, key string, wait time.Duration) (*Lea
 func (l *Lock) tryRowOnce(ctx context.Context, key string, wait time.Duration) (*Lease, error) {
 	rs := l.client.store
 	lockWait := max(wait, time.Second) // Try's Take waits only for a first insert
-	rtx, err := rs.RowBegin(ctx, lockWait)
+	rtx, err := rs.RowBegin(ctx, lockWait, l.cfg.IdleTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("lockgen: acquire %s: begin: %w", l.describe(key), err)
 	}

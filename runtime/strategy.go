@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // Strategy is how a lock is held, as declared in lockgen.yaml (strategy)
@@ -125,6 +127,10 @@ func (rowStrategy) configure(cfg LockConfig) (LockConfig, error) {
 		return cfg, fmt.Errorf("%w: lock %q: negative wait %v", ErrInvalid, cfg.Name, cfg.Wait)
 	case strings.HasSuffix(cfg.Name, " "):
 		return cfg, fmt.Errorf("%w: lock name %q ends in a space", ErrInvalid, cfg.Name)
+	case cfg.IdleTimeout == 0:
+		cfg.IdleTimeout = driver.RowIdleBound
+	case cfg.IdleTimeout < time.Second || cfg.IdleTimeout > 24*time.Hour:
+		return cfg, fmt.Errorf("%w: lock %q: idle timeout %v must be from 1s to 24h", ErrInvalid, cfg.Name, cfg.IdleTimeout)
 	}
 	return cfg, nil
 }

@@ -281,7 +281,7 @@ var badSpecs = []badSpec{
 	{
 		name: "unknown lock key without a close match",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: master\n    ttl: 3s\n    owner: me\n",
-		want: []string{`lockgen.yaml:6:5: unknown key "owner" (valid keys: name, strategy, ttl, renew_every, wait, key, leader, wait_mode)`},
+		want: []string{`lockgen.yaml:6:5: unknown key "owner" (valid keys: name, strategy, ttl, renew_every, wait, key, leader, wait_mode, idle_timeout)`},
 	},
 	{
 		name: "unknown wait_mode",
@@ -350,6 +350,20 @@ var badSpecs = []badSpec{
 		name: "lock names colliding in Go",
 		yaml: "version: 1\npackage: locks\nlocks:\n  - name: user_id\n    ttl: 3s\n  - {name: user_i_d, ttl: 3s}\n",
 		want: []string{`lockgen.yaml:6:12: lock names "user_id" and "user_i_d" are both UserID in Go ("user_id" is at line 4; rename one of them)`},
+	},
+	{
+		name: "idle_timeout on a lease lock",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - name: order\n    ttl: 3s\n    idle_timeout: 30s\n",
+		want: []string{`lockgen.yaml:6:5: idle_timeout is for strategy row (how long the server keeps an idle holding's session), not strategy lease (remove idle_timeout: a lease ends with its ttl)`},
+	},
+	{
+		name: "idle_timeout out of range",
+		yaml: "version: 1\npackage: locks\nlocks:\n  - {name: a, strategy: row, idle_timeout: 500ms}\n  - {name: b, strategy: row, idle_timeout: 25h}\n  - {name: c, strategy: row, idle_timeout: 2500ms}\n",
+		want: []string{
+			`lockgen.yaml:4:44: idle_timeout 500ms is shorter than the server's smallest wait_timeout, 1s (use at least 1s, e.g. idle_timeout: 1m)`,
+			`lockgen.yaml:5:44: idle_timeout 25h is longer than the maximum of 24h (use at most 24h)`,
+			`lockgen.yaml:6:44: idle_timeout 2500ms is not whole seconds: the server's wait_timeout counts whole seconds (use whole seconds, e.g. 3s)`,
+		},
 	},
 	{
 		name: "row lock with ttl and renew_every",

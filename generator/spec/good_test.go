@@ -176,6 +176,7 @@ locks:
   - {name: scheduler, strategy: session, ttl: 10s, wait: 1m}
   - {name: master_leader, leader: true, ttl: 1s}
   - {name: ledger, strategy: row, key: {name: account, type: string}, wait: 2s}
+  - {name: report, strategy: row, idle_timeout: 5m}
 `,
 		want: &Spec{
 			File:        "lockgen.yaml",
@@ -205,6 +206,9 @@ locks:
 				{
 					Pos: Pos{Line: 14, Col: 5}, Name: "ledger", GoName: "Ledger", Strategy: StrategyRow, Wait: 2 * time.Second,
 					Key: &Key{Pos: Pos{Line: 14, Col: 40}, Name: "account", GoName: "account", Type: "string"},
+				},
+				{
+					Pos: Pos{Line: 15, Col: 5}, Name: "report", GoName: "Report", Strategy: StrategyRow, IdleTimeout: 5 * time.Minute,
 				},
 			},
 		},

@@ -21,6 +21,7 @@ var lockFields = []field{
 	{name: "key", example: "key: {name: order_id, type: int64}"},
 	{name: "leader", example: "leader: true"},
 	{name: "wait_mode", example: "wait_mode: server"},
+	{name: "idle_timeout", example: "idle_timeout: 1m"}, // strategy row only (checked in timing)
 }
 
 // waitModes are the values of a lease lock's wait_mode.
@@ -258,7 +259,14 @@ func (l *loader) timing(lk *Lock, n *yaml.Node, fields map[string]value) {
 		if v, ok := fields["wait"]; ok {
 			lk.Wait = l.wait(v)
 		}
+		if v, ok := fields["idle_timeout"]; ok {
+			lk.IdleTimeout = l.idleTimeout(v)
+		}
 		return
+	}
+	if v, ok := fields["idle_timeout"]; ok {
+		l.errorf(v.key, "remove idle_timeout: a lease ends with its ttl",
+			"idle_timeout is for strategy row (how long the server keeps an idle holding's session), not strategy %s", lk.Strategy)
 	}
 	if _, ok := fields["ttl"]; !ok {
 		l.errorf(n, "add it, e.g. ttl: 3s; only strategy row has none", "missing required key %q", "ttl")
@@ -326,6 +334,25 @@ func (l *loader) wait(v value) time.Duration {
 		l.errorf(v.node, "use 0 to try once, or e.g. "+v.field.example, "wait must not be negative, not %s", v.node.Value)
 	case d > maxWait:
 		l.errorf(v.node, "use at most "+FormatDuration(maxWait), "wait %s is longer than the maximum of %s", v.node.Value, FormatDuration(maxWait))
+	default:
+		return d
+	}
+	return 0
+}
+
+// idleTimeout checks a row lock's idle_timeout: whole seconds (the
+// server's wait_timeout), from 1s to the longest ttl.
+func (l *loader) idleTimeout(v value) time.Duration {
+	d, ok := l.duration(v)
+	switch {
+	case !ok:
+	case d < time.Second:
+		l.errorf(v.node, "use at least 1s, e.g. "+v.field.example, "idle_timeout %s is shorter than the server's smallest wait_timeout, 1s", v.node.Value)
+	case d > maxTTL:
+		l.errorf(v.node, "use at most "+FormatDuration(maxTTL), "idle_timeout %s is longer than the maximum of %s", v.node.Value, FormatDuration(maxTTL))
+	case d%time.Second != 0:
+		l.errorf(v.node, fmt.Sprintf("use whole seconds, e.g. %s", FormatDuration(d.Truncate(time.Second)+time.Second)),
+			"idle_timeout %s is not whole seconds: the server's wait_timeout counts whole seconds", v.node.Value)
 	default:
 		return d
 	}

@@ -119,6 +119,10 @@ type Lock struct {
 	// otherwise; empty for session and row locks, which always wait on the
 	// server.
 	WaitMode string
+	// IdleTimeout is a row lock's idle_timeout: how long the server keeps
+	// a holding's session when nothing arrives on it (whole seconds, 1s to
+	// 24h). Zero for the runtime's default (20s), and for other strategies.
+	IdleTimeout time.Duration
 }
 
 // Wait modes of a lease lock.

@@ -11,9 +11,10 @@ import (
 // its autocommit back, and the COMMIT or ROLLBACK that ends the holding.
 const restoreTimeout = 30 * time.Second
 
-// RowIdleBound is how long the server keeps a row holding's session when
-// nothing arrives on it: the holding's connection has this wait_timeout
-// (restored when the holding ends). A holder cut off by a partition (its
+// RowIdleBound is the default of how long the server keeps a row
+// holding's session when nothing arrives on it (a lock's IdleTimeout): the
+// holding's connection has this wait_timeout (restored when the holding
+// ends). A holder cut off by a partition (its
 // client gave up, the server never learned) so frees the row lock this
 // long after its last statement, not after the server's own wait_timeout
 // (8 hours by default) or TCP keepalive. The other side of the bound: a
@@ -49,17 +50,20 @@ const rowSessionRestore = "SET SESSION autocommit = 1, SESSION autocommit = @loc
 
 // BeginRow pins a connection of db, sets its innodb_lock_wait_timeout to
 // lockWait (whole seconds, rounded up, at least 1; the previous value is
-// kept in the session variable @lockgen_lock_wait), turns autocommit off
-// for the holding and begins a READ COMMITTED transaction on it. The
+// kept in the session variable @lockgen_lock_wait) and its wait_timeout to
+// idle (the same way; RowIdleBound when zero), turns autocommit off for
+// the holding and begins a READ COMMITTED transaction on it. The
 // transaction does not end with ctx: only Commit or Rollback end it. On
 // failure the connection is discarded.
-func BeginRow(ctx context.Context, db *sql.DB, lockWait time.Duration) (*RowConn, error) {
+func BeginRow(ctx context.Context, db *sql.DB, lockWait, idle time.Duration) (*RowConn, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	secs := max(int64((lockWait+time.Second-1)/time.Second), 1)
-	if _, err := conn.ExecContext(ctx, rowSessionSet, secs, int64(RowIdleBound/time.Second)); err != nil {
+	if idle <= 0 {
+		idle = RowIdleBound
+	}
+	if _, err := conn.ExecContext(ctx, rowSessionSet, wholeSeconds(lockWait), wholeSeconds(idle)); err != nil {
 		discardConn(conn)
 		return nil, err
 	}
@@ -153,4 +157,10 @@ func PeekRow(ctx context.Context, db *sql.DB, read func(tx *sql.Tx) error) error
 	}
 	defer func() { _ = tx.Rollback() }()
 	return read(tx)
+}
+
+// wholeSeconds is d in whole seconds, rounded up, at least 1: what the
+// server's timeout variables take.
+func wholeSeconds(d time.Duration) int64 {
+	return max(int64((d+time.Second-1)/time.Second), 1)
 }

@@ -112,9 +112,10 @@ type Store interface {
 	SessionIsUsed(ctx context.Context, lockName string) (bool, error)
 
 	// RowBegin pins a connection, sets its innodb_lock_wait_timeout to
-	// lockWait (whole seconds, rounded up, at least 1) and begins a READ
-	// COMMITTED transaction on it for one holding (see BeginRow).
-	RowBegin(ctx context.Context, lockWait time.Duration) (RowTx, error)
+	// lockWait and its wait_timeout to idle (whole seconds, rounded up, at
+	// least 1) and begins a READ COMMITTED transaction on it for one
+	// holding (see BeginRow).
+	RowBegin(ctx context.Context, lockWait, idle time.Duration) (RowTx, error)
 	// RowPeek reads the lock row as a READ UNCOMMITTED reader sees it, so a
 	// live row-strategy holding (not committed until its release) shows.
 	RowPeek(ctx context.Context, name, key string) (row LeaseRow, found bool, err error)

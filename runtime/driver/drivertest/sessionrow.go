@@ -100,7 +100,7 @@ func testLeaseTakeover(t *testing.T, s driver.Store) {
 	assert.Equal(t, "a", row.Owner)
 	assert.Equal(t, held, row.Token)
 
-	rtx, err := s.RowBegin(ctx, time.Second)
+	rtx, err := s.RowBegin(ctx, time.Second, 0)
 	require.NoError(t, err)
 	require.NoError(t, rtx.LockWait(ctx, name, ""))
 	tok, err = rtx.Take(ctx, name, "", "c")
@@ -117,7 +117,7 @@ func testLeaseTakeover(t *testing.T, s driver.Store) {
 		used, err := s.SessionIsUsed(ctx, s.SessionNamespace()+name)
 		return err == nil && !used
 	}, 5*time.Second, 20*time.Millisecond)
-	rtx, err = s.RowBegin(ctx, time.Second)
+	rtx, err = s.RowBegin(ctx, time.Second, 0)
 	require.NoError(t, err)
 	require.NoError(t, rtx.LockWait(ctx, name, ""))
 	tok, err = rtx.Takeover(ctx, name, "", "c", s.SessionNamespace()+name)
@@ -133,7 +133,7 @@ func testLeaseTakeover(t *testing.T, s driver.Store) {
 func testRow(t *testing.T, s driver.Store) {
 	ctx := context.Background()
 	name := uniqueName("row")
-	tx1, err := s.RowBegin(ctx, time.Second)
+	tx1, err := s.RowBegin(ctx, time.Second, 0)
 	require.NoError(t, err)
 	require.NoError(t, tx1.LockWait(ctx, name, ""))
 	tok, err := tx1.Take(ctx, name, "", "a")
@@ -151,7 +151,7 @@ func testRow(t *testing.T, s driver.Store) {
 	assert.Equal(t, "a", row.Owner, "a reader sees the uncommitted holding")
 	assert.Equal(t, tok, row.Token)
 
-	tx2, err := s.RowBegin(ctx, time.Second)
+	tx2, err := s.RowBegin(ctx, time.Second, 0)
 	require.NoError(t, err)
 	_, err = tx2.LockNowait(ctx, name, "")
 	assert.Error(t, err, "a held row lock is refused at once")
@@ -165,7 +165,7 @@ func testRow(t *testing.T, s driver.Store) {
 	assert.True(t, ok)
 	require.NoError(t, tx1.Commit())
 
-	tx3, err := s.RowBegin(ctx, time.Second)
+	tx3, err := s.RowBegin(ctx, time.Second, 0)
 	require.NoError(t, err)
 	found, err = tx3.LockNowait(ctx, name, "")
 	require.NoError(t, err)
@@ -176,7 +176,7 @@ func testRow(t *testing.T, s driver.Store) {
 	require.NoError(t, tx3.RestoreLockWait(ctx))
 	require.NoError(t, tx3.Rollback())
 
-	tx4, err := s.RowBegin(ctx, time.Second)
+	tx4, err := s.RowBegin(ctx, time.Second, 0)
 	require.NoError(t, err)
 	found, err = tx4.LockNowait(ctx, uniqueName("missing"), "")
 	require.NoError(t, err)

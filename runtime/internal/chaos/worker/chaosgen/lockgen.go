@@ -732,13 +732,15 @@ func (l *Locks) SessionLockHolder(ctx context.Context) (Holder, error) {
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
-// transaction ends, also when the holder's connection dies, and then rolls
-// back the transaction's writes. A row lock is not renewed and has no ttl: if
-// the server ends the transaction early (the connection broke, or a deadlock
-// in the transaction's own statements rolled it back), the holder learns of it
-// at the release, when WithRowLock returns an error wrapping ErrLeaseLost.
-// Writes made in the holding's transaction (lease.Tx()) are rolled back with
-// the lock and are always safe; protect other writes with the fencing token.
+// transaction ends, also when the holder's connection dies or stays silent for
+// 20s (idle_timeout: a holder cut off by a partition, or a holding that sends
+// no statement that long), and then rolls back the transaction's writes. A row
+// lock is not renewed and has no ttl: if the server ends the transaction early
+// (the connection broke, or a deadlock in the transaction's own statements
+// rolled it back), the holder learns of it at the release, when WithRowLock
+// returns an error wrapping ErrLeaseLost. Writes made in the holding's
+// transaction (lease.Tx()) are rolled back with the lock and are always safe;
+// protect other writes with the fencing token.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -773,12 +775,14 @@ func (l *Locks) WithRowLockTx(ctx context.Context, fn func(ctx context.Context, 
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
-// transaction ends, also when the holder's connection dies, and then rolls
-// back the transaction's writes. The holding lasts until lease.Release, which
-// the caller must call: it commits the transaction (lease.Tx()), and writes
-// made in it commit with the release. lease.Token() is the fencing token of
-// this holding, greater than that of every earlier holding: pass it with the
-// writes that a stale holder must not make.
+// transaction ends, also when the holder's connection dies or stays silent for
+// 20s (idle_timeout: a holder cut off by a partition, or a holding that sends
+// no statement that long), and then rolls back the transaction's writes. The
+// holding lasts until lease.Release, which the caller must call: it commits
+// the transaction (lease.Tx()), and writes made in it commit with the release.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
 //
 // Any other error means the lock was not acquired: the runtime rolls back the
 // transaction (or drops its connection) before returning.
@@ -794,12 +798,14 @@ func (l *Locks) TryRowLock(ctx context.Context) (*Lease, error) {
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
-// transaction ends, also when the holder's connection dies, and then rolls
-// back the transaction's writes. The holding lasts until lease.Release, which
-// the caller must call: it commits the transaction (lease.Tx()), and writes
-// made in it commit with the release. lease.Token() is the fencing token of
-// this holding, greater than that of every earlier holding: pass it with the
-// writes that a stale holder must not make.
+// transaction ends, also when the holder's connection dies or stays silent for
+// 20s (idle_timeout: a holder cut off by a partition, or a holding that sends
+// no statement that long), and then rolls back the transaction's writes. The
+// holding lasts until lease.Release, which the caller must call: it commits
+// the transaction (lease.Tx()), and writes made in it commit with the release.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
 func (l *Locks) AcquireRowLock(ctx context.Context) (*Lease, error) {
 	return l.rowLock.Acquire(ctx, "")
 }

@@ -248,10 +248,11 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	if l.ledgerLock, err = client.Lock(runtime.LockConfig{
-		Name:     LedgerLockName,
-		Strategy: runtime.StrategyRow,
-		Keyed:    true,
-		Wait:     2 * time.Second,
+		Name:        LedgerLockName,
+		Strategy:    runtime.StrategyRow,
+		Keyed:       true,
+		Wait:        2 * time.Second,
+		IdleTimeout: time.Minute,
 	}); err != nil {
 		return nil, err
 	}
@@ -998,13 +999,15 @@ func (l *Locks) PruneTenantBackupLocks(ctx context.Context, olderThan time.Durat
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
-// transaction ends, also when the holder's connection dies, and then rolls
-// back the transaction's writes. A row lock is not renewed and has no ttl: if
-// the server ends the transaction early (the connection broke, or a deadlock
-// in the transaction's own statements rolled it back), the holder learns of it
-// at the release, when WithLedgerLock returns an error wrapping ErrLeaseLost.
-// Writes made in the holding's transaction (lease.Tx()) are rolled back with
-// the lock and are always safe; protect other writes with the fencing token.
+// transaction ends, also when the holder's connection dies or stays silent for
+// 1m (idle_timeout: a holder cut off by a partition, or a holding that sends
+// no statement that long), and then rolls back the transaction's writes. A row
+// lock is not renewed and has no ttl: if the server ends the transaction early
+// (the connection broke, or a deadlock in the transaction's own statements
+// rolled it back), the holder learns of it at the release, when WithLedgerLock
+// returns an error wrapping ErrLeaseLost. Writes made in the holding's
+// transaction (lease.Tx()) are rolled back with the lock and are always safe;
+// protect other writes with the fencing token.
 //
 // lease.Token() is the fencing token of this holding, greater than that of
 // every earlier holding: pass it with the writes that a stale holder must not
@@ -1041,12 +1044,14 @@ func (l *Locks) WithLedgerLockTx(ctx context.Context, account string, fn func(ct
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
-// transaction ends, also when the holder's connection dies, and then rolls
-// back the transaction's writes. The holding lasts until lease.Release, which
-// the caller must call: it commits the transaction (lease.Tx()), and writes
-// made in it commit with the release. lease.Token() is the fencing token of
-// this holding, greater than that of every earlier holding: pass it with the
-// writes that a stale holder must not make.
+// transaction ends, also when the holder's connection dies or stays silent for
+// 1m (idle_timeout: a holder cut off by a partition, or a holding that sends
+// no statement that long), and then rolls back the transaction's writes. The
+// holding lasts until lease.Release, which the caller must call: it commits
+// the transaction (lease.Tx()), and writes made in it commit with the release.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
 //
 // Any other error means the lock was not acquired: the runtime rolls back the
 // transaction (or drops its connection) before returning.
@@ -1064,12 +1069,14 @@ func (l *Locks) TryLedgerLock(ctx context.Context, account string) (*Lease, erro
 //
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
-// transaction ends, also when the holder's connection dies, and then rolls
-// back the transaction's writes. The holding lasts until lease.Release, which
-// the caller must call: it commits the transaction (lease.Tx()), and writes
-// made in it commit with the release. lease.Token() is the fencing token of
-// this holding, greater than that of every earlier holding: pass it with the
-// writes that a stale holder must not make.
+// transaction ends, also when the holder's connection dies or stays silent for
+// 1m (idle_timeout: a holder cut off by a partition, or a holding that sends
+// no statement that long), and then rolls back the transaction's writes. The
+// holding lasts until lease.Release, which the caller must call: it commits
+// the transaction (lease.Tx()), and writes made in it commit with the release.
+// lease.Token() is the fencing token of this holding, greater than that of
+// every earlier holding: pass it with the writes that a stale holder must not
+// make.
 func (l *Locks) AcquireLedgerLock(ctx context.Context, account string) (*Lease, error) {
 	return l.ledgerLock.Acquire(ctx, account)
 }

@@ -293,9 +293,9 @@ func (c sessionConn) Renew(ctx context.Context, id driver.LeaseID, ttl time.Dura
 }
 
 // RowBegin implements driver.Store: it pins a connection, sets its lock
-// wait timeout and begins the holding's READ COMMITTED transaction.
-func (s Store) RowBegin(ctx context.Context, lockWait time.Duration) (driver.RowTx, error) {
-	rc, err := driver.BeginRow(ctx, s.db, lockWait)
+// wait and idle timeouts and begins the holding's READ COMMITTED transaction.
+func (s Store) RowBegin(ctx context.Context, lockWait, idle time.Duration) (driver.RowTx, error) {
+	rc, err := driver.BeginRow(ctx, s.db, lockWait, idle)
 	if err != nil {
 		return nil, err
 	}
