@@ -133,11 +133,14 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("ids")).Op("==").Lit(0)).Block(jen.Return(jen.Lit(0), jen.Err())),
 		jen.Return(q().Dot("RunsRescue").Call(jen.Id("ctx"), jen.Id("ids"))),
 	)
-	method("// RunsPrune implements driver.JobStore.", "RunsPrune",
+	method("// RunsPrune implements driver.JobStore: read the finished runs without\n// locking, then delete them by primary key.", "RunsPrune",
 		[]jen.Code{ctx(), jen.Id("job").String(), jen.Id("keep").Qual("time", "Time"), jen.Id("olderThan").Add(dur()), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},
-		jen.Return(q().Dot("RunsPrune").Call(jen.Id("ctx"), literal(db("RunsPruneParams"),
+		jen.List(jen.Id("ids"), jen.Err()).Op(":=").Add(q()).Dot("RunsPrunable").Call(jen.Id("ctx"), literal(db("RunsPrunableParams"),
 			kv{"Job", jen.Id("job")}, kv{"KeepTick", nullTime(jen.Id("keep"))}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()},
-			kv{"Limit", jen.Int32().Call(jen.Id("limit"))}))),
+			kv{"Limit", jen.Int32().Call(jen.Id("limit"))})),
+		jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("ids")).Op("==").Lit(0)).Block(jen.Return(jen.Lit(0), jen.Err())),
+		jen.Return(q().Dot("RunsPrune").Call(jen.Id("ctx"), literal(db("RunsPruneParams"),
+			kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()}, kv{"Ids", jen.Id("ids")}))),
 	)
 	for _, name := range []string{"RunCancel", "RunRetry"} {
 		method("// "+name+" implements driver.JobStore.", name,

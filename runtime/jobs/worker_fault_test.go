@@ -332,3 +332,68 @@ func TestJobsRowLockedByAnAdminDelaysNoOtherHeartbeat(t *testing.T) {
 	info := waitState(t, j, heldID, jobs.RunCompleted)
 	assert.Equal(t, 2, info.Attempt, "the held run ran again once its row was free")
 }
+
+// TestJobsPruneWaitingOnARowLockDelaysNoHeartbeat: while an admin
+// transaction holds a running run's row (SELECT … FOR UPDATE), a prune runs;
+// the worker's healthy runs are heartbeated all along, and a new run is
+// enqueued at once. The prune used to be one DELETE over a range of the
+// state index (REPEATABLE READ): it locked the running runs it read, waited
+// on the held one, and the next-key locks it had taken stopped the
+// heartbeats and inserts whose index entries fell in the gaps (the chaos
+// harness, sys.innodb_lock_waits: RunInsert's insert intention on
+// runs_state blocked by RunsPrune, itself blocked by the admin).
+func TestJobsPruneWaitingOnARowLockDelaysNoHeartbeat(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	store := lockgendb.NewStore(db)
+	j := jobsOn(t, store, "node")
+
+	// Finished runs to prune, and a run a dead worker holds for an hour.
+	_, err := db.ExecContext(ctx, "INSERT INTO lockgen_runs (job, queue, state, run_at, args, max_attempts, timeout_us, created_at, finished_at) "+
+		"SELECT 'old', 'default', 'completed', UTC_TIMESTAMP(6), '{}', 1, 1000000, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR "+
+		"FROM information_schema.columns LIMIT 300")
+	require.NoError(t, err)
+	ghost, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "ghost", Queue: "ghosts", MaxAttempts: 3, Timeout: time.Hour})
+	require.NoError(t, err)
+	claimed, err := store.RunsClaim(ctx, "ghosts", "ghost", 1, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+
+	h := newHealthyRuns()
+	var ids []int64
+	for range 3 {
+		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "healthy", MaxAttempts: 3, Timeout: time.Minute})
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	const lease = 2 * time.Second
+	startWorker(t, j, jobs.WorkerConfig{Lease: lease, Concurrency: 8, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"healthy": {Handle: h.handle}}})
+	h.waitStarted(t, len(ids))
+
+	admin, err := tdb.Open(t).BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = admin.Rollback() }()
+	var locked int64
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", ghost).Scan(&locked))
+	pruned := make(chan error, 1)
+	go func() {
+		pctx, cancel := context.WithTimeout(ctx, 5*lease)
+		defer cancel()
+		_, err := j.Prune(pctx, "old", time.Minute, 100)
+		pruned <- err
+	}()
+	time.Sleep(lease / 2)
+	ectx, cancel := context.WithTimeout(ctx, lease)
+	_, err = j.Enqueue(ectx, nil, jobs.NewRun{Job: "other", MaxAttempts: 1, Timeout: time.Second})
+	cancel()
+	assert.NoError(t, err, "an enqueue while the prune runs beside the held row")
+	time.Sleep(3 * lease)
+	require.NoError(t, admin.Rollback())
+	require.NoError(t, <-pruned)
+	h.check(t, j, ids)
+	var left int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM lockgen_runs WHERE job = 'old'").Scan(&left))
+	assert.Zero(t, left, "every finished run was pruned")
+}
