@@ -277,7 +277,7 @@ func (m *model) newDoc() string {
 	}
 	tables := "The table " + m.Table + " must exist"
 	if m.RunsTable != "" {
-		tables = "The tables " + m.Table + " and " + m.RunsTable + " must exist"
+		tables = "The tables " + m.Table + ", " + m.RunsTable + " and " + m.QueuesTable + " must exist"
 	}
 	yours := "never inside a transaction of yours"
 	var txMethods []string

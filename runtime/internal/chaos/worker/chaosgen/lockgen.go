@@ -31,11 +31,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV3 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV4 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV3
+const _ = runtime.RegenerateWithLockgenGenerateV4
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -161,10 +161,11 @@ type Locks struct {
 // EnqueueSingleTx, EnqueueDelayedTx, EnqueueLongTx or EnqueueOnceTx. It does
 // not touch the database.
 //
-// The tables chaos_locks and chaos_runs must exist: apply
-// migrations/0001_chaos_locks.up.sql and migrations/0002_chaos_runs.up.sql
-// (relative to lockgen.yaml) with your migration tool. With
-// github.com/go-sql-driver/mysql, open db with parseTime=true.
+// The tables chaos_locks, chaos_runs and chaos_queues must exist: apply
+// migrations/0001_chaos_locks.up.sql, migrations/0002_chaos_runs.up.sql and
+// migrations/0003_chaos_queues.up.sql (relative to lockgen.yaml) with your
+// migration tool. With github.com/go-sql-driver/mysql, open db with
+// parseTime=true.
 //
 // The session and row locks (session, row) keep a connection of db for the
 // whole holding (GET_LOCK, or the holding's transaction): allow for one open
@@ -184,7 +185,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	l := &Locks{client: client}
-	if l.jobs, err = jobs.NewClient(client, store); err != nil {
+	if l.jobs, err = jobs.NewClient(client, store, jobs.WithQueues("default")); err != nil {
 		return nil, err
 	}
 	if l.leaderLock, err = client.Lock(runtime.LockConfig{
