@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -213,17 +214,21 @@ func (j *Client) queuePaused(ctx context.Context, queue string, maxAge, timeout 
 			p.mu.Lock()
 			err := p.err
 			p.mu.Unlock()
-			if err != nil {
+			if err != nil && !errors.Is(err, context.Canceled) {
 				return false, time.Time{}, err
 			}
-			continue // the read this worker waited for may be stale too
+			// The read this worker waited for may be stale too, or was
+			// cut because its reader stopped: look again.
+			continue
 		}
 		done := make(chan struct{})
 		p.reading = done
 		gen := p.gen
 		p.mu.Unlock()
 
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		// Cut by ctx: a stopping worker does not wait for it (nothing
+		// is written, unlike a claim).
+		rctx, cancel := context.WithTimeout(ctx, timeout)
 		names, err := j.store.QueuesPaused(rctx)
 		cancel()
 		p.mu.Lock()
