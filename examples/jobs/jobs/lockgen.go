@@ -110,9 +110,9 @@ func (l *Locks) Owner() string {
 // with a loc other than UTC, a character set other than utf8mb4 or an sql_mode
 // that is not strict (the error names the DSN setting to change), or when a
 // table is missing or unlike its migration (a column or an index missing; the
-// runs table, or the lock table that singleton jobs use) (the error names the
-// migration). Every other method fails the same way. Call it at startup to
-// fail fast; `go tool lockgen doctor` prints the same checks.
+// runs or the queues table, or the lock table that singleton jobs use) (the
+// error names the migration). Every other method fails the same way. Call it
+// at startup to fail fast; `go tool lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	for _, f := range []probe.Feature{probe.Lease, probe.Jobs} {
 		if err := l.client.CheckFeature(ctx, nil, f); err != nil {

@@ -153,10 +153,10 @@ func (l *Locks) Owner() string {
 // MariaDB before 10.6), and with ErrInvalid when db was opened without
 // parseTime=true, with a loc other than UTC, a character set other than
 // utf8mb4 or an sql_mode that is not strict (the error names the DSN setting
-// to change), or when the lock or the runs table is missing or unlike its
-// migration (a column or an index missing) (the error names the migration).
-// Every other method fails the same way. Call it at startup to fail fast; `go
-// tool lockgen doctor` prints the same checks.
+// to change), or when the lock, the runs or the queues table is missing or
+// unlike its migration (a column or an index missing) (the error names the
+// migration). Every other method fails the same way. Call it at startup to
+// fail fast; `go tool lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	for _, f := range []probe.Feature{probe.Lease, probe.Jobs} {
 		if err := l.client.CheckFeature(ctx, nil, f); err != nil {
