@@ -53,11 +53,11 @@ func WithQueues(names ...string) ClientOption {
 // and queues tables.
 const MaxListedQueues = 1000
 
-// PauseQueue pauses queue in the database, for every node: once it returns
-// nil, this Client's workers claim none of the queue's runs, and every
-// other node's workers claim none from one idle poll (their PollMax) after
-// it, when they read the queues table again (a claim already under way
-// then may still take runs). Runs already running finish and their
+// PauseQueue pauses queue in the database, for every node: the claims this
+// Client's workers send after it returns nil take none of the queue's
+// runs, and those other nodes' workers send from one idle poll (their
+// PollMax) after it, once they have read the queues table again, take
+// none either. A claim already under way may still take runs. Runs already running finish and their
 // outcomes are recorded; runs stay due, and enqueues go on. A pause
 // outlives the processes: workers that start later find it. Pausing a
 // paused queue changes nothing. It fails with ErrInvalid for a queue name

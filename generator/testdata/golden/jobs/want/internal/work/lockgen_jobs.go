@@ -253,9 +253,10 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
 }
 
-// PauseQueue pauses queue for every node: once it returns nil this node's
-// workers claim none of its runs, and every other node's from one idle poll
-// (the workers' PollMax, default 2s) after it. Running runs finish and their
+// PauseQueue pauses queue for every node: once it returns nil, claims this
+// node's workers send take none of its runs, nor do those of every other node
+// from one idle poll (the workers' PollMax, default 2s) after it (a claim
+// already under way may still take runs). Running runs finish and their
 // outcomes are recorded; enqueues go on, and the pause is kept in the database
 // until ResumeQueue. An error wrapping ErrInvalid for a queue that no declared
 // job uses (they use "default" and "mail").
