@@ -277,7 +277,7 @@ func (m *model) newDoc() string {
 	}
 	tables := "The table " + m.Table + " must exist"
 	if m.RunsTable != "" {
-		tables = "The tables " + m.Table + " and " + m.RunsTable + " must exist"
+		tables = "The tables " + m.Table + ", " + m.RunsTable + " and " + m.QueuesTable + " must exist"
 	}
 	yours := "never inside a transaction of yours"
 	var txMethods []string
@@ -339,9 +339,9 @@ func (m *model) checkServerDoc() string {
 	first, missing := "lock", "the lock table is missing or unlike its migration (a column or an index missing)"
 	switch {
 	case len(m.Locks) == 0:
-		first, missing = "job", "a table is missing or unlike its migration (a column or an index missing; the runs table, or the lock table that singleton jobs use)"
+		first, missing = "job", "a table is missing or unlike its migration (a column or an index missing; the runs or the queues table, or the lock table that singleton jobs use)"
 	case len(m.Jobs) > 0:
-		first, missing = "lock or job", "the lock or the runs table is missing or unlike its migration (a column or an index missing)"
+		first, missing = "lock or job", "the lock, the runs or the queues table is missing or unlike its migration (a column or an index missing)"
 	}
 	return comment("CheckServer probes the server now, as the first " + first + " call does anyway: it fails with an error wrapping " +
 		"ErrUnsupported when lockgen cannot run safely on it (" + unsupported + "), and with ErrInvalid when db " +

@@ -197,7 +197,8 @@ func TestMethodNamesMatchSpec(t *testing.T) {
 // TestAddingJobsAddsMigrationsAndChangesNone: committed migrations are never
 // rewritten. Adding jobs to a spec (in either migration format) keeps every
 // migration file of the spec without jobs byte for byte and adds the runs
-// table's migration as new files numbered after them.
+// table's migration and then the queues table's as new files numbered
+// after them (2 and 3), each creating its own table only.
 func TestAddingJobsAddsMigrationsAndChangesNone(t *testing.T) {
 	t.Parallel()
 	for _, format := range []string{spec.FormatGolangMigrate, spec.FormatGoose} {
@@ -228,14 +229,27 @@ func TestAddingJobsAddsMigrationsAndChangesNone(t *testing.T) {
 			for p := range after {
 				if _, ok := before[p]; !ok {
 					added = append(added, p)
-					assert.Contains(t, string(after[p]), "lockgen_runs", p)
 					assert.NotContains(t, string(after[p]), "lockgen_locks", p)
 				}
 			}
-			assert.NotEmpty(t, added, "the runs table comes as new files")
+			assert.NotEmpty(t, added, "the runs and queues tables come as new files")
 			for _, p := range added {
-				assert.Contains(t, filepath.Base(p), "0002_", "numbered after the lock table's migration")
+				switch base := filepath.Base(p); {
+				case strings.Contains(base, "0002_lockgen_runs"):
+					assert.Contains(t, string(after[p]), "lockgen_runs", p)
+					assert.NotContains(t, string(after[p]), "lockgen_queues", p)
+				case strings.Contains(base, "0003_lockgen_queues"):
+					assert.Contains(t, string(after[p]), "lockgen_queues", p)
+					assert.NotContains(t, string(after[p]), "lockgen_runs", p)
+				default:
+					t.Errorf("%s: not the runs (0002) or queues (0003) migration", p)
+				}
 			}
+			want := 4 // golang-migrate: an up and a down file each
+			if format == spec.FormatGoose {
+				want = 2
+			}
+			assert.Len(t, added, want)
 		})
 	}
 }

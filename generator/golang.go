@@ -217,7 +217,12 @@ func newBody(g *jen.Group, m *model) {
 	g.Id("l").Op(":=").Op("&").Id("Locks").Values(jen.Id("client").Op(":").Id("client"))
 	if len(m.Jobs) > 0 {
 		g.If(
-			jen.List(jen.Id("l").Dot("jobs"), jen.Err()).Op("=").Add(jb("NewClient")).Call(jen.Id("client"), jen.Id("store")),
+			jen.List(jen.Id("l").Dot("jobs"), jen.Err()).Op("=").Add(jb("NewClient")).Call(jen.Id("client"), jen.Id("store"),
+				jb("WithQueues").CallFunc(func(g *jen.Group) {
+					for _, q := range m.jobQueues() {
+						g.Lit(q)
+					}
+				})),
 			jen.Err().Op("!=").Nil(),
 		).Block(jen.Return(jen.Nil(), jen.Err()))
 	}

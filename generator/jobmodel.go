@@ -2,6 +2,7 @@ package generator
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/dave/jennifer/jen"
@@ -93,4 +94,26 @@ func (j jobModel) handlerDoc() string {
 		doc += " It is a cluster-wide singleton: one run at a time, holding the lock lockgen_job:" + j.Name + "."
 	}
 	return doc
+}
+
+// jobQueues are the queues the declared jobs use, sorted: the only names
+// PauseQueue and ResumeQueue accept.
+func (m *model) jobQueues() []string {
+	var qs []string
+	for _, j := range m.Jobs {
+		if !slices.Contains(qs, j.Queue) {
+			qs = append(qs, j.Queue)
+		}
+	}
+	slices.Sort(qs)
+	return qs
+}
+
+// quoted puts each name in double quotes, for doc text.
+func quoted(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%q", n)
+	}
+	return out
 }

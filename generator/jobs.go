@@ -6,13 +6,15 @@ import (
 	"github.com/dave/jennifer/jen"
 
 	"github.com/lockgen/lockgen/generator/spec"
+	"github.com/lockgen/lockgen/internal/prose"
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
 // Names of the job files lockgen writes.
 const (
-	jobsFile          = "lockgen_jobs.go"
-	runsTableBaseName = "runs"
+	jobsFile            = "lockgen_jobs.go"
+	runsTableBaseName   = "runs"
+	queuesTableBaseName = "queues"
 )
 
 // jobsGo is lockgen_jobs.go: job names, argument types, the JobHandlers
@@ -135,6 +137,27 @@ func jobsGo(m *model) *jen.File {
 		"so retrying it before its worker can no longer report may run a success twice."))
 	f.Func().Params(recv()).Id("RetryRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Bool(), jen.Error()).Block(
 		jen.Return(client.Clone().Dot("Retry").Call(jen.Id("ctx"), jen.Id("id"))),
+	)
+
+	f.Line()
+	f.Comment(comment("PauseQueue pauses queue for every node: once it returns nil, claims this node's workers send take none of its runs, " +
+		"nor do those of every other node from one idle poll (the workers' PollMax, default 2s) after it (a claim already under way may still take runs). Running runs finish and their outcomes are recorded; " +
+		"enqueues go on, and the pause is kept in the database until ResumeQueue. " +
+		"An error wrapping ErrInvalid for a queue that no declared job uses (they use " + prose.And(quoted(m.jobQueues())) + ")."))
+	f.Func().Params(recv()).Id("PauseQueue").Params(ctx(), jen.Id("queue").String()).Error().Block(
+		jen.Return(client.Clone().Dot("PauseQueue").Call(jen.Id("ctx"), jen.Id("queue"))),
+	)
+	f.Line()
+	f.Comment(comment("ResumeQueue lifts queue's pause: this node's workers claim its runs again at once, every other node's within one idle poll. " +
+		"Its errors are PauseQueue's."))
+	f.Func().Params(recv()).Id("ResumeQueue").Params(ctx(), jen.Id("queue").String()).Error().Block(
+		jen.Return(client.Clone().Dot("ResumeQueue").Call(jen.Id("ctx"), jen.Id("queue"))),
+	)
+	f.Line()
+	f.Comment(comment("Queues lists, in name order, the declared jobs' queues and any other queue that has runs or was ever paused, " +
+		"each with whether it is paused and since when."))
+	f.Func().Params(recv()).Id("Queues").Params(ctx()).Params(jen.Index().Id("QueueInfo"), jen.Error()).Block(
+		jen.Return(client.Clone().Dot("Queues").Call(jen.Id("ctx"))),
 	)
 
 	f.Line()

@@ -172,6 +172,31 @@ func jobsGlue(f *jen.File, m *model) {
 			kv{"Job", jen.Id("job")}, kv{"Queue", jen.Id("queue")}, kv{"ScheduledAt", nullTime(jen.Id("tick"))}, kv{"Reason", nullString(jen.Id("reason"))})),
 		jen.Return(jen.Err()),
 	)
+	method("// RunsQueues implements driver.JobStore.", "RunsQueues",
+		[]jen.Code{ctx(), jen.Id("limit").Int()}, []jen.Code{jen.Index().String(), jen.Error()},
+		jen.Return(q().Dot("RunsQueues").Call(jen.Id("ctx"), jen.Int32().Call(jen.Id("limit")))),
+	)
+	for _, name := range []string{"QueuePause", "QueueResume"} {
+		method("// "+name+" implements driver.JobStore.", name,
+			[]jen.Code{ctx(), jen.Id("queue").String()}, []jen.Code{jen.Error()},
+			jen.Return(q().Dot(name).Call(jen.Id("ctx"), jen.Id("queue"))),
+		)
+	}
+	method("// QueuesPaused implements driver.JobStore: a read that takes no lock.", "QueuesPaused",
+		[]jen.Code{ctx()}, []jen.Code{jen.Index().String(), jen.Error()},
+		jen.Return(q().Dot("QueuesPaused").Call(jen.Id("ctx"))),
+	)
+	method("// QueuesList implements driver.JobStore.", "QueuesList",
+		[]jen.Code{ctx(), jen.Id("limit").Int()}, []jen.Code{jen.Index().Add(dr("QueueState")), jen.Error()},
+		jen.List(jen.Id("rows"), jen.Err()).Op(":=").Add(q()).Dot("QueuesList").Call(jen.Id("ctx"), jen.Int32().Call(jen.Id("limit"))),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Id("out").Op(":=").Make(jen.Index().Add(dr("QueueState")), jen.Len(jen.Id("rows"))),
+		jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
+			jen.Id("out").Index(jen.Id("i")).Op("=").Add(literal(dr("QueueState"),
+				kv{"Queue", r("Queue")}, kv{"Paused", r("Paused")}, kv{"PausedAt", r("PausedAt").Dot("Time")}, kv{"UpdatedAt", r("UpdatedAt")})),
+		),
+		jen.Return(jen.Id("out"), jen.Nil()),
+	)
 	f.Line()
 	f.Comment("claimArgs splits claims into the ids and claim_ref values of the batched run statements.")
 	f.Func().Id("claimArgs").Params(claims()).Params(jen.Index().Int64(), jen.Index().Qual("database/sql", "NullString")).Block(

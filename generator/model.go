@@ -38,12 +38,12 @@ const jobsPath = runtimePath + "/jobs"
 
 // versionGuard is the runtime constant every generated package refers to,
 // so that it fails to build against a runtime it does not fit (see
-// runtime.RegenerateWithLockgenGenerateV3).
-const versionGuard = "RegenerateWithLockgenGenerateV3"
+// runtime.RegenerateWithLockgenGenerateV4).
+const versionGuard = "RegenerateWithLockgenGenerateV4"
 
 // The runtime of this repository must define versionGuard: bumping its
 // version breaks this line until versionGuard follows.
-const _ = runtime.RegenerateWithLockgenGenerateV3
+const _ = runtime.RegenerateWithLockgenGenerateV4
 
 // model is everything the renderers print, resolved from a spec. Renderers
 // take no decisions: names, types, paths and doc text all come from here.
@@ -65,12 +65,14 @@ type model struct {
 	// MigrationsDir their directory relative to the spec dir.
 	Migrations    []sqlFile
 	MigrationsDir string
-	// LocksMigration and RunsMigration are the paths, relative to the spec
-	// dir, of the migrations that create the lock and runs tables (the up
-	// file); RunsMigration is empty without jobs.
-	LocksMigration, RunsMigration string
-	// RunsTable is the runs table's name; empty without jobs.
-	RunsTable string
+	// LocksMigration, RunsMigration and QueuesMigration are the paths,
+	// relative to the spec dir, of the migrations that create the lock,
+	// runs and queues tables (the up file); the last two are empty without
+	// jobs.
+	LocksMigration, RunsMigration, QueuesMigration string
+	// RunsTable and QueuesTable are the runs and queues tables' names;
+	// empty without jobs.
+	RunsTable, QueuesTable string
 	// Receiver is the receiver name of the Locks methods; it differs from
 	// every key parameter.
 	Receiver string
@@ -174,6 +176,8 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 		m.Jobs, m.Queues = resolveJobs(s), s.Queues
 		m.RunsTable = s.TablePrefix + runsTableBaseName
 		m.RunsMigration = s.Migrations.File(spec.RunsMigration, m.RunsTable, spec.Up)
+		m.QueuesTable = s.TablePrefix + queuesTableBaseName
+		m.QueuesMigration = s.Migrations.File(spec.QueuesMigration, m.QueuesTable, spec.Up)
 		m.Migrations = append(m.Migrations, runsMigrations(s.Migrations, s.TablePrefix)...)
 	}
 	m.Receiver = receiverName(m.Locks)
@@ -255,10 +259,13 @@ func migrations(m spec.Migrations, prefix string) []sqlFile {
 	return migrationFiles(m, spec.LocksMigration, prefix+tableBaseName, templates.GooseLocks, templates.LocksDown, templates.LocksUp)
 }
 
-// runsMigrations are the migration files of the runs table: always a new
-// file after the lock table's, so adding jobs never rewrites a migration.
+// runsMigrations are the migration files of the runs table and then of the
+// queues table: always new files after the lock table's, so adding jobs
+// never rewrites a migration, and the queues table (added after the runs
+// table) upgrades a database made by the earlier migrations in place.
 func runsMigrations(m spec.Migrations, prefix string) []sqlFile {
-	return migrationFiles(m, spec.RunsMigration, prefix+runsTableBaseName, templates.GooseRuns, templates.RunsDown, templates.RunsUp)
+	runs := migrationFiles(m, spec.RunsMigration, prefix+runsTableBaseName, templates.GooseRuns, templates.RunsDown, templates.RunsUp)
+	return append(runs, migrationFiles(m, spec.QueuesMigration, prefix+queuesTableBaseName, templates.GooseQueues, templates.QueuesDown, templates.QueuesUp)...)
 }
 
 // migrationFiles names migration number n of base in m's format: one goose

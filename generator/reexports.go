@@ -72,6 +72,7 @@ var jobTypeReexports = []reexport{
 	{"Run", "Run is the attempt of a run a handler is given: its ID, Attempt and MaxAttempts, times and Claim.", true},
 	{"RunInfo", "RunInfo is a run as JobRun reads it: the Run, its State, Worker, LastError and times.", true},
 	{"RunState", "RunState is the state of a run: one of the Run* constants.", true},
+	{"QueueInfo", "QueueInfo is a queue as Queues lists it: its Name, whether it is Paused, and Since when.", true},
 	{"WorkerConfig", "WorkerConfig tunes the worker of a queue; RunJobs takes changes to it as WorkerOptions.", true},
 }
 

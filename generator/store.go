@@ -48,11 +48,11 @@ func storeGlue(m *model) *jen.File {
 	f.Comment(m.serverDoc())
 	target := []kv{{"DB", jen.Id("s").Dot("db")}, {"LocksTable", jen.Lit(m.Table)}}
 	if m.RunsTable != "" {
-		target = append(target, kv{"RunsTable", jen.Lit(m.RunsTable)})
+		target = append(target, kv{"RunsTable", jen.Lit(m.RunsTable)}, kv{"QueuesTable", jen.Lit(m.QueuesTable)})
 	}
 	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())}, kv{"LocksMigration", jen.Lit(m.fileHint(m.LocksMigration))})
 	if m.RunsTable != "" {
-		target = append(target, kv{"RunsMigration", jen.Lit(m.fileHint(m.RunsMigration))})
+		target = append(target, kv{"RunsMigration", jen.Lit(m.fileHint(m.RunsMigration))}, kv{"QueuesMigration", jen.Lit(m.fileHint(m.QueuesMigration))})
 	}
 	f.Func().Params(recv.Clone()).Id("Server").Params().Add(dr("Target")).Block(
 		jen.Return(literal(dr("Target"), target...)),

@@ -66,6 +66,9 @@ func (c *Client) checkServer(ctx context.Context, tx *sql.Tx, f probe.Feature) e
 	if target.RunsTable != "" {
 		tables = append(tables, target.RunsTable)
 	}
+	if target.QueuesTable != "" {
+		tables = append(tables, target.QueuesTable)
+	}
 	r, err := probe.Run(ctx, q, tables...)
 	if err != nil {
 		return fmt.Errorf("lockgen: checking the server: %w", err)
@@ -95,7 +98,11 @@ func (c *Client) CheckFeature(ctx context.Context, tx *sql.Tx, f probe.Feature) 
 // schemas are the tables f needs, as their migrations create them.
 func schemas(f probe.Feature, target driver.Target) []probe.TableSchema {
 	if f == probe.Jobs {
-		return []probe.TableSchema{probe.LocksSchema(target.LocksTable), probe.RunsSchema(target.RunsTable)}
+		s := []probe.TableSchema{probe.LocksSchema(target.LocksTable), probe.RunsSchema(target.RunsTable)}
+		if target.QueuesTable != "" {
+			s = append(s, probe.QueuesSchema(target.QueuesTable))
+		}
+		return s
 	}
 	return []probe.TableSchema{probe.LocksSchema(target.LocksTable)}
 }
@@ -115,8 +122,11 @@ func tableTrouble(r *probe.Report, f probe.Feature, target driver.Target) bool {
 // migrationOf names the migration that creates table.
 func migrationOf(table string, target driver.Target) string {
 	file := target.LocksMigration
-	if table == target.RunsTable {
+	switch table {
+	case target.RunsTable:
 		file = target.RunsMigration
+	case target.QueuesTable:
+		file = target.QueuesMigration
 	}
 	switch {
 	case file != "":

@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV3 is the compile-time version guard of
+// RegenerateWithLockgenGenerateV4 is the compile-time version guard of
 // generated code. Every package lockgen generates for this runtime refers to
-// it (const _ = runtime.RegenerateWithLockgenGenerateV3), so generated code
+// it (const _ = runtime.RegenerateWithLockgenGenerateV4), so generated code
 // and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -23,5 +23,10 @@ package runtime
 // the stored row; a session holding's pinned connection bounds its idle
 // time on the server (driver.SessionConn.BoundIdle); and the generated
 // store names the migration of each table (driver.Target.LocksMigration
-// and RunsMigration). This runtime does not run V2 code.
-const RegenerateWithLockgenGenerateV3 = true
+// and RunsMigration).
+//
+// V4: driver.JobStore has the queue statements (QueuePause, QueueResume,
+// QueuesPaused, QueuesList, RunsQueues) and the generated store names the
+// queues table and its migration (driver.Target.QueuesTable,
+// QueuesMigration), which the jobs need. This runtime does not run V3 code.
+const RegenerateWithLockgenGenerateV4 = true

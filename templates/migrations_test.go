@@ -87,7 +87,7 @@ func tables(t *testing.T, db *sql.DB) []string {
 // TestMigrationsApplyRollBackAndReapply: the generated migrations of both
 // formats (golang-migrate pairs and goose files) apply, roll back and apply
 // again on the test server, without an error or a warning, and leave
-// exactly the lock and runs tables.
+// exactly the lock, runs and queues tables.
 func TestMigrationsApplyRollBackAndReapply(t *testing.T) {
 	data := Data{Header: Header, Prefix: "acme_"}
 	render := func(name string) []byte {
@@ -100,10 +100,12 @@ func TestMigrationsApplyRollBackAndReapply(t *testing.T) {
 		"golang-migrate": {
 			{"0001 locks", string(render(LocksUp)), string(render(LocksDown))},
 			{"0002 runs", string(render(RunsUp)), string(render(RunsDown))},
+			{"0003 queues", string(render(QueuesUp)), string(render(QueuesDown))},
 		},
 		"goose": {
 			{"0001 locks", gooseSection(t, render(GooseLocks), "Up"), gooseSection(t, render(GooseLocks), "Down")},
 			{"0002 runs", gooseSection(t, render(GooseRuns), "Up"), gooseSection(t, render(GooseRuns), "Down")},
+			{"0003 queues", gooseSection(t, render(GooseQueues), "Up"), gooseSection(t, render(GooseQueues), "Down")},
 		},
 	}
 	for format, ms := range formats {
@@ -114,17 +116,60 @@ func TestMigrationsApplyRollBackAndReapply(t *testing.T) {
 				for _, m := range ms {
 					apply(t, db, m.name+" up", m.up)
 				}
-				assert.Equal(t, []string{"acme_locks", "acme_runs"}, tables(t, db), "round %d: after up", round)
+				assert.Equal(t, []string{"acme_locks", "acme_queues", "acme_runs"}, tables(t, db), "round %d: after up", round)
 				// The tables take a lock and a run.
 				_, err := db.ExecContext(ctx, "INSERT INTO acme_locks (name, acquired_at, expires_at) VALUES ('x', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
 				require.NoError(t, err)
 				_, err = db.ExecContext(ctx, "INSERT INTO acme_runs (job, queue, state, run_at, args, max_attempts, timeout_us, created_at) VALUES ('j', 'q', 'available', UTC_TIMESTAMP(6), '{}', 1, 1, UTC_TIMESTAMP(6))")
+				require.NoError(t, err)
+				_, err = db.ExecContext(ctx, "INSERT INTO acme_queues (queue, paused, paused_at, updated_at) VALUES ('q', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
 				require.NoError(t, err)
 				for i := len(ms) - 1; i >= 0; i-- {
 					apply(t, db, ms[i].name+" down", ms[i].down)
 				}
 				assert.Empty(t, tables(t, db), "round %d: after down", round)
 			}
+		})
+	}
+}
+
+// TestQueuesMigrationUpgradesAnOldDatabase: a database made by the
+// migrations of before queue pauses (0001 locks, 0002 runs), holding a run,
+// takes migration 0003 in place, in both formats: the queues table appears
+// beside the untouched runs; 0003's down removes only the queues table.
+func TestQueuesMigrationUpgradesAnOldDatabase(t *testing.T) {
+	data := Data{Header: Header, Prefix: "acme_"}
+	render := func(name string) []byte {
+		b, err := Render(name, data)
+		require.NoError(t, err)
+		return b
+	}
+	type step struct{ old, up, down string }
+	formats := map[string]step{
+		"golang-migrate": {string(render(LocksUp)) + string(render(RunsUp)), string(render(QueuesUp)), string(render(QueuesDown))},
+		"goose": {gooseSection(t, render(GooseLocks), "Up") + gooseSection(t, render(GooseRuns), "Up"),
+			gooseSection(t, render(GooseQueues), "Up"), gooseSection(t, render(GooseQueues), "Down")},
+	}
+	for format, s := range formats {
+		t.Run(format, func(t *testing.T) {
+			db := testDB(t)
+			apply(t, db, "0001 and 0002 up", s.old)
+			require.Equal(t, []string{"acme_locks", "acme_runs"}, tables(t, db))
+			_, err := db.Exec("INSERT INTO acme_runs (job, queue, state, run_at, args, max_attempts, timeout_us, created_at) VALUES ('j', 'q', 'available', UTC_TIMESTAMP(6), '{}', 1, 1, UTC_TIMESTAMP(6))")
+			require.NoError(t, err)
+
+			apply(t, db, "0003 up", s.up)
+			assert.Equal(t, []string{"acme_locks", "acme_queues", "acme_runs"}, tables(t, db))
+			var runs int
+			require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM acme_runs").Scan(&runs))
+			assert.Equal(t, 1, runs, "the runs are untouched")
+			_, err = db.Exec("INSERT INTO acme_queues (queue, paused, paused_at, updated_at) VALUES ('q', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+			require.NoError(t, err)
+
+			apply(t, db, "0003 down", s.down)
+			assert.Equal(t, []string{"acme_locks", "acme_runs"}, tables(t, db))
+			require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM acme_runs").Scan(&runs))
+			assert.Equal(t, 1, runs)
 		})
 	}
 }

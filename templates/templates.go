@@ -23,8 +23,8 @@ type Data struct {
 	Header string
 	// Prefix is the validated table prefix, e.g. "lockgen_".
 	Prefix string
-	// Jobs adds the runs table to the schema and the job queries to the
-	// queries (a spec that declares jobs).
+	// Jobs adds the runs and queues tables to the schema and the job
+	// queries to the queries (a spec that declares jobs).
 	Jobs bool
 }
 
@@ -44,6 +44,11 @@ const (
 	RunsUp    = "runs.up.sql"
 	RunsDown  = "runs.down.sql"
 	GooseRuns = "goose_runs.sql"
+	// QueuesUp and QueuesDown are the golang-migrate pair creating the
+	// queues table (queue pauses); GooseQueues is the goose migration.
+	QueuesUp    = "queues.up.sql"
+	QueuesDown  = "queues.down.sql"
+	GooseQueues = "goose_queues.sql"
 )
 
 // Render executes the named template with data. It fails only when name is

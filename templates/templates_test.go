@@ -53,6 +53,16 @@ func TestRenderUnknownTemplate(t *testing.T) {
 }
 
 func TestRenderRunsTemplates(t *testing.T) {
+	for _, name := range []string{QueuesUp, QueuesDown, GooseQueues} {
+		got, err := Render(name, Data{Header: Header, Prefix: "acme_"})
+		require.NoError(t, err, name)
+		s := string(got)
+		assert.Contains(t, s, "-- "+Header, name)
+		assert.Contains(t, s, "acme_queues", name)
+		assert.NotContains(t, s, "lockgen_", name)
+		assert.NotContains(t, s, "acme_runs", name, "the queues migration leaves the runs table alone")
+		assert.NotContains(t, s, "acme_locks", name)
+	}
 	for _, name := range []string{RunsUp, RunsDown, GooseRuns} {
 		got, err := Render(name, Data{Header: Header, Prefix: "acme_"})
 		require.NoError(t, err, name)
@@ -61,6 +71,7 @@ func TestRenderRunsTemplates(t *testing.T) {
 		assert.Contains(t, s, "acme_runs", name)
 		assert.NotContains(t, s, "lockgen_", name)
 		assert.NotContains(t, s, "acme_locks", name, "the runs migration leaves the lock table alone")
+		assert.NotContains(t, s, "acme_queues", name, "and the queues table, which migration 3 creates")
 	}
 	for _, jobs := range []bool{false, true} {
 		for _, name := range []string{Schema, Queries} {

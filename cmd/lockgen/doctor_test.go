@@ -37,7 +37,7 @@ func TestDoctorNeverPrintsThePassword(t *testing.T) {
 	_, err = db.Admin.Exec("CREATE USER '" + user + "'@'%' IDENTIFIED BY '" + password + "'")
 	require.NoError(t, err)
 	t.Cleanup(func() { _, _ = db.Admin.Exec("DROP USER IF EXISTS '" + user + "'@'%'") })
-	for _, table := range []string{"lockgen_locks", "lockgen_runs"} {
+	for _, table := range []string{"lockgen_locks", "lockgen_runs", "lockgen_queues"} {
 		_, err = db.Admin.Exec("GRANT SELECT, INSERT, UPDATE, DELETE ON " + db.Config.DBName + "." + table + " TO '" + user + "'@'%'")
 		require.NoError(t, err)
 	}

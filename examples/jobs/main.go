@@ -32,6 +32,8 @@ var (
 	locksMigration string
 	//go:embed migrations/0002_jobsdemo_runs.up.sql
 	runsMigration string
+	//go:embed migrations/0003_jobsdemo_queues.up.sql
+	queuesMigration string
 )
 
 func main() {
@@ -78,7 +80,7 @@ func (h handlers) SendReceipt(ctx context.Context, run *jobs.Run, args jobs.Send
 // three nodes work for runFor as the application's user, and prints a
 // summary.
 func run(ctx context.Context, dsns demodb.DSNs, orders int, runFor time.Duration, out io.Writer) error {
-	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs"}, locksMigration, runsMigration)
+	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration)
 	if err != nil {
 		return fmt.Errorf("set up the database: %w", err)
 	}

@@ -6,11 +6,12 @@ import (
 )
 
 // The migrations lockgen writes: number 1 creates the lock table, number 2
-// the runs table (only with jobs), so adding jobs never rewrites a
-// migration.
+// the runs table and number 3 the queues table (both only with jobs), so
+// adding jobs or a later table never rewrites a migration.
 const (
-	LocksMigration = 1
-	RunsMigration  = 2
+	LocksMigration  = 1
+	RunsMigration   = 2
+	QueuesMigration = 3
 )
 
 // Directions of a golang-migrate file; a goose file holds both.

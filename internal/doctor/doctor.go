@@ -46,10 +46,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	defer db.Close()
 	db.SetMaxOpenConns(1)
 
-	uses, locksTable, runsTable := declared(o.Spec)
-	tables := []string{locksTable}
-	if runsTable != "" {
-		tables = append(tables, runsTable)
+	uses, kinds := declared(o.Spec)
+	var tables []string
+	for _, k := range kinds {
+		tables = append(tables, k.name)
 	}
 	report, err := probe.Run(ctx, db, tables...)
 	// A user with no privilege in the database (none granted, or only
@@ -98,21 +98,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.add(Note, "time_zone", "session time_zone is %s; lockgen reads the clock with UTC_TIMESTAMP, so it does not matter", report.TimeZone)
 
 	// Tables and grants.
-	for _, t := range tables {
+	for _, k := range kinds {
+		t := k.name
 		if denied {
 			r.add(Fail, t, "user %s may not use database %q at all (error 1044), so whether table %s exists is unknown: the user has no privilege there, or only through a role that is not active (see the grants)", report.User, cfg.DBName, t)
 			continue
 		}
-		if lacks := report.Lacks(schemaOf(t, locksTable)); len(lacks) > 0 {
-			r.add(Fail, t, "%s", probe.SchemaProblem(t, report.Database, lacks, "migration "+migrationOf(o.Spec, t, locksTable)))
+		if lacks := report.Lacks(k.schema(t)); len(lacks) > 0 {
+			r.add(Fail, t, "%s", probe.SchemaProblem(t, report.Database, lacks, "migration "+migrationOf(o.Spec, t, k.migration)))
 		} else if report.Tables[t] {
 			r.add(OK, t, "table %s exists and has every column and index of its migration", t)
 		} else {
-			where := "the migrations lockgen generate wrote"
-			if o.Spec != nil {
-				where = fmt.Sprintf("the migrations in %s/ (relative to %s)", o.Spec.Migrations.Dir, o.Spec.File)
-			}
-			r.add(Fail, t, "table %s does not exist in database %q, or user %s has no privilege on it (see the grants): apply %s", t, report.Database, report.User, where)
+			// A database made by earlier migrations lacks only the later
+			// tables (the queues table, migration 3): name the file.
+			r.add(Fail, t, "table %s does not exist in database %q, or user %s has no privilege on it (see the grants): apply migration %s", t, report.Database, report.User, migrationOf(o.Spec, t, k.migration))
 		}
 	}
 	checkGrants(ctx, db, r, report.Database, tables)
@@ -132,44 +131,45 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return r, nil
 }
 
-// declared lists what the spec uses and its table names; without a spec,
-// every strategy and the jobs on the default prefix.
-func declared(s *spec.Spec) (uses []Use, locks, runs string) {
+// table is one of lockgen's tables: its name, what its migration creates
+// and that migration's number.
+type table struct {
+	name      string
+	schema    func(string) probe.TableSchema
+	migration int
+}
+
+// declared lists what the spec uses and its tables; without a spec, every
+// strategy and the jobs on the default prefix.
+func declared(s *spec.Spec) (uses []Use, tables []table) {
+	prefix, jobs := "lockgen_", true
 	if s == nil {
 		for _, f := range probe.Features {
 			uses = append(uses, Use{Name: string(f), Strategy: string(f)})
 		}
-		return uses, "lockgen_locks", "lockgen_runs"
+	} else {
+		prefix, jobs = s.TablePrefix, len(s.Jobs) > 0
+		for _, l := range s.Locks {
+			uses = append(uses, Use{Name: "lock " + l.Name, Strategy: l.Strategy})
+		}
+		if jobs {
+			uses = append(uses, Use{Name: fmt.Sprintf("jobs (%d)", len(s.Jobs)), Strategy: string(probe.Jobs)})
+		}
 	}
-	for _, l := range s.Locks {
-		uses = append(uses, Use{Name: "lock " + l.Name, Strategy: l.Strategy})
+	tables = []table{{prefix + "locks", probe.LocksSchema, spec.LocksMigration}}
+	if jobs {
+		tables = append(tables, table{prefix + "runs", probe.RunsSchema, spec.RunsMigration},
+			table{prefix + "queues", probe.QueuesSchema, spec.QueuesMigration})
 	}
-	if len(s.Jobs) > 0 {
-		uses = append(uses, Use{Name: fmt.Sprintf("jobs (%d)", len(s.Jobs)), Strategy: string(probe.Jobs)})
-		runs = s.TablePrefix + "runs"
-	}
-	return uses, s.TablePrefix + "locks", runs
+	return uses, tables
 }
 
-// schemaOf is the schema of table t, the lock table or else the runs
-// table.
-func schemaOf(t, locksTable string) probe.TableSchema {
-	if t == locksTable {
-		return probe.LocksSchema(t)
-	}
-	return probe.RunsSchema(t)
-}
-
-// migrationOf names the migration of s that creates table t (the lock
-// table or else the runs table), with where its path is relative to.
-func migrationOf(s *spec.Spec, t, locksTable string) string {
+// migrationOf names migration n of s, which creates table t, with where
+// its path is relative to.
+func migrationOf(s *spec.Spec, t string, n int) string {
 	m, file := spec.Migrations{Dir: spec.DefaultMigrationsDir, Format: spec.FormatGolangMigrate}, "lockgen.yaml"
 	if s != nil {
 		m, file = s.Migrations, s.File
-	}
-	n := spec.RunsMigration
-	if t == locksTable {
-		n = spec.LocksMigration
 	}
 	return fmt.Sprintf("%s (relative to %s)", m.File(n, t, spec.Up), file)
 }

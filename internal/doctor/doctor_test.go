@@ -112,7 +112,8 @@ func TestDoctorEverythingWorks(t *testing.T) {
 	const password = "Sekr3t-pw_9"
 	dsn := s.user(t, password,
 		"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_locks TO USER",
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_runs TO USER")
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_runs TO USER",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_queues TO USER")
 	r, err := Run(context.Background(), Options{DSN: dsn, Spec: loadSpec(t)})
 	require.NoError(t, err)
 	assert.Empty(t, failures(r))
@@ -138,9 +139,11 @@ func TestDoctorEverythingWorks(t *testing.T) {
 	assert.Equal(t, r.Server, parsed.Server)
 }
 
-// TestDoctorFindsProblems: missing tables (with where the migrations are),
-// a missing grant, a DSN without parseTime and a readTimeout shorter than
-// a row lock's wait each fail, with what to do.
+// TestDoctorFindsProblems: missing tables (each with the migration that
+// creates it; on a database made by the migrations of before queue pauses,
+// only the queues table and its migration 0003), a missing grant, a DSN
+// without parseTime and a readTimeout shorter than a row lock's wait each
+// fail, with what to do.
 func TestDoctorFindsProblems(t *testing.T) {
 	s := newServer(t)
 	ctx := context.Background()
@@ -148,14 +151,31 @@ func TestDoctorFindsProblems(t *testing.T) {
 	r, err := Run(ctx, Options{DSN: s.cfg.FormatDSN(), Spec: loadSpec(t)})
 	require.NoError(t, err)
 	assert.False(t, r.OK())
-	assert.Contains(t, strings.Join(failures(r), "\n"), "table app_locks does not exist")
-	assert.Contains(t, strings.Join(failures(r), "\n"), "apply the migrations in db/migrations/ (relative to lockgen.yaml)")
+	assert.Equal(t, []string{
+		"app_locks: table app_locks does not exist in database \"" + s.cfg.DBName + "\", or user " + r.Report.User + " has no privilege on it (see the grants): apply migration db/migrations/0001_app_locks.up.sql (relative to lockgen.yaml)",
+		"app_runs: table app_runs does not exist in database \"" + s.cfg.DBName + "\", or user " + r.Report.User + " has no privilege on it (see the grants): apply migration db/migrations/0002_app_runs.up.sql (relative to lockgen.yaml)",
+		"app_queues: table app_queues does not exist in database \"" + s.cfg.DBName + "\", or user " + r.Report.User + " has no privilege on it (see the grants): apply migration db/migrations/0003_app_queues.up.sql (relative to lockgen.yaml)",
+	}, failures(r))
+
+	// A database migrated before queue pauses: the lock and runs tables.
+	for _, name := range []string{templates.LocksUp, templates.RunsUp} {
+		up, err := templates.Render(name, templates.Data{Header: templates.Header, Prefix: "app_"})
+		require.NoError(t, err)
+		_, err = sqltest.Open(t, s.cfg).Exec(string(up))
+		require.NoError(t, err)
+	}
+	r, err = Run(ctx, Options{DSN: s.cfg.FormatDSN(), Spec: loadSpec(t)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"app_queues: table app_queues does not exist in database \"" + s.cfg.DBName + "\", or user " + r.Report.User + " has no privilege on it (see the grants): apply migration db/migrations/0003_app_queues.up.sql (relative to lockgen.yaml)",
+	}, failures(r))
 
 	s.migrate(t, "app_")
 	db := s.cfg.DBName
 	dsn := s.user(t, "pw-123456",
 		"GRANT SELECT, INSERT, UPDATE ON "+db+".app_locks TO USER",
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_runs TO USER")
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_runs TO USER",
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_queues TO USER")
 	r, err = Run(ctx, Options{DSN: dsn, Spec: loadSpec(t)})
 	require.NoError(t, err)
 	name, _, _ := strings.Cut(r.Report.User, "@")
@@ -282,6 +302,7 @@ func TestDoctorGrantVerdicts(t *testing.T) {
 		return []string{
 			"GRANT SELECT, INSERT, UPDATE, DELETE ON " + db + ".app_locks TO " + to,
 			"GRANT SELECT, INSERT, UPDATE, DELETE ON " + db + ".app_runs TO " + to,
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON " + db + ".app_queues TO " + to,
 		}
 	}
 	doctor := func(t *testing.T, dsn string) (*Result, map[Severity][]string) {
@@ -297,6 +318,7 @@ func TestDoctorGrantVerdicts(t *testing.T) {
 		assert.Equal(t, map[Severity][]string{OK: {
 			"user " + r.Report.User + " has exactly SELECT, INSERT, UPDATE, DELETE on " + db + ".app_locks",
 			"user " + r.Report.User + " has exactly SELECT, INSERT, UPDATE, DELETE on " + db + ".app_runs",
+			"user " + r.Report.User + " has exactly SELECT, INSERT, UPDATE, DELETE on " + db + ".app_queues",
 		}}, got)
 	})
 
@@ -306,7 +328,7 @@ func TestDoctorGrantVerdicts(t *testing.T) {
 			"GRANT PROCESS ON *.* TO USER",
 			"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_runs TO USER WITH GRANT OPTION"))
 		assert.True(t, r.OK(), "too much is a note, not a failure: %v", failures(r))
-		require.Len(t, got[Note], 2, got)
+		require.Len(t, got[Note], 3, got)
 		assert.Empty(t, got[OK])
 		assert.Equal(t, "user "+r.Report.User+" has more than lockgen needs on "+db+".app_locks: ALL PRIVILEGES, PROCESS (granted ON *.*, ON `"+db+"`.*); the application needs only SELECT, INSERT, UPDATE, DELETE on the lockgen tables", got[Note][0])
 		assert.Equal(t, "user "+r.Report.User+" has more than lockgen needs on "+db+".app_runs: ALL PRIVILEGES, GRANT OPTION, PROCESS (granted ON *.*, ON `"+db+"`.*, ON `"+db+"`.`app_runs`); the application needs only SELECT, INSERT, UPDATE, DELETE on the lockgen tables", got[Note][1])
@@ -317,7 +339,7 @@ func TestDoctorGrantVerdicts(t *testing.T) {
 			"GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".* TO USER",
 			"GRANT SELECT, INSERT, UPDATE, DELETE ON "+pattern+".* TO USER"))
 		assert.True(t, r.OK(), failures(r))
-		require.Len(t, got[Note], 2, got)
+		require.Len(t, got[Note], 3, got)
 		name, _, _ := strings.Cut(r.Report.User, "@")
 		assert.Equal(t, "user "+r.Report.User+" has SELECT, INSERT, UPDATE, DELETE on "+db+".app_locks through a grant ON "+pattern+".*, ON `"+db+"`.*, which covers more tables than lockgen's; grant them on each lockgen table instead: GRANT SELECT, INSERT, UPDATE, DELETE ON "+db+".app_locks TO '"+name+"'@'%'", got[Note][0])
 	})
@@ -335,7 +357,7 @@ func TestDoctorGrantVerdicts(t *testing.T) {
 		r, got := doctor(t, dsn)
 		assert.True(t, r.OK(), failures(r))
 		assert.Empty(t, got[Fail])
-		require.Len(t, got[OK], 2, got)
+		require.Len(t, got[OK], 3, got)
 		assert.Equal(t, map[Severity][]string{OK: got[OK]}, got, "nothing to note")
 		assert.Contains(t, got[OK][0], "has exactly SELECT, INSERT, UPDATE, DELETE on "+db+".app_locks")
 	})
@@ -348,8 +370,9 @@ func TestDoctorGrantVerdicts(t *testing.T) {
 		assert.Equal(t, []string{
 			"app_locks: user " + r.Report.User + " may not use database \"" + db + "\" at all (error 1044), so whether table app_locks exists is unknown: the user has no privilege there, or only through a role that is not active (see the grants)",
 			"app_runs: user " + r.Report.User + " may not use database \"" + db + "\" at all (error 1044), so whether table app_runs exists is unknown: the user has no privilege there, or only through a role that is not active (see the grants)",
-		}, failures(r)[:2])
-		require.Len(t, got[Fail], 2, got)
+			"app_queues: user " + r.Report.User + " may not use database \"" + db + "\" at all (error 1044), so whether table app_queues exists is unknown: the user has no privilege there, or only through a role that is not active (see the grants)",
+		}, failures(r)[:3])
+		require.Len(t, got[Fail], 3, got)
 		assert.Contains(t, got[Fail][0], "lacks SELECT, INSERT, UPDATE, DELETE on "+db+".app_locks")
 		shown := role
 		if !maria {
@@ -366,12 +389,12 @@ func TestDoctorGrantVerdicts(t *testing.T) {
 	t.Run("column grants", func(t *testing.T) {
 		r, got := doctor(t, s.user(t, "pw-col-1",
 			"GRANT SELECT (name, lock_key, token), INSERT, UPDATE (owner), DELETE ON "+db+".app_locks TO USER",
-			exact("USER")[1]))
+			exact("USER")[1], exact("USER")[2]))
 		assert.False(t, r.OK())
 		require.Len(t, got[Fail], 1, got)
 		assert.Contains(t, got[Fail][0], "lacks SELECT, UPDATE on "+db+".app_locks")
 		assert.Contains(t, got[Fail][0], "(it has SELECT, UPDATE on some columns only; lockgen reads and writes whole rows)")
-		assert.Len(t, got[OK], 1, got)
+		assert.Len(t, got[OK], 2, got)
 	})
 }
 

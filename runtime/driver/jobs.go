@@ -220,4 +220,28 @@ type JobStore interface {
 	RunLastTick(ctx context.Context, job string) (tick time.Time, ok bool, err error)
 	// RunInsertSkipped records a tick that is not run, unless it has a run.
 	RunInsertSkipped(ctx context.Context, job, queue string, tick time.Time, reason string) error
+	// RunsQueues lists up to limit queues that have runs, in name order.
+	RunsQueues(ctx context.Context, limit int) ([]string, error)
+
+	// QueuePause pauses queue (by a row of the queues table); pausing a
+	// paused queue changes nothing, not even its PausedAt.
+	QueuePause(ctx context.Context, queue string) error
+	// QueueResume lifts queue's pause; a queue not paused is left as it is.
+	QueueResume(ctx context.Context, queue string) error
+	// QueuesPaused lists the paused queues with a read that takes no lock
+	// (the workers read it before claiming, never inside a claim).
+	QueuesPaused(ctx context.Context) ([]string, error)
+	// QueuesList reads up to limit rows of the queues table, in name order.
+	QueuesList(ctx context.Context, limit int) ([]QueueState, error)
+}
+
+// QueueState is a queue's row in the queues table: a queue that was paused
+// at least once.
+type QueueState struct {
+	Queue  string
+	Paused bool
+	// PausedAt is when the current pause began (zero when not paused);
+	// UpdatedAt when the row last changed (paused or resumed); both by the
+	// database clock, UTC.
+	PausedAt, UpdatedAt time.Time
 }

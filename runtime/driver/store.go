@@ -34,18 +34,20 @@ type Target struct {
 	// server nor reads the database clock, and the scheduler keeps time by
 	// the Client's clock.
 	DB *sql.DB
-	// LocksTable is the lock table; RunsTable the runs table, empty when
-	// the store has no jobs.
-	LocksTable, RunsTable string
+	// LocksTable is the lock table; RunsTable the runs table and
+	// QueuesTable the queues table (queue pauses), both empty when the
+	// store has no jobs.
+	LocksTable, RunsTable, QueuesTable string
 	// Migrations names where the migrations that create the tables are
 	// ("db/migrations/ (relative to lockgen.yaml)"), for the error that
 	// says they are missing.
 	Migrations string
-	// LocksMigration and RunsMigration name the migration file that
-	// creates each table ("db/migrations/0002_app_runs.up.sql (relative
-	// to lockgen.yaml)"), for the error that says a table is missing or
-	// does not match it. Empty: the error names Migrations.
-	LocksMigration, RunsMigration string
+	// LocksMigration, RunsMigration and QueuesMigration name the
+	// migration file that creates each table
+	// ("db/migrations/0002_app_runs.up.sql (relative to lockgen.yaml)"),
+	// for the error that says a table is missing or does not match it.
+	// Empty: the error names Migrations.
+	LocksMigration, RunsMigration, QueuesMigration string
 }
 
 // SessionHeld is what LeaseAcquire returns for a row that shows a

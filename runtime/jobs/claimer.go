@@ -12,7 +12,9 @@ import (
 
 // claimer claims due runs of a worker's queue, through its node's claim
 // gate, and keeps the idle poll: PollMin after runs came or a wake-up,
-// doubling to PollMax while the queue is empty or claims fail.
+// doubling to PollMax while the queue is empty or claims fail. It claims
+// nothing while the queue is paused, as read by the node's pause view at
+// most PollMax ago (see pauses), and looks again when that read expires.
 type claimer struct {
 	w    *Worker
 	log  *slog.Logger
@@ -22,6 +24,10 @@ type claimer struct {
 	poll time.Duration
 	// failures counts the claims in a row that failed, for the log.
 	failures int
+	// paused is set while the queue is paused, until pausedUntil, when
+	// the read that said so expires.
+	paused      bool
+	pausedUntil time.Time
 }
 
 func newClaimer(w *Worker, log *slog.Logger, wake chan struct{}) *claimer {
@@ -37,6 +43,29 @@ func (c *claimer) claim(ctx context.Context, free int) (runs []Run, sent time.Ti
 	cfg := c.w.cfg
 	if free <= 0 {
 		return nil, time.Time{}, false
+	}
+	// The pause state, read before the claim and never inside it: from
+	// the node's view when it is less than PollMax old, else by one
+	// read that takes no lock.
+	paused, until, err := c.w.jobs.queuePaused(ctx, cfg.Queue, cfg.PollMax, c.w.claimTimeout())
+	if err != nil {
+		if ctx.Err() == nil {
+			c.failures++
+			servererr.WarnUnlessTransient(c.log, "lockgen: reading whether the queue is paused failed; claiming nothing until it is read", err, c.failures)
+			c.poll = min(c.poll*2, cfg.PollMax)
+		}
+		return nil, time.Time{}, false
+	}
+	if paused {
+		if !c.paused {
+			c.log.Info("lockgen: the queue is paused; claiming none of its runs until it is resumed (running runs finish)")
+		}
+		c.paused, c.pausedUntil = true, until
+		return nil, time.Time{}, false
+	}
+	if c.paused {
+		c.log.Info("lockgen: the queue was resumed; claiming its runs again")
+		c.paused, c.poll = false, cfg.PollMin
 	}
 	if !c.gate.tryEnter() {
 		return nil, time.Time{}, true // another worker here is claiming; it wakes us
@@ -88,7 +117,14 @@ func (c *claimer) claimOnce(ctx context.Context, limit int) (runs []Run, othersS
 // idle returns how long to wait before the next claim when this one took
 // nothing: the poll plus up to a quarter of jitter. Unless keepPoll, the
 // poll after it doubles, up to PollMax.
+//
+// While the queue is paused, it is until the read of the pause expires (at
+// least PollMin), so that a resume is seen within PollMax of its commit.
 func (c *claimer) idle(keepPoll bool) time.Duration {
+	if c.paused {
+		cfg := c.w.cfg
+		return max(c.pausedUntil.Sub(c.w.jobs.clock.Now()), cfg.PollMin) + rand.N(cfg.PollMin/4+1)
+	}
 	d := c.poll + rand.N(c.poll/4+1)
 	if !keepPoll {
 		c.poll = min(c.poll*2, c.w.cfg.PollMax)

@@ -71,6 +71,10 @@ type Client struct {
 	workers map[string][]chan struct{}
 	// gates are the claim gates per queue of this node's workers.
 	gates map[string]*claimGate
+	// declared are the queues of WithQueues, sorted; empty: any queue.
+	declared []string
+	// pauses is the node's view of the paused queues.
+	pauses pauses
 }
 
 // NewClient returns the job client of the node whose lock client is locks,
@@ -79,16 +83,29 @@ type Client struct {
 // clock and logger from locks. Workers started through one Client wake each
 // other on local enqueues and share claim gates; a second Client on the same
 // lock client behaves like another node. It fails with runtime.ErrInvalid
-// on a nil locks or store.
-func NewClient(locks *runtime.Client, store driver.JobStore) (*Client, error) {
+// on a nil locks or store, or a queue name of WithQueues that PauseQueue
+// would refuse.
+func NewClient(locks *runtime.Client, store driver.JobStore, opts ...ClientOption) (*Client, error) {
 	if locks == nil || store == nil {
 		return nil, fmt.Errorf("%w: jobs.NewClient needs a lock client and a job store", runtime.ErrInvalid)
 	}
-	return &Client{
+	j := &Client{
 		locks: locks, store: store,
 		owner: locks.Owner(), clock: locks.Clock(), log: locks.Logger(),
 		workers: map[string][]chan struct{}{}, gates: map[string]*claimGate{},
-	}, nil
+	}
+	for _, opt := range opts {
+		opt(j)
+	}
+	declared := j.declared
+	j.declared = nil
+	for _, q := range declared {
+		if err := j.checkQueue(q); err != nil {
+			return nil, fmt.Errorf("jobs.WithQueues: %w", err)
+		}
+	}
+	j.declared = declared
+	return j, nil
 }
 
 // checkAtStart checks the server for jobs before a loop that runs until ctx

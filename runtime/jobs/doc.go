@@ -8,10 +8,11 @@
 //
 //   - Client (client.go): enqueues runs (in the caller's transaction when
 //     given one), reads, cancels and retries them, and wakes this node's
-//     workers on a local enqueue.
+//     workers on a local enqueue; it pauses and resumes queues and keeps
+//     the node's view of the paused queues (queues.go).
 //   - claimer (claimer.go): claims due runs of a queue with SELECT … FOR
 //     UPDATE SKIP LOCKED, in batches, one worker of a node at a time (the
-//     claim gate), and keeps the idle poll.
+//     claim gate), unless the queue is paused, and keeps the idle poll.
 //   - executor (executor.go): runs each claimed run's handler in its own
 //     goroutine, under the run's timeout and its run lease (runlease.go).
 //   - heartbeater (heartbeat.go): extends the deadlines of the runs a worker
@@ -69,6 +70,18 @@
 // before the run's deadline in the database passes (see JobFunc). A
 // handler that ignores its context may overlap with the new attempt, so
 // handlers should be idempotent, keyed by Run.ID and Run.Attempt.
+//
+// # Pauses
+//
+// A paused queue (PauseQueue) has none of its runs claimed by any node
+// whose claim is sent more than one PollMax after the pause committed: the
+// claimer asks the node's view of the paused queues before each claim,
+// and the view is a read of the queues table that takes no lock, sent at
+// most PollMax earlier (and after this Client's own last pause or resume).
+// The view is never read inside the claim's transaction. Runs already
+// running finish, and their heartbeats and outcomes go on; a view that
+// cannot be read claims nothing. A resume is seen within PollMax (plus
+// PollMin of jitter) on every node, at once on the node that resumed.
 //
 // # Ticks
 //

@@ -66,6 +66,16 @@ func RunsSchema(table string) TableSchema {
 	}
 }
 
+// QueuesSchema is the queues table named table (queue pauses) as the
+// migration that creates it (templates/queues_create.sql.tmpl) declares it.
+func QueuesSchema(table string) TableSchema {
+	return TableSchema{
+		Table:   table,
+		Columns: []string{"queue", "paused", "paused_at", "updated_at"},
+		Indexes: []Index{{Name: "PRIMARY", Unique: true, Columns: []string{"queue"}}},
+	}
+}
+
 // Lacks returns what the table of want lacks in the probed database, one
 // phrase each ("column claim_ref", "index KEY t_claim (queue, state,
 // priority, run_at)"): a column it does not have, an index it does not

@@ -20,7 +20,7 @@ import (
 // created by the schema on the real server lacks nothing.
 func TestSchemasMatchTheMigrations(t *testing.T) {
 	schema := testdb.Schema(t)
-	for _, want := range []TableSchema{LocksSchema("lockgen_locks"), RunsSchema("lockgen_runs")} {
+	for _, want := range []TableSchema{LocksSchema("lockgen_locks"), RunsSchema("lockgen_runs"), QueuesSchema("lockgen_queues")} {
 		create := regexp.MustCompile(`(?s)CREATE TABLE IF NOT EXISTS ` + want.Table + ` \((.*?)\n\) ENGINE`).FindStringSubmatch(schema)
 		require.NotNil(t, create, want.Table)
 		var columns, indexes []string
@@ -43,9 +43,11 @@ func TestSchemasMatchTheMigrations(t *testing.T) {
 	}
 
 	tdb := testdb.New(t)
-	r, err := Run(context.Background(), tdb.Open(t), "lockgen_locks", "lockgen_runs")
+	r, err := Run(context.Background(), tdb.Open(t), "lockgen_locks", "lockgen_runs", "lockgen_queues")
 	require.NoError(t, err)
 	assert.Empty(t, r.Lacks(LocksSchema("lockgen_locks")))
 	assert.Empty(t, r.Lacks(RunsSchema("lockgen_runs")))
+	assert.Empty(t, r.Lacks(QueuesSchema("lockgen_queues")))
+	assert.True(t, r.Tables["lockgen_queues"])
 	assert.True(t, slices.Contains(r.Columns["lockgen_runs"], "claim_ref"))
 }

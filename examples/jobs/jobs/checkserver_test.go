@@ -17,7 +17,9 @@ import (
 // TestCheckServerNamesTheMissingRunsTable: CheckServer checks every feature
 // the package uses, jobs included: with only the lock table migrated it
 // fails with ErrInvalid naming the runs table (a check of the lock feature
-// alone passed), and passes once the runs table exists.
+// alone passed); with the runs table too (a database made by the
+// migrations of before queue pauses), it names the queues table and its
+// migration 0003; it passes once that is applied.
 func TestCheckServerNamesTheMissingRunsTable(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := demodb.Config(exampletest.FreshDSN(t))
@@ -41,6 +43,17 @@ func TestCheckServerNamesTheMissingRunsTable(t *testing.T) {
 	_, err = db.ExecContext(ctx, string(runs))
 	require.NoError(t, err)
 	l, err = jobs.New(db) // a new Client probes again
+	require.NoError(t, err)
+	err = l.CheckServer(ctx)
+	require.True(t, errors.Is(err, jobs.ErrInvalid), "want ErrInvalid, got %v", err)
+	assert.Contains(t, err.Error(), "table jobsdemo_queues does not exist")
+	assert.Contains(t, err.Error(), "apply migration migrations/0003_jobsdemo_queues.up.sql (relative to lockgen.yaml)")
+
+	queues, err := os.ReadFile("../migrations/0003_jobsdemo_queues.up.sql")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, string(queues))
+	require.NoError(t, err)
+	l, err = jobs.New(db)
 	require.NoError(t, err)
 	require.NoError(t, l.CheckServer(ctx))
 }

@@ -15,12 +15,12 @@ import (
 
 // db is the application's pool. The examples run on a database of their
 // own, with the jobs example's migrations applied, as a user with
-// privileges on lockgen's two tables only (see TestMain).
+// privileges on lockgen's three tables only (see TestMain).
 var db *sql.DB
 
 func TestMain(m *testing.M) {
 	var migrations []string
-	for _, name := range []string{"0001_jobsdemo_locks.up.sql", "0002_jobsdemo_runs.up.sql"} {
+	for _, name := range []string{"0001_jobsdemo_locks.up.sql", "0002_jobsdemo_runs.up.sql", "0003_jobsdemo_queues.up.sql"} {
 		b, err := os.ReadFile("../migrations/" + name)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 		}
 		migrations = append(migrations, string(b))
 	}
-	os.Exit(exampletest.Main(m, &db, []string{"jobsdemo_locks", "jobsdemo_runs"}, migrations...))
+	os.Exit(exampletest.Main(m, &db, []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, migrations...))
 }
 
 // handlers implements the JobHandlers that lockgen generated from the

@@ -21,11 +21,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV3 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV4 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV3
+const _ = runtime.RegenerateWithLockgenGenerateV4
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -72,9 +72,10 @@ type Locks struct {
 // db, never inside a transaction of yours unless you pass it to
 // EnqueueSendReceiptTx. It does not touch the database.
 //
-// The tables jobsdemo_locks and jobsdemo_runs must exist: apply
-// migrations/0001_jobsdemo_locks.up.sql and
-// migrations/0002_jobsdemo_runs.up.sql (relative to lockgen.yaml) with your
+// The tables jobsdemo_locks, jobsdemo_runs and jobsdemo_queues must exist:
+// apply migrations/0001_jobsdemo_locks.up.sql,
+// migrations/0002_jobsdemo_runs.up.sql and
+// migrations/0003_jobsdemo_queues.up.sql (relative to lockgen.yaml) with your
 // migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
@@ -90,7 +91,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	l := &Locks{client: client}
-	if l.jobs, err = lockgenjobs.NewClient(client, store); err != nil {
+	if l.jobs, err = lockgenjobs.NewClient(client, store, lockgenjobs.WithQueues("default")); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -109,9 +110,9 @@ func (l *Locks) Owner() string {
 // with a loc other than UTC, a character set other than utf8mb4 or an sql_mode
 // that is not strict (the error names the DSN setting to change), or when a
 // table is missing or unlike its migration (a column or an index missing; the
-// runs table, or the lock table that singleton jobs use) (the error names the
-// migration). Every other method fails the same way. Call it at startup to
-// fail fast; `go tool lockgen doctor` prints the same checks.
+// runs or the queues table, or the lock table that singleton jobs use) (the
+// error names the migration). Every other method fails the same way. Call it
+// at startup to fail fast; `go tool lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	for _, f := range []probe.Feature{probe.Lease, probe.Jobs} {
 		if err := l.client.CheckFeature(ctx, nil, f); err != nil {

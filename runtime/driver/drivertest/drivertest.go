@@ -52,7 +52,7 @@ func Run(t *testing.T, open Open) {
 // RunJobs runs every check of the job statements as a subtest of t.
 func RunJobs(t *testing.T, open OpenJobs) {
 	for name, test := range map[string]func(*testing.T, driver.JobStore){
-		"Jobs": testJobs, "JobsRescue": testJobsRescue, "JobsOrphaned": testJobsOrphaned,
+		"Jobs": testJobs, "JobsRescue": testJobsRescue, "JobsOrphaned": testJobsOrphaned, "Queues": testQueues,
 	} {
 		t.Run(name, func(t *testing.T) { t.Parallel(); test(t, open(t)) })
 	}

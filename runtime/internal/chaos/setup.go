@@ -93,7 +93,7 @@ func (c *Controller) setup(ctx context.Context, adminCfg *mysql.Config) error {
 			stmts = append(stmts,
 				fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s'", user, host, appPass),
 				fmt.Sprintf("ALTER USER '%s'@'%s' IDENTIFIED BY '%s' WITH MAX_USER_CONNECTIONS %d", user, host, appPass, maxUserConnections))
-			for _, t := range []string{"chaos_locks", "chaos_runs", "chaos_guarded_writes", "chaos_row_writes"} {
+			for _, t := range []string{"chaos_locks", "chaos_runs", "chaos_queues", "chaos_guarded_writes", "chaos_row_writes"} {
 				stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO '%s'@'%s'", database, t, user, host))
 			}
 		}

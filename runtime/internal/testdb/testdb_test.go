@@ -49,13 +49,14 @@ func TestApplicationUserHasOnlyTheLockgenGrants(t *testing.T) {
 		to := " TO `" + d.User + "`@`%`"
 		want := []string{
 			"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + d.Name + "`.`lockgen_locks`" + to,
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + d.Name + "`.`lockgen_queues`" + to,
 			"GRANT SELECT, INSERT, UPDATE, DELETE ON `" + d.Name + "`.`lockgen_runs`" + to,
 			"GRANT USAGE ON *.*" + to,
 		}
 		if !slices.Equal(grants, want) {
 			t.Fatalf("SHOW GRANTS:\n%s\nwant:\n%s", strings.Join(grants, "\n"), strings.Join(want, "\n"))
 		}
-		if got := Tables(t); !slices.Equal(got, []string{"lockgen_locks", "lockgen_runs"}) {
+		if got := Tables(t); !slices.Equal(got, []string{"lockgen_locks", "lockgen_runs", "lockgen_queues"}) {
 			t.Fatalf("Tables = %v", got)
 		}
 

@@ -34,6 +34,10 @@ type RunInfo = jobs.RunInfo
 // RunState is the state of a run: one of the Run* constants.
 type RunState = jobs.RunState
 
+// QueueInfo is a queue as Queues lists it: its Name, whether it is Paused, and
+// Since when.
+type QueueInfo = jobs.QueueInfo
+
 // WorkerConfig tunes the worker of a queue; RunJobs takes changes to it as
 // WorkerOptions.
 type WorkerConfig = jobs.WorkerConfig
@@ -153,6 +157,30 @@ func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 // before its worker can no longer report may run a success twice.
 func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Retry(ctx, id)
+}
+
+// PauseQueue pauses queue for every node: once it returns nil, claims this
+// node's workers send take none of its runs, nor do those of every other node
+// from one idle poll (the workers' PollMax, default 2s) after it (a claim
+// already under way may still take runs). Running runs finish and their
+// outcomes are recorded; enqueues go on, and the pause is kept in the database
+// until ResumeQueue. An error wrapping ErrInvalid for a queue that no declared
+// job uses (they use "default").
+func (l *Locks) PauseQueue(ctx context.Context, queue string) error {
+	return l.jobs.PauseQueue(ctx, queue)
+}
+
+// ResumeQueue lifts queue's pause: this node's workers claim its runs again at
+// once, every other node's within one idle poll. Its errors are PauseQueue's.
+func (l *Locks) ResumeQueue(ctx context.Context, queue string) error {
+	return l.jobs.ResumeQueue(ctx, queue)
+}
+
+// Queues lists, in name order, the declared jobs' queues and any other queue
+// that has runs or was ever paused, each with whether it is paused and since
+// when.
+func (l *Locks) Queues(ctx context.Context) ([]QueueInfo, error) {
+	return l.jobs.Queues(ctx)
 }
 
 // WorkerOption tunes the workers of RunJobs: it changes the WorkerConfig every

@@ -42,12 +42,14 @@ func NewStore(db *sql.DB) Store {
 // first use.
 func (s Store) Server() driver.Target {
 	return driver.Target{
-		DB:             s.db,
-		LocksTable:     "jobsdemo_locks",
-		RunsTable:      "jobsdemo_runs",
-		Migrations:     "migrations/ (relative to lockgen.yaml)",
-		LocksMigration: "migrations/0001_jobsdemo_locks.up.sql (relative to lockgen.yaml)",
-		RunsMigration:  "migrations/0002_jobsdemo_runs.up.sql (relative to lockgen.yaml)",
+		DB:              s.db,
+		LocksTable:      "jobsdemo_locks",
+		RunsTable:       "jobsdemo_runs",
+		QueuesTable:     "jobsdemo_queues",
+		Migrations:      "migrations/ (relative to lockgen.yaml)",
+		LocksMigration:  "migrations/0001_jobsdemo_locks.up.sql (relative to lockgen.yaml)",
+		RunsMigration:   "migrations/0002_jobsdemo_runs.up.sql (relative to lockgen.yaml)",
+		QueuesMigration: "migrations/0003_jobsdemo_queues.up.sql (relative to lockgen.yaml)",
 	}
 }
 
@@ -659,6 +661,44 @@ func (s Store) RunInsertSkipped(ctx context.Context, job, queue string, tick tim
 		},
 	})
 	return err
+}
+
+// RunsQueues implements driver.JobStore.
+func (s Store) RunsQueues(ctx context.Context, limit int) ([]string, error) {
+	return s.q.RunsQueues(ctx, int32(limit))
+}
+
+// QueuePause implements driver.JobStore.
+func (s Store) QueuePause(ctx context.Context, queue string) error {
+	return s.q.QueuePause(ctx, queue)
+}
+
+// QueueResume implements driver.JobStore.
+func (s Store) QueueResume(ctx context.Context, queue string) error {
+	return s.q.QueueResume(ctx, queue)
+}
+
+// QueuesPaused implements driver.JobStore: a read that takes no lock.
+func (s Store) QueuesPaused(ctx context.Context) ([]string, error) {
+	return s.q.QueuesPaused(ctx)
+}
+
+// QueuesList implements driver.JobStore.
+func (s Store) QueuesList(ctx context.Context, limit int) ([]driver.QueueState, error) {
+	rows, err := s.q.QueuesList(ctx, int32(limit))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]driver.QueueState, len(rows))
+	for i, r := range rows {
+		out[i] = driver.QueueState{
+			Queue:     r.Queue,
+			Paused:    r.Paused,
+			PausedAt:  r.PausedAt.Time,
+			UpdatedAt: r.UpdatedAt,
+		}
+	}
+	return out, nil
 }
 
 // claimArgs splits claims into the ids and claim_ref values of the batched run statements.

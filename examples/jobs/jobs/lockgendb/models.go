@@ -17,6 +17,13 @@ type JobsdemoLock struct {
 	Holding    sql.NullString
 }
 
+type JobsdemoQueue struct {
+	Queue     string
+	Paused    bool
+	PausedAt  sql.NullTime
+	UpdatedAt time.Time
+}
+
 type JobsdemoRun struct {
 	ID          int64
 	Job         string

@@ -389,6 +389,108 @@ func (q *Queries) LeaseTakeover(ctx context.Context, arg LeaseTakeoverParams) (s
 	)
 }
 
+const queuePause = `-- name: QueuePause :exec
+INSERT INTO jobsdemo_queues (queue, paused, paused_at, updated_at)
+VALUES (?, 1, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND))
+ON DUPLICATE KEY UPDATE
+    paused_at  = IF(paused = 1, paused_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+    updated_at = IF(paused = 1, updated_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+    paused     = 1
+`
+
+// QueuePause pauses a queue: workers of every node stop claiming its runs
+// once they have read the pause (running runs finish). Pausing a paused
+// queue changes nothing: paused_at stays the time the pause began. paused
+// is assigned last, so the IFs read the old value whether the server
+// assigns left to right (MySQL, MariaDB) or simultaneously (MariaDB's
+// SIMULTANEOUS_ASSIGNMENT).
+func (q *Queries) QueuePause(ctx context.Context, queue string) error {
+	_, err := q.db.ExecContext(ctx, queuePause, queue)
+	return err
+}
+
+const queueResume = `-- name: QueueResume :exec
+UPDATE jobsdemo_queues
+SET paused = 0, paused_at = NULL, updated_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+WHERE queue = ? AND paused = 1
+`
+
+// QueueResume lifts a queue's pause; a queue that is not paused is left as
+// it is (updated_at then stays the time of its last change).
+func (q *Queries) QueueResume(ctx context.Context, queue string) error {
+	_, err := q.db.ExecContext(ctx, queueResume, queue)
+	return err
+}
+
+const queuesList = `-- name: QueuesList :many
+SELECT queue, paused, paused_at, updated_at
+FROM jobsdemo_queues
+ORDER BY queue
+LIMIT ?
+`
+
+// QueuesList reads up to limit queues' rows, in name order.
+func (q *Queries) QueuesList(ctx context.Context, limit int32) ([]JobsdemoQueue, error) {
+	rows, err := q.db.QueryContext(ctx, queuesList, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []JobsdemoQueue
+	for rows.Next() {
+		var i JobsdemoQueue
+		if err := rows.Scan(
+			&i.Queue,
+			&i.Paused,
+			&i.PausedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const queuesPaused = `-- name: QueuesPaused :many
+SELECT queue
+FROM jobsdemo_queues
+WHERE paused = 1
+`
+
+// QueuesPaused lists the paused queues: the workers' read, a consistent
+// read that takes no lock (never FOR UPDATE or LOCK IN SHARE MODE, and
+// never inside a claim's transaction), of a table with a row per queue
+// ever paused.
+func (q *Queries) QueuesPaused(ctx context.Context) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, queuesPaused)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var queue string
+		if err := rows.Scan(&queue); err != nil {
+			return nil, err
+		}
+		items = append(items, queue)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const rowHolds = `-- name: RowHolds :one
 SELECT token
 FROM jobsdemo_locks
@@ -1105,6 +1207,39 @@ func (q *Queries) RunsPrune(ctx context.Context, arg RunsPruneParams) (int64, er
 		return 0, err
 	}
 	return result.RowsAffected()
+}
+
+const runsQueues = `-- name: RunsQueues :many
+SELECT DISTINCT queue
+FROM jobsdemo_runs
+ORDER BY queue
+LIMIT ?
+`
+
+// RunsQueues lists up to limit queues that have runs, in name order: a
+// loose scan of the head of the claim index (queue, …), so its cost does
+// not grow with the runs of each queue.
+func (q *Queries) RunsQueues(ctx context.Context, limit int32) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, runsQueues, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var queue string
+		if err := rows.Scan(&queue); err != nil {
+			return nil, err
+		}
+		items = append(items, queue)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const runsRescuable = `-- name: RunsRescuable :many

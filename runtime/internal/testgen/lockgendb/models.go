@@ -17,6 +17,13 @@ type LockgenLock struct {
 	Holding    sql.NullString
 }
 
+type LockgenQueue struct {
+	Queue     string
+	Paused    bool
+	PausedAt  sql.NullTime
+	UpdatedAt time.Time
+}
+
 type LockgenRun struct {
 	ID          int64
 	Job         string

@@ -31,11 +31,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV3 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV4 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV3
+const _ = runtime.RegenerateWithLockgenGenerateV4
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -161,10 +161,11 @@ type Locks struct {
 // EnqueueSingleTx, EnqueueDelayedTx, EnqueueLongTx or EnqueueOnceTx. It does
 // not touch the database.
 //
-// The tables chaos_locks and chaos_runs must exist: apply
-// migrations/0001_chaos_locks.up.sql and migrations/0002_chaos_runs.up.sql
-// (relative to lockgen.yaml) with your migration tool. With
-// github.com/go-sql-driver/mysql, open db with parseTime=true.
+// The tables chaos_locks, chaos_runs and chaos_queues must exist: apply
+// migrations/0001_chaos_locks.up.sql, migrations/0002_chaos_runs.up.sql and
+// migrations/0003_chaos_queues.up.sql (relative to lockgen.yaml) with your
+// migration tool. With github.com/go-sql-driver/mysql, open db with
+// parseTime=true.
 //
 // The session and row locks (session, row) keep a connection of db for the
 // whole holding (GET_LOCK, or the holding's transaction): allow for one open
@@ -184,7 +185,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	l := &Locks{client: client}
-	if l.jobs, err = jobs.NewClient(client, store); err != nil {
+	if l.jobs, err = jobs.NewClient(client, store, jobs.WithQueues("default")); err != nil {
 		return nil, err
 	}
 	if l.leaderLock, err = client.Lock(runtime.LockConfig{
@@ -262,10 +263,10 @@ func (l *Locks) Owner() string {
 // cluster), and with ErrInvalid when db was opened without parseTime=true,
 // with a loc other than UTC, a character set other than utf8mb4 or an sql_mode
 // that is not strict (the error names the DSN setting to change), or when the
-// lock or the runs table is missing or unlike its migration (a column or an
-// index missing) (the error names the migration). Every other method fails the
-// same way. Call it at startup to fail fast; `go tool lockgen doctor` prints
-// the same checks.
+// lock, the runs or the queues table is missing or unlike its migration (a
+// column or an index missing) (the error names the migration). Every other
+// method fails the same way. Call it at startup to fail fast; `go tool lockgen
+// doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	for _, f := range []probe.Feature{probe.Lease, probe.Session, probe.Row, probe.Jobs} {
 		if err := l.client.CheckFeature(ctx, nil, f); err != nil {

@@ -17,6 +17,13 @@ type ChaosLock struct {
 	Holding    sql.NullString
 }
 
+type ChaosQueue struct {
+	Queue     string
+	Paused    bool
+	PausedAt  sql.NullTime
+	UpdatedAt time.Time
+}
+
 type ChaosRun struct {
 	ID          int64
 	Job         string

@@ -68,3 +68,17 @@ CREATE TABLE IF NOT EXISTS lockgen_runs (
     -- is NULL, of a job by finished_at).
     KEY lockgen_runs_state (state, deadline, job, finished_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+
+-- lockgen_queues holds the operator's state of each queue that was ever
+-- paused: paused is 1 while no worker of any node may claim its runs
+-- (running runs finish); paused_at is when the pause began and updated_at
+-- when the row last changed, both by the database clock (UTC). A queue
+-- without a row is not paused. Workers read the whole table, without
+-- locking, at most once per idle poll per node, never inside a claim.
+CREATE TABLE IF NOT EXISTS lockgen_queues (
+    queue      VARCHAR(64) NOT NULL,
+    paused     BOOLEAN     NOT NULL DEFAULT FALSE,
+    paused_at  DATETIME(6) NULL,
+    updated_at DATETIME(6) NOT NULL,
+    PRIMARY KEY (queue)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
