@@ -1121,33 +1121,88 @@ func (q *Queries) RunsMarkRunning(ctx context.Context, arg RunsMarkRunningParams
 	return result.RowsAffected()
 }
 
-const runsPrune = `-- name: RunsPrune :execrows
-DELETE FROM jobsdemo_runs
+const runsPrunable = `-- name: RunsPrunable :many
+SELECT id
+FROM jobsdemo_runs
 WHERE job = ? AND state IN ('completed', 'discarded', 'orphaned', 'cancelled', 'skipped') AND deadline IS NULL
   AND (scheduled_at IS NULL OR ? IS NULL OR scheduled_at <> ?)
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(? AS SIGNED) MICROSECOND
 LIMIT ?
 `
 
-type RunsPruneParams struct {
+type RunsPrunableParams struct {
 	Job         string
 	KeepTick    sql.NullTime
 	OlderThanUs int64
 	Limit       int32
 }
 
-// RunsPrune deletes up to limit runs of a job that finished (orphaned runs
-// included) more than
-// older_than_us ago by the database clock, except the run of the tick
-// keep_tick (the job's newest tick, which anchors catch-up after a restart).
-func (q *Queries) RunsPrune(ctx context.Context, arg RunsPruneParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, runsPrune,
+// RunsPrunable reads, without locking, up to limit runs of a job that
+// finished (orphaned runs included) more than older_than_us ago by the
+// database clock, except the run of the tick keep_tick (the job's newest
+// tick, which anchors catch-up after a restart). RunsPrune then deletes
+// them by primary key. A DELETE that searched the state index itself
+// (REPEATABLE READ, the pool's default) took next-key locks on the range
+// it read, running runs included, and while it waited on a row another
+// transaction held (an operator's SELECT … FOR UPDATE), the gaps it had
+// locked stopped every worker's heartbeats, failures and inserts whose
+// index entries fell in them.
+func (q *Queries) RunsPrunable(ctx context.Context, arg RunsPrunableParams) ([]int64, error) {
+	rows, err := q.db.QueryContext(ctx, runsPrunable,
 		arg.Job,
 		arg.KeepTick,
 		arg.KeepTick,
 		arg.OlderThanUs,
 		arg.Limit,
 	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runsPrune = `-- name: RunsPrune :execrows
+DELETE FROM jobsdemo_runs
+WHERE id IN (/*SLICE:ids*/?) AND state IN ('completed', 'discarded', 'orphaned', 'cancelled', 'skipped') AND deadline IS NULL
+  AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(? AS SIGNED) MICROSECOND
+`
+
+type RunsPruneParams struct {
+	Ids         []int64
+	OlderThanUs int64
+}
+
+// RunsPrune deletes the runs RunsPrunable found, if they are still
+// finished that long ago (a retry may have made one due again since),
+// locking them by primary key only.
+func (q *Queries) RunsPrune(ctx context.Context, arg RunsPruneParams) (int64, error) {
+	query := runsPrune
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	queryParams = append(queryParams, arg.OlderThanUs)
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}

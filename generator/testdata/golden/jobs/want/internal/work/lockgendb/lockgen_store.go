@@ -571,9 +571,10 @@ func (s Store) RunsRescue(ctx context.Context, limit int) (int64, error) {
 	return s.q.RunsRescue(ctx, ids)
 }
 
-// RunsPrune implements driver.JobStore.
+// RunsPrune implements driver.JobStore: read the finished runs without
+// locking, then delete them by primary key.
 func (s Store) RunsPrune(ctx context.Context, job string, keep time.Time, olderThan time.Duration, limit int) (int64, error) {
-	return s.q.RunsPrune(ctx, RunsPruneParams{
+	ids, err := s.q.RunsPrunable(ctx, RunsPrunableParams{
 		Job: job,
 		KeepTick: sql.NullTime{
 			Time:  keep,
@@ -581,6 +582,13 @@ func (s Store) RunsPrune(ctx context.Context, job string, keep time.Time, olderT
 		},
 		OlderThanUs: olderThan.Microseconds(),
 		Limit:       int32(limit),
+	})
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	return s.q.RunsPrune(ctx, RunsPruneParams{
+		OlderThanUs: olderThan.Microseconds(),
+		Ids:         ids,
 	})
 }
 

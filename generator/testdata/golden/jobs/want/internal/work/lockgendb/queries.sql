@@ -398,16 +398,31 @@ SET state       = IF(attempt >= max_attempts, 'orphaned', 'available'),
 WHERE id IN (sqlc.slice(ids)) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
   AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND);
 
--- name: RunsPrune :execrows
--- RunsPrune deletes up to limit runs of a job that finished (orphaned runs
--- included) more than
--- older_than_us ago by the database clock, except the run of the tick
--- keep_tick (the job's newest tick, which anchors catch-up after a restart).
-DELETE FROM lockgen_runs
+-- name: RunsPrunable :many
+-- RunsPrunable reads, without locking, up to limit runs of a job that
+-- finished (orphaned runs included) more than older_than_us ago by the
+-- database clock, except the run of the tick keep_tick (the job's newest
+-- tick, which anchors catch-up after a restart). RunsPrune then deletes
+-- them by primary key. A DELETE that searched the state index itself
+-- (REPEATABLE READ, the pool's default) took next-key locks on the range
+-- it read, running runs included, and while it waited on a row another
+-- transaction held (an operator's SELECT … FOR UPDATE), the gaps it had
+-- locked stopped every worker's heartbeats, failures and inserts whose
+-- index entries fell in them.
+SELECT id
+FROM lockgen_runs
 WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'orphaned', 'cancelled', 'skipped') AND deadline IS NULL
   AND (scheduled_at IS NULL OR sqlc.narg(keep_tick) IS NULL OR scheduled_at <> sqlc.narg(keep_tick))
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
 LIMIT ?;
+
+-- name: RunsPrune :execrows
+-- RunsPrune deletes the runs RunsPrunable found, if they are still
+-- finished that long ago (a retry may have made one due again since),
+-- locking them by primary key only.
+DELETE FROM lockgen_runs
+WHERE id IN (sqlc.slice(ids)) AND state IN ('completed', 'discarded', 'orphaned', 'cancelled', 'skipped') AND deadline IS NULL
+  AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND;
 
 -- name: RunCancel :execrows
 -- RunCancel cancels a run that has not started: 0 rows when it is running
