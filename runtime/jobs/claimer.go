@@ -44,10 +44,20 @@ func (c *claimer) claim(ctx context.Context, free int) (runs []Run, sent time.Ti
 	if free <= 0 {
 		return nil, time.Time{}, false
 	}
+	if !c.gate.tryEnter() {
+		return nil, time.Time{}, true // another worker here is claiming; it wakes us
+	}
 	// The pause state, read before the claim and never inside it: from
 	// the node's view when it is less than PollMax old, else by one
-	// read that takes no lock.
+	// read that takes no lock. Asked inside the gate, so that a pause of
+	// this node, which waits for the gate, finds no claim under way that
+	// asked before it.
 	paused, until, err := c.w.jobs.queuePaused(ctx, cfg.Queue, cfg.PollMax, c.w.claimTimeout())
+	if err != nil || paused {
+		// Workers that skipped their claims meanwhile find the same at
+		// their next poll.
+		c.gate.leave()
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			c.failures++
@@ -66,9 +76,6 @@ func (c *claimer) claim(ctx context.Context, free int) (runs []Run, sent time.Ti
 	if c.paused {
 		c.log.Info("lockgen: the queue was resumed; claiming its runs again")
 		c.paused, c.poll = false, cfg.PollMin
-	}
-	if !c.gate.tryEnter() {
-		return nil, time.Time{}, true // another worker here is claiming; it wakes us
 	}
 	limit := min(free, cfg.ClaimBatch)
 	sent = c.w.jobs.clock.Now()
@@ -169,6 +176,22 @@ func (g *claimGate) tryEnter() bool {
 func (g *claimGate) leave() bool {
 	<-g.busy
 	return g.skipped.Swap(false)
+}
+
+// drainGate waits until no claim of queue is under way on this node (one that may
+// have asked the pause view before a pause), and wakes the workers that
+// skipped their claims meanwhile.
+func (j *Client) drainGate(ctx context.Context, queue string) error {
+	g := j.gate(queue)
+	select {
+	case g.busy <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if g.leave() {
+		j.wakeOthers(queue, nil)
+	}
+	return nil
 }
 
 // gate returns queue's claim gate.

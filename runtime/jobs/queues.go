@@ -77,6 +77,11 @@ func (j *Client) PauseQueue(ctx context.Context, queue string) error {
 	if err != nil {
 		return fmt.Errorf("lockgen: pause queue %q: %w", queue, err)
 	}
+	// A claim of this node under way may have asked the view before it
+	// was marked stale: wait for it, so that none is after this returns.
+	if err := j.drainGate(ctx, queue); err != nil {
+		return fmt.Errorf("lockgen: pause queue %q: paused, but a claim of this node under way may still take runs: %w", queue, err)
+	}
 	return nil
 }
 
