@@ -142,9 +142,25 @@ func storeGlue(m *model) *jen.File {
 	f.Func().Params(recv.Clone()).Id("LeasePrune").Params(
 		ctx.Clone(), jen.Id("name").String(), jen.Id("olderThan").Qual("time", "Duration"), jen.Id("limit").Int(),
 	).Params(jen.Int64(), jen.Error()).Block(
-		jen.Return(q.Clone().Dot("LeasePrune").Call(jen.Id("ctx"), literal(db("LeasePruneParams"),
-			kv{"Name", jen.Id("name")}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))},
-		))),
+		jen.Var().Id("n").Int64(),
+		jen.Comment("A second of idleness ends the session: a prune stranded by a"),
+		jen.Comment("partition holds the rows it locked that long."),
+		jen.Err().Op(":=").Add(dr("InTxIdle")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Lit(1), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
+			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
+			jen.List(jen.Id("keys"), jen.Err()).Op(":=").Id("qt").Dot("LeasePrunable").Call(jen.Id("ctx"), literal(db("LeasePrunableParams"),
+				kv{"Name", jen.Id("name")}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))},
+			)),
+			jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("keys")).Op("==").Lit(0)).Block(jen.Return(jen.Err())),
+			jen.List(jen.Id("n"), jen.Err()).Op("=").Id("qt").Dot("LeasePrune").Call(jen.Id("ctx"), literal(db("LeasePruneParams"),
+				kv{"Name", jen.Id("name")}, kv{"LockKeys", jen.Id("keys")},
+			)),
+			jen.Return(jen.Err()),
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(
+			jen.Comment("The commit may not have landed: nothing is known deleted."),
+			jen.Return(jen.Lit(0), jen.Err()),
+		),
+		jen.Return(jen.Id("n"), jen.Nil()),
 	)
 	sessionGlue(f, m)
 	rowGlue(f, m)

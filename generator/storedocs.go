@@ -77,10 +77,11 @@ const (
 		"// with its own key's token through the holding column."
 	leaseGetManyDoc = "// LeaseGetMany implements driver.Store. Missing rows are absent\n" +
 		"// from the map."
-	leasePruneDoc = "// LeasePrune implements driver.Store: one statement deletes up to\n" +
-		"// limit keyed rows of lock name that have been free for longer than\n" +
-		"// olderThan by the database clock and whose newest fencing token is more\n" +
-		"// than olderThan below that clock in microseconds."
+	leasePruneDoc = "// LeasePrune implements driver.Store: one short READ COMMITTED transaction\n" +
+		"// locks up to limit keyed rows of lock name that have been free for longer\n" +
+		"// than olderThan by the database clock and whose newest fencing token is\n" +
+		"// more than olderThan below that clock in microseconds, passing rows that\n" +
+		"// another transaction holds (SKIP LOCKED), and deletes them."
 	freeDoc = "// Free implements driver.SessionConn: it marks the row free, on the\n" +
 		"// pinned connection, if id still holds it."
 	connRenewDoc = "// Renew implements driver.SessionConn: it extends the row held by id to\n" +

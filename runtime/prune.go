@@ -56,7 +56,7 @@ func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error
 		n, err := ps.LeasePrune(ctx, l.cfg.Name, olderThan, PruneBatch)
 		total += n
 		if err != nil {
-			return total, fmt.Errorf("lockgen: prune %s: %w", l.describe(""), err)
+			return total, fmt.Errorf("lockgen: prune lock %q: %w", l.cfg.Name, err)
 		}
 		if n < PruneBatch {
 			return total, nil

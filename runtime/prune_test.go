@@ -63,6 +63,57 @@ func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 }
 
+// TestPruneWaitsOnNoHeldRow: a transaction that keeps one key's row locked
+// (a row-strategy holding, an operator's SELECT … FOR UPDATE, a statement
+// stranded on a dead connection) must neither stop Prune nor, through it,
+// acquisitions of the lock's other keys. A DELETE over the lock's range of
+// keys (REPEATABLE READ, the pool's default) locked every row it read,
+// waited on the held one for the server's lock wait timeout, and kept the
+// keys it had already read locked meanwhile.
+func TestPruneWaitsOnNoHeldRow(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Admin(t)
+	n := newNode(t, tdb.Open(t))
+	ttl := time.Second
+	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: ttl})
+	ctx := context.Background()
+	for _, key := range []string{"a", "c", "e"} {
+		lease, err := l.Try(ctx, key)
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(ctx))
+	}
+	// Free, and their newest tokens issued, an hour ago: all three are prunable.
+	_, err := admin.Exec("UPDATE lockgen_locks SET expires_at = expires_at - INTERVAL 1 HOUR, token = token - 3600000000 WHERE name = 'orders'")
+	require.NoError(t, err)
+
+	tx, err := admin.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var key string
+	require.NoError(t, tx.QueryRowContext(ctx, "SELECT lock_key FROM lockgen_locks WHERE name = 'orders' AND lock_key = 'c' FOR UPDATE").Scan(&key))
+
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	pruned, err := l.Prune(pctx, ttl)
+	require.NoError(t, err, "Prune waited on the held row")
+	assert.Equal(t, int64(2), pruned, "a and e; c is held")
+	for _, key := range []string{"a", "b", "d"} { // a pruned key, and new keys beside the held one
+		lease, err := l.Try(pctx, key)
+		require.NoError(t, err, "key %s", key)
+		require.NoError(t, lease.Release(ctx))
+	}
+	require.NoError(t, tx.Rollback())
+	var keys []string
+	rows, err := admin.Query("SELECT lock_key FROM lockgen_locks WHERE name = 'orders' ORDER BY lock_key")
+	require.NoError(t, err)
+	for rows.Next() {
+		require.NoError(t, rows.Scan(&key))
+		keys = append(keys, key)
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, []string{"a", "b", "c", "d"}, keys, "c was kept while held")
+}
+
 // untilWaiting waits until a statement of this test's database waits for
 // an InnoDB lock: the generated statement named query.
 func untilWaiting(t *testing.T, admin *sql.DB, query string) {
@@ -90,21 +141,25 @@ WHERE p.DB = DATABASE() AND t.trx_state = 'LOCK WAIT' AND LOCATE(?, t.trx_query)
 // that waits in the row lock queue carries a clock from before everything
 // that happens while it waits. Here a row-strategy holding (a node midway
 // through a change of strategy, paused between its lock and its token bump)
-// has the row locked; a Prune and then a lease acquisition queue behind it;
-// the holding takes a token (after the acquisition's statement started),
-// releases and commits. Prune must not delete that row, or the waiting
-// acquisition inserts a fresh row with its older clock: a token below the
-// holding's, handed out after it.
+// has a prunable row locked; Prune runs, and then a lease acquisition
+// queues behind the holding; the holding takes a token (after the
+// acquisition's statement started), releases and commits. Prune must not
+// have deleted that row, or the waiting acquisition inserts a fresh row
+// with its older clock: a token below the holding's, handed out after it.
 func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
 	tdb := testdb.New(t)
 	admin := tdb.Admin(t)
 	db := tdb.Open(t)
 	n := newNode(t, db)
-	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 10 * time.Second})
+	ttl := 10 * time.Second
+	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: ttl})
 	ctx := context.Background()
 	lease, err := l.Try(ctx, "k")
 	require.NoError(t, err)
 	require.NoError(t, lease.Release(ctx))
+	// Free, and its newest token issued, an hour ago: prunable.
+	_, err = admin.Exec("UPDATE lockgen_locks SET expires_at = expires_at - INTERVAL 1 HOUR, token = token - 3600000000 WHERE name = 'orders'")
+	require.NoError(t, err)
 
 	// The row holding: the row strategy's own statements, one at a time.
 	rs := lockgendb.NewStore(tdb.Open(t))
@@ -113,12 +168,9 @@ func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
 	defer func() { _ = rtx.Rollback() }()
 	require.NoError(t, rtx.LockWait(ctx, "orders", "k"))
 
-	pruned := make(chan error, 1)
-	go func() {
-		_, err := l.Prune(ctx, time.Hour) // nothing here is an hour old
-		pruned <- err
-	}()
-	untilWaiting(t, admin, "LeasePrune")
+	pruned, err := l.Prune(ctx, ttl)
+	require.NoError(t, err)
+	assert.Zero(t, pruned, "Prune deleted a row a holding has locked")
 	type result struct {
 		lease *runtime.Lease
 		err   error
@@ -138,7 +190,6 @@ func TestPruneKeepsATokenAWaitingAcquisitionHasNotSeen(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, rtx.Commit())
 
-	require.NoError(t, <-pruned)
 	got := <-acquired
 	require.NoError(t, got.err)
 	defer func() { _ = got.lease.Release(ctx) }()

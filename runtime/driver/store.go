@@ -101,7 +101,9 @@ type Store interface {
 	// LeasePrune deletes up to limit rows of lock name (keyed rows only)
 	// that have been free for longer than olderThan by the database clock
 	// and whose token is more than olderThan (in microseconds) below the
-	// database clock, and returns how many it deleted.
+	// database clock, and returns how many it deleted. It never waits on a
+	// row another transaction holds (that row is kept for a later prune),
+	// so a held row delays no acquisition of the lock's other keys.
 	LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error)
 
 	// SessionNamespace prefixes the GET_LOCK names of this store's locks.

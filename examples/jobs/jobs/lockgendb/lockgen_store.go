@@ -190,16 +190,36 @@ func (s Store) LeaseGetMany(ctx context.Context, name string, keys []string) (ma
 	return m, nil
 }
 
-// LeasePrune implements driver.Store: one statement deletes up to
-// limit keyed rows of lock name that have been free for longer than
-// olderThan by the database clock and whose newest fencing token is more
-// than olderThan below that clock in microseconds.
+// LeasePrune implements driver.Store: one short READ COMMITTED transaction
+// locks up to limit keyed rows of lock name that have been free for longer
+// than olderThan by the database clock and whose newest fencing token is
+// more than olderThan below that clock in microseconds, passing rows that
+// another transaction holds (SKIP LOCKED), and deletes them.
 func (s Store) LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error) {
-	return s.q.LeasePrune(ctx, LeasePruneParams{
-		Name:        name,
-		OlderThanUs: olderThan.Microseconds(),
-		Limit:       int32(limit),
+	var n int64
+	// A second of idleness ends the session: a prune stranded by a
+	// partition holds the rows it locked that long.
+	err := driver.InTxIdle(ctx, s.db, 1, func(conn *sql.Conn) error {
+		qt := New(conn)
+		keys, err := qt.LeasePrunable(ctx, LeasePrunableParams{
+			Name:        name,
+			OlderThanUs: olderThan.Microseconds(),
+			Limit:       int32(limit),
+		})
+		if err != nil || len(keys) == 0 {
+			return err
+		}
+		n, err = qt.LeasePrune(ctx, LeasePruneParams{
+			Name:     name,
+			LockKeys: keys,
+		})
+		return err
 	})
+	if err != nil {
+		// The commit may not have landed: nothing is known deleted.
+		return 0, err
+	}
+	return n, nil
 }
 
 // SessionNamespace implements driver.Store: the GET_LOCK names of session

@@ -191,40 +191,95 @@ func (q *Queries) LeaseGuard(ctx context.Context, arg LeaseGuardParams) (int64, 
 	return token, err
 }
 
-const leasePrune = `-- name: LeasePrune :execrows
-DELETE FROM lockgen_locks
+const leasePrunable = `-- name: LeasePrunable :many
+SELECT lock_key
+FROM lockgen_locks
 WHERE name = ? AND lock_key <> ''
   AND expires_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(? AS SIGNED) MICROSECOND
   AND token < CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - CAST(? AS SIGNED)
 LIMIT ?
+FOR UPDATE SKIP LOCKED
 `
 
-type LeasePruneParams struct {
+type LeasePrunableParams struct {
 	Name        string
 	OlderThanUs int64
 	Limit       int32
 }
 
-// LeasePrune deletes up to row_limit rows of keyed lock name that have been
-// free (released or expired) for longer than older_than_us microseconds by
-// the database clock and whose token, the newest the row issued, is more
-// than older_than_us below the clock in microseconds. The token test
-// matters because a fresh row's token is the clock at its statement's
-// start: an acquisition that waited in the row lock queue carries a clock
-// from before its wait, and must find the row (and GREATEST(token + 1, ...))
-// if any holding it did not see was issued less than older_than_us ago; it
-// also keeps a committed row-strategy holding, whose expires_at is a 1970
-// sentinel, and a row whose token is ahead of a clock that stepped back.
-// A held row never matches; a row acquired meanwhile is re-checked under
-// its row lock and kept. The caller keeps older_than_us at least the TTL,
-// longer than any acquisition whose token is used may take (see Prune).
-func (q *Queries) LeasePrune(ctx context.Context, arg LeasePruneParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, leasePrune,
+// LeasePrunable locks, in the prune's READ COMMITTED transaction, up to
+// row_limit rows of keyed lock name that have been free (released or
+// expired) for longer than older_than_us microseconds by the database
+// clock and whose token, the newest the row issued, is more than
+// older_than_us below the clock in microseconds; LeasePrune then deletes
+// them. The token test matters because a fresh row's token is the clock at
+// its statement's start: an acquisition that waited in the row lock queue
+// carries a clock from before its wait, and must find the row (and
+// GREATEST(token + 1, ...)) if any holding it did not see was issued less
+// than older_than_us ago; it also keeps a committed row-strategy holding,
+// whose expires_at is a 1970 sentinel, and a row whose token is ahead of a
+// clock that stepped back. A held row never matches: the test reads the
+// newest committed row under its row lock. SKIP LOCKED passes a row that
+// another transaction holds (a row holding, an acquisition in flight, an
+// operator's SELECT … FOR UPDATE) instead of waiting for it: a DELETE
+// that searched the range itself (REPEATABLE READ) waited on such a row
+// for the lock wait timeout with the keys it had read locked, stopping
+// their acquisitions and every new key's. The caller keeps older_than_us
+// at least the TTL, longer than any acquisition whose token is used may
+// take (see Prune).
+func (q *Queries) LeasePrunable(ctx context.Context, arg LeasePrunableParams) ([]string, error) {
+	rows, err := q.db.QueryContext(ctx, leasePrunable,
 		arg.Name,
 		arg.OlderThanUs,
 		arg.OlderThanUs,
 		arg.Limit,
 	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []string
+	for rows.Next() {
+		var lock_key string
+		if err := rows.Scan(&lock_key); err != nil {
+			return nil, err
+		}
+		items = append(items, lock_key)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const leasePrune = `-- name: LeasePrune :execrows
+DELETE FROM lockgen_locks
+WHERE name = ? AND lock_key IN (/*SLICE:lock_keys*/?)
+`
+
+type LeasePruneParams struct {
+	Name     string
+	LockKeys []string
+}
+
+// LeasePrune deletes the rows of lock name that LeasePrunable locked, in
+// the same transaction.
+func (q *Queries) LeasePrune(ctx context.Context, arg LeasePruneParams) (int64, error) {
+	query := leasePrune
+	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Name)
+	if len(arg.LockKeys) > 0 {
+		for _, v := range arg.LockKeys {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", strings.Repeat(",?", len(arg.LockKeys))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:lock_keys*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
 	if err != nil {
 		return 0, err
 	}

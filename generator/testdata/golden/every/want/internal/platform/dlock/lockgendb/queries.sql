@@ -112,25 +112,40 @@ SELECT lock_key, owner, token,
 FROM app_locks
 WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
 
--- name: LeasePrune :execrows
--- LeasePrune deletes up to row_limit rows of keyed lock name that have been
--- free (released or expired) for longer than older_than_us microseconds by
--- the database clock and whose token, the newest the row issued, is more
--- than older_than_us below the clock in microseconds. The token test
--- matters because a fresh row's token is the clock at its statement's
--- start: an acquisition that waited in the row lock queue carries a clock
--- from before its wait, and must find the row (and GREATEST(token + 1, ...))
--- if any holding it did not see was issued less than older_than_us ago; it
--- also keeps a committed row-strategy holding, whose expires_at is a 1970
--- sentinel, and a row whose token is ahead of a clock that stepped back.
--- A held row never matches; a row acquired meanwhile is re-checked under
--- its row lock and kept. The caller keeps older_than_us at least the TTL,
--- longer than any acquisition whose token is used may take (see Prune).
-DELETE FROM app_locks
+-- name: LeasePrunable :many
+-- LeasePrunable locks, in the prune's READ COMMITTED transaction, up to
+-- row_limit rows of keyed lock name that have been free (released or
+-- expired) for longer than older_than_us microseconds by the database
+-- clock and whose token, the newest the row issued, is more than
+-- older_than_us below the clock in microseconds; LeasePrune then deletes
+-- them. The token test matters because a fresh row's token is the clock at
+-- its statement's start: an acquisition that waited in the row lock queue
+-- carries a clock from before its wait, and must find the row (and
+-- GREATEST(token + 1, ...)) if any holding it did not see was issued less
+-- than older_than_us ago; it also keeps a committed row-strategy holding,
+-- whose expires_at is a 1970 sentinel, and a row whose token is ahead of a
+-- clock that stepped back. A held row never matches: the test reads the
+-- newest committed row under its row lock. SKIP LOCKED passes a row that
+-- another transaction holds (a row holding, an acquisition in flight, an
+-- operator's SELECT … FOR UPDATE) instead of waiting for it: a DELETE
+-- that searched the range itself (REPEATABLE READ) waited on such a row
+-- for the lock wait timeout with the keys it had read locked, stopping
+-- their acquisitions and every new key's. The caller keeps older_than_us
+-- at least the TTL, longer than any acquisition whose token is used may
+-- take (see Prune).
+SELECT lock_key
+FROM app_locks
 WHERE name = sqlc.arg(name) AND lock_key <> ''
   AND expires_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
   AND token < CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - CAST(sqlc.arg(older_than_us) AS SIGNED)
-LIMIT ?;
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: LeasePrune :execrows
+-- LeasePrune deletes the rows of lock name that LeasePrunable locked, in
+-- the same transaction.
+DELETE FROM app_locks
+WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
 
 -- name: SessionGetLock :one
 -- SessionGetLock waits up to timeout_us microseconds, on the server, for the
