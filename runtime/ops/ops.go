@@ -1,0 +1,246 @@
+package ops
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/lockgen/lockgen/runtime/jobs"
+)
+
+// Defaults and bounds of Config and of the list operations.
+const (
+	DefaultTablePrefix = "lockgen_"
+	DefaultTimeout     = 5 * time.Second
+	DefaultCountCap    = 10000
+	// DefaultLimit is a list's page size when the request gives none;
+	// MaxLimit the largest it may ask for.
+	DefaultLimit = 50
+	MaxLimit     = 500
+	// ScanLimit is how many rows one page of a list reads at most to find
+	// its items: a page with fewer items than asked, and a Next cursor,
+	// means the rows read so far held no more.
+	ScanLimit = 5000
+)
+
+// Config says which deployment the layer operates: its tables and what its
+// lockgen.yaml declares.
+type Config struct {
+	// TablePrefix prefixes the tables' names (DefaultTablePrefix when
+	// empty): <prefix>locks, <prefix>runs, <prefix>queues.
+	TablePrefix string
+	// Locks are the declared locks; Jobs the declared jobs; Queues the
+	// declared queues besides the jobs' own.
+	Locks  []Lock
+	Jobs   []Job
+	Queues []string
+	// Timeout bounds each statement (DefaultTimeout when 0).
+	Timeout time.Duration
+	// CountCap is how many index entries one count reads at most
+	// (DefaultCountCap when 0).
+	CountCap int
+}
+
+// Lock is a declared lock.
+type Lock struct {
+	Name     string `json:"name"`
+	Strategy string `json:"strategy"`
+	Keyed    bool   `json:"keyed"`
+	Leader   bool   `json:"leader"`
+}
+
+// Job is a declared job.
+type Job struct {
+	Name  string `json:"name"`
+	Queue string `json:"queue"`
+	// Schedule and Timezone are the cron spec and its IANA zone of a
+	// scheduled job; Schedule is empty otherwise.
+	Schedule string `json:"schedule,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
+}
+
+// Ops runs the operations against one database. It is safe for concurrent
+// use.
+type Ops struct {
+	db        *sql.DB
+	cfg       Config
+	q         queries
+	queues    []string // declared queues, sorted
+	schedules map[string]jobs.Schedule
+}
+
+// prefixPattern is what a table prefix may hold: it is pasted into SQL.
+var prefixPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
+// New checks cfg and renders the SQL for its table prefix. It fails with
+// an *Error (CodeInvalid) on a bad prefix or schedule; it does not touch
+// the database.
+func New(db *sql.DB, cfg Config) (*Ops, error) {
+	if db == nil {
+		return nil, invalid("db", "ops.New needs a database pool")
+	}
+	if cfg.TablePrefix == "" {
+		cfg.TablePrefix = DefaultTablePrefix
+	}
+	if !prefixPattern.MatchString(cfg.TablePrefix) {
+		return nil, invalid("table_prefix", "table prefix %q must be letters, digits and underscores, not starting with a digit", cfg.TablePrefix)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.CountCap <= 0 {
+		cfg.CountCap = DefaultCountCap
+	}
+	o := &Ops{db: db, cfg: cfg, q: render(cfg.TablePrefix), schedules: map[string]jobs.Schedule{}}
+	queues := slices.Clone(cfg.Queues)
+	for _, j := range cfg.Jobs {
+		if j.Queue == "" {
+			j.Queue = jobs.DefaultQueue
+		}
+		queues = append(queues, j.Queue)
+		if j.Schedule != "" {
+			s, err := jobs.ParseSchedule(j.Schedule, j.Timezone)
+			if err != nil {
+				return nil, invalid("jobs", "job %q: %v", j.Name, err)
+			}
+			o.schedules[j.Name] = s
+		}
+	}
+	slices.Sort(queues)
+	o.queues = slices.Compact(queues)
+	return o, nil
+}
+
+// Config returns the configuration, defaults filled in.
+func (o *Ops) Config() Config { return o.cfg }
+
+// DeclaredQueues returns the declared queues, sorted.
+func (o *Ops) DeclaredQueues() []string { return slices.Clone(o.queues) }
+
+// Code classifies an *Error for the doors: an HTTP status, a CLI exit.
+type Code string
+
+// The codes of Error.
+const (
+	// CodeInvalid: the request is wrong (HTTP 400, CLI exit 2).
+	CodeInvalid Code = "invalid"
+	// CodeNotFound: no such run (HTTP 404).
+	CodeNotFound Code = "not_found"
+	// CodeConflict: the run's state does not allow the change (HTTP 409).
+	CodeConflict Code = "conflict"
+	// CodeForbidden: the door refused a write (HTTP 403).
+	CodeForbidden Code = "forbidden"
+)
+
+// Error is an operation refused because of its input or the state of what
+// it names. Nothing was written.
+type Error struct {
+	Code Code `json:"code"`
+	// Field names the input at fault (for CodeInvalid), as the API spells
+	// it.
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is matches the sentinel of the error's code.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrInvalid:
+		return e.Code == CodeInvalid
+	case ErrNotFound:
+		return e.Code == CodeNotFound
+	case ErrConflict:
+		return e.Code == CodeConflict
+	case ErrForbidden:
+		return e.Code == CodeForbidden
+	}
+	return false
+}
+
+// Sentinels for errors.Is on an *Error.
+var (
+	ErrInvalid   = errors.New("ops: invalid request")
+	ErrNotFound  = errors.New("ops: not found")
+	ErrConflict  = errors.New("ops: conflict")
+	ErrForbidden = errors.New("ops: forbidden")
+)
+
+func invalid(field, format string, args ...any) *Error {
+	return &Error{Code: CodeInvalid, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// checkName checks a queue, job or lock name given by a request.
+func checkName(field, name string, max int) error {
+	switch {
+	case name == "" || len(name) > max:
+		return invalid(field, "%s must be 1 to %d bytes", field, max)
+	case !utf8.ValidString(name):
+		return invalid(field, "%s is not valid UTF-8", field)
+	}
+	return nil
+}
+
+// checkQueue accepts a declared queue only: a pause of a queue no job uses
+// would be a typo that silently does nothing.
+func (o *Ops) checkQueue(queue string) error {
+	if err := checkName("queue", queue, jobs.MaxQueue); err != nil {
+		return err
+	}
+	if !slices.Contains(o.queues, queue) {
+		return invalid("queue", "no job uses queue %q (the queues are %s)", queue, strings.Join(o.queues, ", "))
+	}
+	return nil
+}
+
+// checkJob accepts a declared job only.
+func (o *Ops) checkJob(job string) error {
+	if err := checkName("job", job, jobs.MaxJobName); err != nil {
+		return err
+	}
+	for _, j := range o.cfg.Jobs {
+		if j.Name == job {
+			return nil
+		}
+	}
+	names := make([]string, len(o.cfg.Jobs))
+	for i, j := range o.cfg.Jobs {
+		names[i] = j.Name
+	}
+	return invalid("job", "no job is named %q (the jobs are %s)", job, strings.Join(names, ", "))
+}
+
+// checkLimit fills in and bounds a page size.
+func checkLimit(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return DefaultLimit, nil
+	case limit < 0 || limit > MaxLimit:
+		return 0, invalid("limit", "limit must be 1 to %d", MaxLimit)
+	}
+	return limit, nil
+}
+
+// bounded returns ctx bounded by the statement timeout.
+func (o *Ops) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, o.cfg.Timeout)
+}
+
+// peek runs fn in a read-only READ UNCOMMITTED transaction: the locks
+// table's row holdings are uncommitted rows, and a look that takes no
+// lock must see them.
+func (o *Ops) peek(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := o.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadUncommitted, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(tx)
+}

@@ -1,0 +1,360 @@
+package ops_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/jobs"
+	"github.com/lockgen/lockgen/runtime/ops"
+)
+
+// deployment is what the tests' lockgen.yaml would declare.
+var deployment = ops.Config{
+	Locks: []ops.Lock{
+		{Name: "master", Strategy: "lease", Leader: true},
+		{Name: "orders", Strategy: "lease", Keyed: true},
+		{Name: "rows", Strategy: "row", Keyed: true},
+	},
+	Jobs: []ops.Job{
+		{Name: "test", Queue: "default"},
+		{Name: "mail", Queue: "mail"},
+		{Name: "tick", Queue: "default", Schedule: "@every 1m"},
+	},
+}
+
+type fixture struct {
+	db    *sql.DB
+	locks *runtime.Client
+	jobs  *jobs.Client
+	ops   *ops.Ops
+}
+
+func newFixture(t *testing.T, cfg ops.Config) *fixture {
+	t.Helper()
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	store := lockgendb.NewStore(db)
+	c, err := runtime.NewClient(store, runtime.WithOwner("node-a"))
+	require.NoError(t, err)
+	j, err := jobs.NewClient(c, store)
+	require.NoError(t, err)
+	o, err := ops.New(tdb.Open(t), cfg)
+	require.NoError(t, err)
+	return &fixture{db: db, locks: c, jobs: j, ops: o}
+}
+
+func (f *fixture) lock(t *testing.T, cfg runtime.LockConfig) *runtime.Lock {
+	t.Helper()
+	l, err := f.locks.Lock(cfg)
+	require.NoError(t, err)
+	return l
+}
+
+func (f *fixture) enqueue(t *testing.T, r jobs.NewRun) int64 {
+	t.Helper()
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = 3
+	}
+	if r.Timeout == 0 {
+		r.Timeout = time.Minute
+	}
+	if r.Args == nil {
+		r.Args = []byte(`{"n":1}`)
+	}
+	id, err := f.jobs.Enqueue(context.Background(), nil, r)
+	require.NoError(t, err)
+	return id
+}
+
+// requireCode fails unless err is an *ops.Error with the code and field.
+func requireCode(t *testing.T, err error, code ops.Code, field string) {
+	t.Helper()
+	var e *ops.Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, code, e.Code, "%v", err)
+	assert.Equal(t, field, e.Field, "%v", err)
+	assert.NotEmpty(t, e.Message)
+}
+
+// TestStatusShowsLeadersLocksQueuesAndSchedules: the overview tells, by
+// the database clock, who leads with which token and for how long, how
+// many keys of each lock are held (a row-strategy holding, an uncommitted
+// row, included), each queue's runs by state, and each schedule's next and
+// newest tick.
+func TestStatusShowsLeadersLocksQueuesAndSchedules(t *testing.T) {
+	f := newFixture(t, deployment)
+	ctx := context.Background()
+	leader, err := f.lock(t, runtime.LockConfig{Name: "master", TTL: 30 * time.Second}).Try(ctx, "")
+	require.NoError(t, err)
+	defer func() { _ = leader.Release(ctx) }()
+	orders := f.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 30 * time.Second})
+	for _, key := range []string{"a", "b", "c"} {
+		lease, err := orders.Try(ctx, key)
+		require.NoError(t, err)
+		if key == "c" {
+			require.NoError(t, lease.Release(ctx))
+			continue
+		}
+		defer func() { _ = lease.Release(ctx) }()
+	}
+	rowHeld, err := f.lock(t, runtime.LockConfig{Name: "rows", Keyed: true, Strategy: runtime.StrategyRow}).Try(ctx, "r1")
+	require.NoError(t, err)
+	defer func() { _ = rowHeld.Release(ctx) }()
+
+	for i := 0; i < 3; i++ {
+		f.enqueue(t, jobs.NewRun{Job: "test"})
+	}
+	f.enqueue(t, jobs.NewRun{Job: "test", Delay: time.Hour})
+	f.enqueue(t, jobs.NewRun{Job: "mail", Queue: "mail"})
+	tick := time.Now().UTC().Truncate(time.Minute)
+	tickRun := f.enqueue(t, jobs.NewRun{Job: "tick", ScheduledAt: tick})
+	_, err = f.ops.PauseQueue(ctx, "mail")
+	require.NoError(t, err)
+
+	st, err := f.ops.Status(ctx)
+	require.NoError(t, err)
+	assert.WithinDuration(t, time.Now(), st.Time, 5*time.Second)
+	require.Len(t, st.Leaders, 1)
+	l := st.Leaders[0]
+	assert.Equal(t, "master", l.Lock)
+	assert.Equal(t, "node-a", l.Owner)
+	assert.Equal(t, leader.Token(), l.Token)
+	require.NotNil(t, l.TimeLeftMS)
+	assert.Greater(t, *l.TimeLeftMS, int64(20_000))
+	assert.LessOrEqual(t, *l.TimeLeftMS, int64(30_000))
+
+	held := map[string]int64{}
+	for _, s := range st.Locks {
+		held[s.Name] = s.Held
+		assert.True(t, s.Exact, s.Name)
+	}
+	assert.Equal(t, map[string]int64{"master": 1, "orders": 2, "rows": 1}, held)
+
+	byName := map[string]ops.Queue{}
+	for _, q := range st.Queues {
+		byName[q.Name] = q
+	}
+	require.Len(t, byName, 2)
+	assert.Equal(t, ops.Counts{Due: 4, Scheduled: 1, Exact: true}, byName["default"].Counts, "3 test runs and the tick due, one test run in an hour")
+	assert.False(t, byName["default"].Paused)
+	assert.Equal(t, ops.Counts{Due: 1, Exact: true}, byName["mail"].Counts)
+	assert.True(t, byName["mail"].Paused)
+	require.NotNil(t, byName["mail"].PausedAt)
+
+	require.Len(t, st.Schedules, 1)
+	s := st.Schedules[0]
+	assert.Equal(t, "tick", s.Job)
+	assert.True(t, s.Next.After(st.Time) && !s.Next.After(st.Time.Add(time.Minute)), "next tick %v after %v", s.Next, st.Time)
+	require.NotNil(t, s.LastTick)
+	assert.True(t, tick.Equal(*s.LastTick), "last tick %v, want %v", s.LastTick, tick)
+	assert.Equal(t, "available", s.LastState)
+	assert.Equal(t, tickRun, s.LastRun)
+}
+
+// TestStatusCountsStopAtTheCap: a count reads at most CountCap entries and
+// says when it stopped there.
+func TestStatusCountsStopAtTheCap(t *testing.T) {
+	cfg := deployment
+	cfg.CountCap = 2
+	f := newFixture(t, cfg)
+	for i := 0; i < 3; i++ {
+		f.enqueue(t, jobs.NewRun{Job: "test"})
+	}
+	qs, err := f.ops.Queues(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "default", qs[0].Name)
+	assert.Equal(t, ops.Counts{Due: 2, Exact: false}, qs[0].Counts)
+}
+
+// TestLocksPagesHeldRowsOnly: the held-locks list pages in (lock, key)
+// order with an opaque cursor, skips free rows, filters by lock, and
+// refuses a cursor it did not make.
+func TestLocksPagesHeldRowsOnly(t *testing.T) {
+	f := newFixture(t, deployment)
+	ctx := context.Background()
+	orders := f.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 30 * time.Second})
+	var want []string
+	for i := 0; i < 10; i++ {
+		key := fmt.Sprintf("k%02d", i)
+		lease, err := orders.Try(ctx, key)
+		require.NoError(t, err)
+		if i%3 == 0 {
+			require.NoError(t, lease.Release(ctx)) // free rows between held ones
+			continue
+		}
+		want = append(want, key)
+		defer func() { _ = lease.Release(ctx) }()
+	}
+	leader, err := f.lock(t, runtime.LockConfig{Name: "master", TTL: 30 * time.Second}).Try(ctx, "")
+	require.NoError(t, err)
+	defer func() { _ = leader.Release(ctx) }()
+
+	var got []string
+	var pages int
+	filter := ops.LocksFilter{Name: "orders", Limit: 4}
+	for {
+		page, err := f.ops.Locks(ctx, filter)
+		require.NoError(t, err)
+		pages++
+		for _, h := range page.Items {
+			assert.Equal(t, "orders", h.Lock)
+			assert.Equal(t, "node-a", h.Owner)
+			assert.Equal(t, "lease", h.Strategy)
+			got = append(got, h.Key)
+		}
+		if page.Next == "" {
+			break
+		}
+		filter.After = page.Next
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, 2, pages, "6 held keys in pages of 4")
+
+	all, err := f.ops.Locks(ctx, ops.LocksFilter{})
+	require.NoError(t, err)
+	require.Len(t, all.Items, 7)
+	assert.Equal(t, "master", all.Items[0].Lock)
+	assert.Equal(t, leader.Token(), all.Items[0].Token)
+
+	_, err = f.ops.Locks(ctx, ops.LocksFilter{After: "not a cursor"})
+	requireCode(t, err, ops.CodeInvalid, "after")
+	_, err = f.ops.Locks(ctx, ops.LocksFilter{Limit: ops.MaxLimit + 1})
+	requireCode(t, err, ops.CodeInvalid, "limit")
+}
+
+// TestRunsPagesNewestFirstAndFilters: runs page newest first by ID, filter
+// by job, queue and state, and every bad filter names its field.
+func TestRunsPagesNewestFirstAndFilters(t *testing.T) {
+	f := newFixture(t, deployment)
+	ctx := context.Background()
+	var ids []int64
+	for i := 0; i < 7; i++ {
+		job, queue := "test", ""
+		if i%2 == 1 {
+			job, queue = "mail", "mail"
+		}
+		ids = append(ids, f.enqueue(t, jobs.NewRun{Job: job, Queue: queue, Args: []byte(fmt.Sprintf(`{"n":%d}`, i))}))
+	}
+	var got []int64
+	filter := ops.RunsFilter{Limit: 3}
+	for {
+		page, err := f.ops.Runs(ctx, filter)
+		require.NoError(t, err)
+		for _, r := range page.Items {
+			got = append(got, r.ID)
+			assert.Empty(t, r.Args, "a page carries no args")
+		}
+		if page.Next == "" {
+			break
+		}
+		filter.After = page.Next
+	}
+	assert.Equal(t, []int64{ids[6], ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}, got)
+
+	mail, err := f.ops.Runs(ctx, ops.RunsFilter{Job: "mail"})
+	require.NoError(t, err)
+	require.Len(t, mail.Items, 3)
+	for _, r := range mail.Items {
+		assert.Equal(t, "mail", r.Queue)
+		assert.Equal(t, "available", r.State)
+	}
+	_, err = f.ops.CancelRun(ctx, ids[0])
+	require.NoError(t, err)
+	cancelled, err := f.ops.Runs(ctx, ops.RunsFilter{Queue: "default", State: "cancelled"})
+	require.NoError(t, err)
+	require.Len(t, cancelled.Items, 1)
+	assert.Equal(t, ids[0], cancelled.Items[0].ID)
+
+	for _, c := range []struct {
+		filter ops.RunsFilter
+		field  string
+	}{
+		{ops.RunsFilter{Job: "nope"}, "job"},
+		{ops.RunsFilter{Queue: "nope"}, "queue"},
+		{ops.RunsFilter{State: "done"}, "state"},
+		{ops.RunsFilter{After: "12; DROP TABLE lockgen_runs"}, "after"},
+		{ops.RunsFilter{After: "-4"}, "after"},
+		{ops.RunsFilter{Limit: -1}, "limit"},
+	} {
+		_, err := f.ops.Runs(ctx, c.filter)
+		requireCode(t, err, ops.CodeInvalid, c.field)
+	}
+}
+
+// TestCancelRetryAndPauseChangeOneRowEach: an operator's changes take
+// effect in the database, and a change the run's state does not allow is
+// a conflict that changes nothing.
+func TestCancelRetryAndPauseChangeOneRowEach(t *testing.T) {
+	f := newFixture(t, deployment)
+	ctx := context.Background()
+	id := f.enqueue(t, jobs.NewRun{Job: "test", Args: []byte(`{"n":42}`)})
+	r, err := f.ops.Run(ctx, id)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"n":42}`, string(r.Args))
+	assert.Equal(t, int64(60_000), r.TimeoutMS)
+	body, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `"args":{"n":42}`)
+
+	_, err = f.ops.RetryRun(ctx, id)
+	requireCode(t, err, ops.CodeConflict, "")
+	r, err = f.ops.CancelRun(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "cancelled", r.State)
+	require.NotNil(t, r.FinishedAt)
+	_, err = f.ops.CancelRun(ctx, id)
+	requireCode(t, err, ops.CodeConflict, "")
+	info, err := f.jobs.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.RunState("cancelled"), info.State)
+
+	r, err = f.ops.RetryRun(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "available", r.State)
+	assert.Nil(t, r.FinishedAt)
+	info, err = f.jobs.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.RunState("available"), info.State)
+
+	_, err = f.ops.Run(ctx, id+1000)
+	requireCode(t, err, ops.CodeNotFound, "id")
+	_, err = f.ops.CancelRun(ctx, id+1000)
+	requireCode(t, err, ops.CodeNotFound, "id")
+	_, err = f.ops.Run(ctx, 0)
+	requireCode(t, err, ops.CodeInvalid, "id")
+
+	q, err := f.ops.PauseQueue(ctx, "default")
+	require.NoError(t, err)
+	assert.True(t, q.Paused)
+	seen, err := f.jobs.Queues(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, seen)
+	assert.Equal(t, "default", seen[0].Name)
+	assert.True(t, seen[0].Paused, "the runtime reads the pause the operator wrote")
+	q, err = f.ops.ResumeQueue(ctx, "default")
+	require.NoError(t, err)
+	assert.False(t, q.Paused)
+	assert.Nil(t, q.PausedAt)
+	_, err = f.ops.PauseQueue(ctx, "defualt")
+	requireCode(t, err, ops.CodeInvalid, "queue")
+	_, err = f.ops.PauseQueue(ctx, "")
+	requireCode(t, err, ops.CodeInvalid, "queue")
+}
+
+// TestNewRefusesABadPrefix: the prefix is pasted into SQL.
+func TestNewRefusesABadPrefix(t *testing.T) {
+	_, err := ops.New(&sql.DB{}, ops.Config{TablePrefix: "x; DROP TABLE y; --"})
+	requireCode(t, err, ops.CodeInvalid, "table_prefix")
+	_, err = ops.New(&sql.DB{}, ops.Config{Jobs: []ops.Job{{Name: "j", Schedule: "every day"}}})
+	requireCode(t, err, ops.CodeInvalid, "jobs")
+}

@@ -1,0 +1,75 @@
+package ops
+
+import "strings"
+
+// utcNow is the database clock in UTC with microseconds, as the runtime's
+// statements read it.
+const utcNow = "(UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)"
+
+// heldExpr is true for a row that shows a holding: a lease until its
+// expiry, a session holding (the far-future mark) until its release, a
+// row-strategy holding (the 1970 mark, uncommitted: seen by a READ
+// UNCOMMITTED read) until its transaction ends.
+const heldExpr = "(owner <> '' AND (expires_at > " + utcNow + " OR expires_at = '1970-01-01 00:00:02'))"
+
+// queries are the layer's statements for one table prefix. Every read is a
+// consistent read (or, for the locks table, a READ UNCOMMITTED one): none
+// locks a row. Every write changes one row by primary key.
+type queries struct {
+	now string
+	// leaders reads the unkeyed rows of the named locks (IN list appended).
+	leaders string
+	// lockCount counts, among the first cap rows of a lock, those held.
+	lockCount string
+	// locksScan reads up to ScanLimit rows after a cursor, in key order;
+	// locksScanName the same within one lock; locksScanNameFrom from a
+	// key on, that key included.
+	locksScan, locksScanName, locksScanNameFrom string
+	// queueCounts counts a queue's runs by state, each count capped.
+	queueCounts string
+	queuesRows  string
+	queuePause  string
+	queueResume string
+	queueGet    string
+	// lastTick is a scheduled job's newest tick.
+	lastTick string
+	// runsScan reads the filter columns of up to ScanLimit runs below an
+	// id, newest first; runsGet the listed columns of the runs of an IN
+	// list (appended); runGet one run in full.
+	runsScan, runsList, runGet string
+	runCancel, runRetry        string
+}
+
+func render(prefix string) queries {
+	locks, runs, queues := prefix+"locks", prefix+"runs", prefix+"queues"
+	r := strings.NewReplacer("{locks}", locks, "{runs}", runs, "{queues}", queues, "{now}", utcNow, "{held}", heldExpr)
+	lockCols := "name, lock_key, owner, token, acquired_at, expires_at, TIMESTAMPDIFF(MICROSECOND, {now}, expires_at), {held}"
+	runCols := "id, job, queue, state, priority, run_at, scheduled_at, attempt, max_attempts, worker, deadline, created_at, finished_at, unique_key, last_error"
+	return queries{
+		now:           r.Replace("SELECT {now}"),
+		leaders:       r.Replace("SELECT " + lockCols + " FROM {locks} WHERE lock_key = '' AND {held} AND name IN "),
+		lockCount:     r.Replace("SELECT COUNT(*), COALESCE(SUM(held), 0) FROM (SELECT {held} AS held FROM {locks} WHERE name = ? LIMIT ?) t"),
+		locksScan:     r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name > ? OR (name = ? AND lock_key > ?) ORDER BY name, lock_key LIMIT ?"),
+		locksScanName: r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name = ? AND lock_key > ? ORDER BY lock_key LIMIT ?"),
+		locksScanNameFrom: r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name = ? AND lock_key >= ? ORDER BY lock_key LIMIT ?"),
+		queueCounts: r.Replace(`SELECT COUNT(*), COALESCE(SUM(run_at <= {now}), 0), COALESCE(SUM(attempt > 0), 0) FROM (SELECT run_at, attempt FROM {runs} WHERE queue = ? AND state = 'available' LIMIT ?) a
+UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND state = 'running' LIMIT ?) r
+UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND state = 'orphaned' LIMIT ?) o
+UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND state = 'discarded' LIMIT ?) d`),
+		queuesRows:  r.Replace("SELECT queue, paused, paused_at FROM {queues} ORDER BY queue LIMIT 1000"),
+		queueGet:    r.Replace("SELECT paused, paused_at FROM {queues} WHERE queue = ?"),
+		queuePause:  r.Replace("INSERT INTO {queues} (queue, paused, paused_at, updated_at) VALUES (?, 1, {now}, {now}) ON DUPLICATE KEY UPDATE paused_at = IF(paused = 1, paused_at, {now}), updated_at = IF(paused = 1, updated_at, {now}), paused = 1"),
+		queueResume: r.Replace("UPDATE {queues} SET paused = 0, paused_at = NULL, updated_at = {now} WHERE queue = ? AND paused = 1"),
+		lastTick:    r.Replace("SELECT id, scheduled_at, state FROM {runs} WHERE job = ? AND dedupe >= 't' AND dedupe < 'u' ORDER BY dedupe DESC LIMIT 1"),
+		runsScan:    r.Replace("SELECT id, job, queue, state FROM {runs} WHERE id < ? ORDER BY id DESC LIMIT ?"),
+		runsList:    r.Replace("SELECT " + runCols + " FROM {runs} WHERE id IN "),
+		runGet:      r.Replace("SELECT " + runCols + ", args, claim, timeout_us FROM {runs} WHERE id = ?"),
+		runCancel:   r.Replace("UPDATE {runs} SET state = 'cancelled', finished_at = {now} WHERE id = ? AND state = 'available'"),
+		runRetry:    r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled')"),
+	}
+}
+
+// inList returns "(?, ?, …)" for n values.
+func inList(n int) string {
+	return "(" + strings.TrimSuffix(strings.Repeat("?, ", n), ", ") + ")"
+}
