@@ -46,11 +46,11 @@ func render(prefix string) queries {
 	lockCols := "name, lock_key, owner, token, acquired_at, expires_at, TIMESTAMPDIFF(MICROSECOND, {now}, expires_at), {held}"
 	runCols := "id, job, queue, state, priority, run_at, scheduled_at, attempt, max_attempts, worker, deadline, created_at, finished_at, unique_key, last_error"
 	return queries{
-		now:           r.Replace("SELECT {now}"),
-		leaders:       r.Replace("SELECT " + lockCols + " FROM {locks} WHERE lock_key = '' AND {held} AND name IN "),
-		lockCount:     r.Replace("SELECT COUNT(*), COALESCE(SUM(held), 0) FROM (SELECT {held} AS held FROM {locks} WHERE name = ? LIMIT ?) t"),
-		locksScan:     r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name > ? OR (name = ? AND lock_key > ?) ORDER BY name, lock_key LIMIT ?"),
-		locksScanName: r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name = ? AND lock_key > ? ORDER BY lock_key LIMIT ?"),
+		now:               r.Replace("SELECT {now}"),
+		leaders:           r.Replace("SELECT " + lockCols + " FROM {locks} WHERE lock_key = '' AND {held} AND name IN "),
+		lockCount:         r.Replace("SELECT COUNT(*), COALESCE(SUM(held), 0) FROM (SELECT {held} AS held FROM {locks} WHERE name = ? LIMIT ?) t"),
+		locksScan:         r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name > ? OR (name = ? AND lock_key > ?) ORDER BY name, lock_key LIMIT ?"),
+		locksScanName:     r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name = ? AND lock_key > ? ORDER BY lock_key LIMIT ?"),
 		locksScanNameFrom: r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name = ? AND lock_key >= ? ORDER BY lock_key LIMIT ?"),
 		queueCounts: r.Replace(`SELECT COUNT(*), COALESCE(SUM(run_at <= {now}), 0), COALESCE(SUM(attempt > 0), 0) FROM (SELECT run_at, attempt FROM {runs} WHERE queue = ? AND state = 'available' LIMIT ?) a
 UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND state = 'running' LIMIT ?) r
