@@ -1,0 +1,249 @@
+package lockgenapi_test
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/lockgenapi"
+	"github.com/lockgen/lockgen/runtime/ops"
+)
+
+const token = "s3cret-write-token"
+
+// testDB creates a database of its own on the test server
+// (LOCKGEN_TEST_DSN, default MariaDB on 127.0.0.1:3306) with the
+// repository's schema (queries/schema.sql), and drops it after the test.
+func testDB(t *testing.T) *sql.DB {
+	t.Helper()
+	dsn := os.Getenv("LOCKGEN_TEST_DSN")
+	if dsn == "" {
+		dsn = "root@tcp(127.0.0.1:3306)/test"
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	require.NoError(t, err)
+	cfg.ParseTime = true
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close() })
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "lockgen_api_" + hex.EncodeToString(b[:])
+	_, err = admin.Exec("CREATE DATABASE " + name)
+	require.NoError(t, err, "is the test server running? `make test` starts it")
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE " + name) })
+	cfg.DBName = name
+	cfg.MultiStatements = true
+	schema, err := os.ReadFile("../queries/schema.sql")
+	require.NoError(t, err)
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.Exec(string(schema))
+	require.NoError(t, err)
+	return db
+}
+
+var config = ops.Config{
+	Locks: []ops.Lock{{Name: "master", Strategy: "lease", Leader: true}, {Name: "orders", Strategy: "lease", Keyed: true}},
+	Jobs:  []ops.Job{{Name: "test", Queue: "default"}, {Name: "mail", Queue: "mail"}},
+}
+
+// server starts the handler over a fresh database holding a leader, two
+// held keys and a few runs.
+func server(t *testing.T, opts lockgenapi.Options) (*httptest.Server, *sql.DB) {
+	t.Helper()
+	db := testDB(t)
+	now := "UTC_TIMESTAMP(6)"
+	for _, key := range []string{"", "a", "b"} {
+		name := "orders"
+		if key == "" {
+			name = "master"
+		}
+		_, err := db.Exec("INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES (?, ?, 'node-a', 7, "+now+", "+now+" + INTERVAL 30 SECOND)", name, key)
+		require.NoError(t, err)
+	}
+	for i, job := range []string{"test", "test", "mail"} {
+		queue := map[string]string{"test": "default", "mail": "mail"}[job]
+		_, err := db.Exec("INSERT INTO lockgen_runs (job, queue, state, run_at, args, max_attempts, timeout_us, created_at) VALUES (?, ?, 'available', "+now+", ?, 3, 60000000, "+now+")",
+			job, queue, fmt.Sprintf(`{"n":%d}`, i))
+		require.NoError(t, err)
+	}
+	o, err := ops.New(db, config)
+	require.NoError(t, err)
+	srv := httptest.NewServer(lockgenapi.New(o, opts))
+	t.Cleanup(srv.Close)
+	return srv, db
+}
+
+// call sends a request and decodes the JSON answer.
+func call(t *testing.T, srv *httptest.Server, method, path, auth string, body io.Reader) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, body)
+	require.NoError(t, err)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, "application/json; charset=utf-8", resp.Header.Get("Content-Type"), "%s %s", method, path)
+	var doc map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&doc), "%s %s", method, path)
+	return resp.StatusCode, doc
+}
+
+func errorOf(doc map[string]any) (code, field string) {
+	e, _ := doc["error"].(map[string]any)
+	code, _ = e["code"].(string)
+	field, _ = e["field"].(string)
+	return code, field
+}
+
+// TestReadEndpoints: every read answers the documents of package ops.
+func TestReadEndpoints(t *testing.T) {
+	srv, _ := server(t, lockgenapi.Options{})
+	code, st := call(t, srv, "GET", "/api/v1/status", "", nil)
+	require.Equal(t, 200, code, st)
+	leaders := st["leaders"].([]any)
+	require.Len(t, leaders, 1)
+	assert.Equal(t, "master", leaders[0].(map[string]any)["lock"])
+	assert.Equal(t, 7.0, leaders[0].(map[string]any)["token"])
+	queues := st["queues"].([]any)
+	require.Len(t, queues, 2)
+	assert.Equal(t, map[string]any{"due": 2.0, "scheduled": 0.0, "retrying": 0.0, "running": 0.0, "orphaned": 0.0, "discarded": 0.0, "exact": true},
+		queues[0].(map[string]any)["counts"])
+
+	code, page := call(t, srv, "GET", "/api/v1/locks?name=orders&limit=1", "", nil)
+	require.Equal(t, 200, code, page)
+	require.Len(t, page["items"], 1)
+	next := page["next"].(string)
+	code, page = call(t, srv, "GET", "/api/v1/locks?name=orders&limit=1&after="+next, "", nil)
+	require.Equal(t, 200, code, page)
+	assert.Equal(t, "b", page["items"].([]any)[0].(map[string]any)["key"])
+
+	code, page = call(t, srv, "GET", "/api/v1/runs?job=test", "", nil)
+	require.Equal(t, 200, code, page)
+	items := page["items"].([]any)
+	require.Len(t, items, 2)
+	id := int64(items[0].(map[string]any)["id"].(float64))
+	code, run := call(t, srv, "GET", fmt.Sprintf("/api/v1/runs/%d", id), "", nil)
+	require.Equal(t, 200, code, run)
+	assert.Equal(t, map[string]any{"n": 1.0}, run["args"])
+
+	code, qs := call(t, srv, "GET", "/api/v1/queues", "", nil)
+	require.Equal(t, 200, code, qs)
+	assert.Len(t, qs["items"], 2)
+}
+
+// TestBadInputIs4xxNamingTheField: each bad request is answered 4xx with
+// the field at fault, never 500, and writes nothing.
+func TestBadInputIs4xxNamingTheField(t *testing.T) {
+	srv, db := server(t, lockgenapi.Options{WriteToken: token})
+	bearer := "Bearer " + token
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		code, field        string
+	}{
+		{"GET", "/api/v1/runs?limit=abc", "", 400, "invalid", "limit"},
+		{"GET", "/api/v1/runs?limit=100000", "", 400, "invalid", "limit"},
+		{"GET", "/api/v1/runs?state=done", "", 400, "invalid", "state"},
+		{"GET", "/api/v1/runs?job=nope", "", 400, "invalid", "job"},
+		{"GET", "/api/v1/runs?queue=nope", "", 400, "invalid", "queue"},
+		{"GET", "/api/v1/runs?after=1%27%20OR%201=1", "", 400, "invalid", "after"},
+		{"GET", "/api/v1/runs?jbo=test", "", 400, "invalid", "jbo"},
+		{"GET", "/api/v1/runs?job=test&job=mail", "", 400, "invalid", "job"},
+		{"GET", "/api/v1/locks?name=%ff", "", 400, "invalid", "name"},
+		{"GET", "/api/v1/locks?after=zzz", "", 400, "invalid", "after"},
+		{"GET", "/api/v1/runs/abc", "", 400, "invalid", "id"},
+		{"GET", "/api/v1/runs/-3", "", 400, "invalid", "id"},
+		{"GET", "/api/v1/runs/99999999", "", 404, "not_found", "id"},
+		{"GET", "/api/v1/nope", "", 404, "not_found", ""},
+		{"DELETE", "/api/v1/runs/1", "", 405, "method_not_allowed", ""},
+		{"POST", "/api/v1/queues/nope/pause", "", 400, "invalid", "queue"},
+		{"POST", "/api/v1/queues/default';%20DROP%20TABLE%20lockgen_runs;--/pause", "", 400, "invalid", "queue"},
+		{"POST", "/api/v1/queues/default/pause", "not json", 400, "invalid", ""},
+		{"POST", "/api/v1/queues/default/pause", strings.Repeat("x", lockgenapi.MaxBody+1), 413, "invalid", ""},
+		{"POST", "/api/v1/runs/abc/cancel", "", 400, "invalid", "id"},
+		{"POST", "/api/v1/runs/99999999/retry", "", 404, "not_found", "id"},
+	} {
+		status, doc := call(t, srv, c.method, c.path, bearer, strings.NewReader(c.body))
+		assert.Equal(t, c.status, status, "%s %s: %v", c.method, c.path, doc)
+		code, field := errorOf(doc)
+		assert.Equal(t, c.code, code, "%s %s", c.method, c.path)
+		assert.Equal(t, c.field, field, "%s %s", c.method, c.path)
+	}
+	var paused, runs int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_queues").Scan(&paused))
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_runs WHERE state = 'available'").Scan(&runs))
+	assert.Zero(t, paused, "a refused pause wrote nothing")
+	assert.Equal(t, 3, runs)
+}
+
+// TestWritesNeedAuthority: a server without a write token is read-only; with
+// one, a write needs it as a bearer token; an authorization hook decides
+// instead when set. A refused write changes nothing; an allowed one takes
+// effect in the database.
+func TestWritesNeedAuthority(t *testing.T) {
+	readOnly, db := server(t, lockgenapi.Options{})
+	status, doc := call(t, readOnly, "POST", "/api/v1/queues/default/pause", "Bearer anything", nil)
+	assert.Equal(t, 403, status)
+	code, _ := errorOf(doc)
+	assert.Equal(t, "forbidden", code)
+
+	srv, db := server(t, lockgenapi.Options{WriteToken: token})
+	for _, auth := range []string{"", "Bearer wrong", "Basic " + token, token, "Bearer " + token + "x"} {
+		status, doc := call(t, srv, "POST", "/api/v1/queues/default/pause", auth, nil)
+		assert.Equal(t, 401, status, "auth %q", auth)
+		code, _ := errorOf(doc)
+		assert.Equal(t, "unauthorized", code)
+	}
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM lockgen_queues").Scan(&n))
+	assert.Zero(t, n)
+
+	status, doc = call(t, srv, "POST", "/api/v1/queues/default/pause", "Bearer "+token, strings.NewReader("{}"))
+	require.Equal(t, 200, status, doc)
+	assert.Equal(t, true, doc["paused"])
+	var paused bool
+	require.NoError(t, db.QueryRow("SELECT paused FROM lockgen_queues WHERE queue = 'default'").Scan(&paused))
+	assert.True(t, paused)
+	status, doc = call(t, srv, "POST", "/api/v1/queues/default/resume", "Bearer "+token, nil)
+	require.Equal(t, 200, status, doc)
+	assert.Equal(t, false, doc["paused"])
+
+	var id int64
+	require.NoError(t, db.QueryRow("SELECT MIN(id) FROM lockgen_runs").Scan(&id))
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/cancel", id), "Bearer "+token, nil)
+	require.Equal(t, 200, status, doc)
+	assert.Equal(t, "cancelled", doc["state"])
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/cancel", id), "Bearer "+token, nil)
+	assert.Equal(t, 409, status, doc)
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/retry", id), "Bearer "+token, nil)
+	require.Equal(t, 200, status, doc)
+	assert.Equal(t, "available", doc["state"])
+
+	hooked, _ := server(t, lockgenapi.Options{WriteToken: token, Authorize: func(r *http.Request) error {
+		if r.Header.Get("X-Admin") != "yes" {
+			return errors.New("admins only")
+		}
+		return nil
+	}})
+	status, doc = call(t, hooked, "POST", "/api/v1/queues/mail/pause", "Bearer "+token, nil)
+	assert.Equal(t, 403, status, "the hook decides, not the token")
+	assert.Contains(t, doc["error"].(map[string]any)["message"], "admins only")
+}

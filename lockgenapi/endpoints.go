@@ -1,0 +1,210 @@
+package lockgenapi
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/lockgen/lockgen/runtime/ops"
+)
+
+// routes registers one handler per operation.
+func (h *handler) routes() {
+	h.mux.HandleFunc("GET /api/v1/status", h.status)
+	h.mux.HandleFunc("GET /api/v1/locks", h.locks)
+	h.mux.HandleFunc("GET /api/v1/queues", h.queues)
+	h.mux.HandleFunc("POST /api/v1/queues/{queue}/pause", h.pause)
+	h.mux.HandleFunc("POST /api/v1/queues/{queue}/resume", h.resume)
+	h.mux.HandleFunc("GET /api/v1/runs", h.runs)
+	h.mux.HandleFunc("GET /api/v1/runs/{id}", h.run)
+	h.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", h.cancel)
+	h.mux.HandleFunc("POST /api/v1/runs/{id}/retry", h.retry)
+}
+
+// GET /api/v1/status
+func (h *handler) status(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.query(w, r); !ok {
+		return
+	}
+	st, err := h.ops.Status(r.Context())
+	h.answer(w, r, http.StatusOK, st, err)
+}
+
+// GET /api/v1/locks?name=&after=&limit=
+func (h *handler) locks(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.query(w, r, "name", "after", "limit")
+	if !ok {
+		return
+	}
+	limit, ok := h.limit(w, r, q)
+	if !ok {
+		return
+	}
+	page, err := h.ops.Locks(r.Context(), ops.LocksFilter{Name: q.Get("name"), After: q.Get("after"), Limit: limit})
+	h.answer(w, r, http.StatusOK, page, err)
+}
+
+// GET /api/v1/queues
+func (h *handler) queues(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.query(w, r); !ok {
+		return
+	}
+	qs, err := h.ops.Queues(r.Context())
+	h.answer(w, r, http.StatusOK, map[string]any{"items": qs}, err)
+}
+
+// POST /api/v1/queues/{queue}/pause
+func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
+	if !h.writeRequest(w, r) {
+		return
+	}
+	q, err := h.ops.PauseQueue(r.Context(), r.PathValue("queue"))
+	h.answer(w, r, http.StatusOK, q, err)
+}
+
+// POST /api/v1/queues/{queue}/resume
+func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
+	if !h.writeRequest(w, r) {
+		return
+	}
+	q, err := h.ops.ResumeQueue(r.Context(), r.PathValue("queue"))
+	h.answer(w, r, http.StatusOK, q, err)
+}
+
+// GET /api/v1/runs?job=&queue=&state=&after=&limit=
+func (h *handler) runs(w http.ResponseWriter, r *http.Request) {
+	q, ok := h.query(w, r, "job", "queue", "state", "after", "limit")
+	if !ok {
+		return
+	}
+	limit, ok := h.limit(w, r, q)
+	if !ok {
+		return
+	}
+	page, err := h.ops.Runs(r.Context(), ops.RunsFilter{Job: q.Get("job"), Queue: q.Get("queue"), State: q.Get("state"), After: q.Get("after"), Limit: limit})
+	h.answer(w, r, http.StatusOK, page, err)
+}
+
+// GET /api/v1/runs/{id}
+func (h *handler) run(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.query(w, r); !ok {
+		return
+	}
+	id, ok := h.runID(w, r)
+	if !ok {
+		return
+	}
+	run, err := h.ops.Run(r.Context(), id)
+	h.answer(w, r, http.StatusOK, run, err)
+}
+
+// POST /api/v1/runs/{id}/cancel
+func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
+	if !h.writeRequest(w, r) {
+		return
+	}
+	id, ok := h.runID(w, r)
+	if !ok {
+		return
+	}
+	run, err := h.ops.CancelRun(r.Context(), id)
+	h.answer(w, r, http.StatusOK, run, err)
+}
+
+// POST /api/v1/runs/{id}/retry
+func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
+	if !h.writeRequest(w, r) {
+		return
+	}
+	id, ok := h.runID(w, r)
+	if !ok {
+		return
+	}
+	run, err := h.ops.RetryRun(r.Context(), id)
+	h.answer(w, r, http.StatusOK, run, err)
+}
+
+// query parses the query string, refusing parameters the endpoint does not
+// take (a typo would otherwise widen a filter silently), repeated ones and
+// invalid UTF-8.
+func (h *handler) query(w http.ResponseWriter, r *http.Request, allowed ...string) (url.Values, bool) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Message: "the query string is malformed: " + err.Error()})
+		return nil, false
+	}
+	for name, vs := range q {
+		switch {
+		case !slices.Contains(allowed, name):
+			msg := "unknown parameter " + strconv.Quote(name)
+			if len(allowed) > 0 {
+				msg += " (this endpoint takes " + strings.Join(allowed, ", ") + ")"
+			}
+			writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Field: name, Message: msg})
+			return nil, false
+		case len(vs) > 1:
+			writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Field: name, Message: name + " is given more than once"})
+			return nil, false
+		case !utf8.ValidString(vs[0]):
+			writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Field: name, Message: name + " is not valid UTF-8"})
+			return nil, false
+		}
+	}
+	return q, true
+}
+
+// limit parses the limit parameter (0 when absent: the default).
+func (h *handler) limit(w http.ResponseWriter, r *http.Request, q url.Values) (int, bool) {
+	s := q.Get("limit")
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > ops.MaxLimit {
+		writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Field: "limit", Message: "limit must be a whole number from 1 to " + strconv.Itoa(ops.MaxLimit)})
+		return 0, false
+	}
+	return n, true
+}
+
+// runID parses the {id} of the path.
+func (h *handler) runID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id < 1 {
+		writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Field: "id", Message: "a run ID is a positive whole number, not " + strconv.Quote(r.PathValue("id"))})
+		return 0, false
+	}
+	return id, true
+}
+
+// writeRequest checks a write: its authority first, then no query
+// parameters and a body of at most MaxBody bytes (these writes take none;
+// an empty JSON object is accepted).
+func (h *handler) writeRequest(w http.ResponseWriter, r *http.Request) bool {
+	if !h.write(w, r) {
+		return false
+	}
+	if _, ok := h.query(w, r); !ok {
+		return false
+	}
+	body, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, &ops.Error{Code: ops.CodeInvalid, Message: "the body is over 1 MiB"})
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Message: "the body could not be read"})
+		return false
+	}
+	if b := strings.TrimSpace(string(body)); b != "" && b != "{}" {
+		writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Message: "this request takes no body"})
+		return false
+	}
+	return true
+}
