@@ -27,8 +27,9 @@ db: ## make sure MariaDB answers at :3306 and MySQL 9.7 at :3307 (start or insta
 	@./.ci/ensure-mariadb
 	@./.ci/ensure-mysql
 
-tools: ## make sure a C compiler is there (go test -race needs cgo)
+tools: ## make sure a C compiler (go test -race needs cgo) and python3 (the HTTP API's client test) are there
 	@./.ci/ensure-gcc
+	@./.ci/ensure-python3
 
 generate: ## regenerate queries/, the runtime's sqlc package and the examples' code
 	$(GO) test ./templates -run TestQueriesMatchTemplates -update

@@ -199,7 +199,7 @@ func TestBadInputIs4xxNamingTheField(t *testing.T) {
 // instead when set. A refused write changes nothing; an allowed one takes
 // effect in the database.
 func TestWritesNeedAuthority(t *testing.T) {
-	readOnly, db := server(t, lockgenapi.Options{})
+	readOnly, _ := server(t, lockgenapi.Options{})
 	status, doc := call(t, readOnly, "POST", "/api/v1/queues/default/pause", "Bearer anything", nil)
 	assert.Equal(t, 403, status)
 	code, _ := errorOf(doc)

@@ -36,9 +36,12 @@ type command struct {
 	// hidden commands are left out of the command list.
 	hidden bool
 	// setup defines the command's flags on fs and returns the function
-	// that runs it once they are parsed (such commands take no positional
-	// arguments); nil for commands that take their arguments verbatim.
+	// that runs it once they are parsed; nil for commands that take their
+	// arguments verbatim.
 	setup func(fs *flag.FlagSet) runFunc
+	// positional names the arguments a setup command takes besides its
+	// flags (before, between or after them), all required.
+	positional []string
 	// raw runs a command that parses its own arguments.
 	raw runFunc
 }
@@ -54,7 +57,8 @@ type streams struct {
 
 // commands returns the subcommands, in the order help lists them.
 func commands() []*command {
-	return []*command{generateCommand(), checkCommand(), doctorCommand(), initCommand(), versionCommand(), sqlcCommand()}
+	return append([]*command{generateCommand(), checkCommand(), doctorCommand(), initCommand()},
+		append(opsCommands(), versionCommand(), sqlcCommand())...)
 }
 
 // run executes the lockgen command line args (without the program name),
@@ -115,17 +119,29 @@ func (c *command) run(ctx context.Context, out *streams, args []string) int {
 	}
 	fs := c.flagSet()
 	runCmd := c.setup(fs)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(out.stdout, c.help())
-		return exitOK
-	case err != nil:
-		return c.usageError(out, err.Error())
-	case fs.NArg() > 0:
-		return c.usageError(out, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	var positional []string
+	for {
+		err := fs.Parse(args)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			fmt.Fprint(out.stdout, c.help())
+			return exitOK
+		case err != nil:
+			return c.usageError(out, err.Error())
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if len(positional) == len(c.positional) {
+			return c.usageError(out, fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	return runCmd(ctx, out, nil)
+	if len(positional) < len(c.positional) {
+		return c.usageError(out, "missing "+c.positional[len(positional)])
+	}
+	return runCmd(ctx, out, positional)
 }
 
 // flagSet returns an empty flag set for c that reports nothing itself.

@@ -20,10 +20,14 @@ import (
 )
 
 // TestMain lets the test binary serve as the sqlc child process that the
-// generator starts (it re-executes os.Executable()).
+// generator starts (it re-executes os.Executable()), and as lockgen itself
+// for tests that run a command as a process of its own (cliChildEnv).
 func TestMain(m *testing.M) {
 	if code, ok := generator.RunSQLCChildIfRequested(); ok {
 		os.Exit(code)
+	}
+	if os.Getenv(cliChildEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
