@@ -119,7 +119,7 @@ func TestOperatorCommands(t *testing.T) {
 
 	code, out, errOut = cli("run", fmt.Sprint(runs[1]))
 	require.Equal(t, exitOK, code, errOut)
-	assert.Contains(t, out, "args:\n  {\"order_id\":2}\n")
+	assert.Contains(t, out, "args:\n  {\n    \"order_id\": 2\n  }\n")
 	assert.Regexp(t, `(?m)^attempt +0 of 3$`, out)
 
 	code, out, errOut = cli("pause", "mail")

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -29,13 +31,21 @@ func count(n int64, exact bool, cap int) string {
 	return fmt.Sprint(n)
 }
 
+// table prints aligned columns, without the padding an empty last column
+// leaves at the end of a line.
 func table(w io.Writer, header string, rows [][]string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, header)
 	for _, r := range rows {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	_ = tw.Flush()
+	for _, line := range strings.SplitAfter(b.String(), "\n") {
+		if line != "" {
+			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+		}
+	}
 }
 
 func writeStatus(w io.Writer, st *ops.Status) {
@@ -169,5 +179,10 @@ func writeRun(w io.Writer, r *ops.Run) {
 	if r.LastError != "" {
 		fmt.Fprintf(w, "last error:\n  %s\n", strings.ReplaceAll(r.LastError, "\n", "\n  "))
 	}
-	fmt.Fprintf(w, "args:\n  %s\n", string(r.Args))
+	var args bytes.Buffer
+	if json.Indent(&args, r.Args, "  ", "  ") != nil {
+		args.Reset()
+		args.Write(r.Args)
+	}
+	fmt.Fprintf(w, "args:\n  %s\n", args.String())
 }
