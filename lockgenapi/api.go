@@ -18,6 +18,8 @@
 //	GET  /api/v1/queues
 //	POST /api/v1/queues/{queue}/pause
 //	POST /api/v1/queues/{queue}/resume
+//	POST /api/v1/jobs/{job}/runs        enqueue (ops.Push): 201, or 200 for
+//	                                    the existing run of a unique key
 //	GET  /api/v1/runs?job=&queue=&state=&after=&limit=
 //	GET  /api/v1/runs/{id}
 //	POST /api/v1/runs/{id}/cancel
@@ -32,7 +34,7 @@
 // Every answer is JSON. An error is {"error": {"code", "field", "message"}}:
 // 400 invalid (field names the parameter), 401/403, 404 not_found, 409
 // conflict (the run's state does not allow the change), 413 for a body over
-// 1 MiB, 500 internal (the database failed; the message says no more, the
+// 1 MiB (a JSON body must be one object with no unknown field), 500 internal (the database failed; the message says no more, the
 // log says what).
 package lockgenapi
 

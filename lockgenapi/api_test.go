@@ -59,7 +59,7 @@ func testDB(t *testing.T) *sql.DB {
 
 var config = ops.Config{
 	Locks: []ops.Lock{{Name: "master", Strategy: "lease", Leader: true}, {Name: "orders", Strategy: "lease", Keyed: true}},
-	Jobs:  []ops.Job{{Name: "test", Queue: "default"}, {Name: "mail", Queue: "mail"}},
+	Jobs:  []ops.Job{{Name: "test", Queue: "default", Args: []ops.Arg{{Name: "n", Type: "int64"}}}, {Name: "mail", Queue: "mail"}},
 }
 
 // server starts the handler over a fresh database holding a leader, two
@@ -180,6 +180,19 @@ func TestBadInputIs4xxNamingTheField(t *testing.T) {
 		{"POST", "/api/v1/queues/default/pause", strings.Repeat("x", lockgenapi.MaxBody+1), 413, "invalid", ""},
 		{"POST", "/api/v1/runs/abc/cancel", "", 400, "invalid", "id"},
 		{"POST", "/api/v1/runs/99999999/retry", "", 404, "not_found", "id"},
+		{"POST", "/api/v1/jobs/nope/runs", `{}`, 400, "invalid", "job"},
+		{"POST", "/api/v1/jobs/test/runs", `{"args": {"n": "x"}}`, 400, "invalid", "args.n"},
+		{"POST", "/api/v1/jobs/test/runs", `{"args": {"m": 1}}`, 400, "invalid", "args.m"},
+		{"POST", "/api/v1/jobs/test/runs", `{"argz": {}}`, 400, "invalid", "argz"},
+		{"POST", "/api/v1/jobs/test/runs", `{"delay": 5}`, 400, "invalid", "delay"},
+		{"POST", "/api/v1/jobs/test/runs", `{"delay": "-5s"}`, 400, "invalid", "delay"},
+		{"POST", "/api/v1/jobs/test/runs", `{"run_at": "tomorrow"}`, 400, "invalid", "run_at"},
+		{"POST", "/api/v1/jobs/test/runs", `{"priority": 1000}`, 400, "invalid", "priority"},
+		{"POST", "/api/v1/jobs/test/runs", `{"max_attempts": "3"}`, 400, "invalid", "max_attempts"},
+		{"POST", "/api/v1/jobs/test/runs", `[]`, 400, "invalid", ""},
+		{"POST", "/api/v1/jobs/test/runs", `{} {}`, 400, "invalid", ""},
+		{"POST", "/api/v1/jobs/test/runs", "{\"unique_key\": \"\xff\"}", 400, "invalid", ""},
+		{"POST", "/api/v1/jobs/test/runs", `{"args": {"n": 1}`, 400, "invalid", ""},
 	} {
 		status, doc := call(t, srv, c.method, c.path, bearer, strings.NewReader(c.body))
 		assert.Equal(t, c.status, status, "%s %s: %v", c.method, c.path, doc)
@@ -236,6 +249,22 @@ func TestWritesNeedAuthority(t *testing.T) {
 	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/retry", id), "Bearer "+token, nil)
 	require.Equal(t, 200, status, doc)
 	assert.Equal(t, "available", doc["state"])
+
+	status, doc = call(t, srv, "POST", "/api/v1/jobs/test/runs", "", strings.NewReader(`{"args": {"n": 5}}`))
+	assert.Equal(t, 401, status, "a push needs the token too: %v", doc)
+	push := `{"args": {"n": 5}, "delay": "1h", "unique_key": "order-5", "priority": 9}`
+	status, doc = call(t, srv, "POST", "/api/v1/jobs/test/runs", "Bearer "+token, strings.NewReader(push))
+	require.Equal(t, 201, status, doc)
+	assert.Equal(t, false, doc["existing"])
+	pushed := int64(doc["id"].(float64))
+	status, doc = call(t, srv, "POST", "/api/v1/jobs/test/runs", "Bearer "+token, strings.NewReader(push))
+	require.Equal(t, 200, status, "the same unique key answers the existing run: %v", doc)
+	assert.Equal(t, map[string]any{"id": float64(pushed), "existing": true}, doc)
+	var args string
+	var priority int
+	require.NoError(t, db.QueryRow("SELECT args, priority FROM lockgen_runs WHERE id = ?", pushed).Scan(&args, &priority))
+	assert.JSONEq(t, `{"n": 5}`, args)
+	assert.Equal(t, 9, priority)
 
 	hooked, _ := server(t, lockgenapi.Options{WriteToken: token, Authorize: func(r *http.Request) error {
 		if r.Header.Get("X-Admin") != "yes" {

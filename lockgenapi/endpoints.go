@@ -1,13 +1,17 @@
 package lockgenapi
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/lockgen/lockgen/runtime/ops"
@@ -20,6 +24,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("GET /api/v1/queues", h.queues)
 	h.mux.HandleFunc("POST /api/v1/queues/{queue}/pause", h.pause)
 	h.mux.HandleFunc("POST /api/v1/queues/{queue}/resume", h.resume)
+	h.mux.HandleFunc("POST /api/v1/jobs/{job}/runs", h.push)
 	h.mux.HandleFunc("GET /api/v1/runs", h.runs)
 	h.mux.HandleFunc("GET /api/v1/runs/{id}", h.run)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", h.cancel)
@@ -74,6 +79,27 @@ func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
 	}
 	q, err := h.ops.ResumeQueue(r.Context(), r.PathValue("queue"))
 	h.answer(w, r, http.StatusOK, q, err)
+}
+
+// POST /api/v1/jobs/{job}/runs with an ops.Push: 201 {"id", "existing":
+// false}, or 200 with the existing run of the same unique key.
+func (h *handler) push(w http.ResponseWriter, r *http.Request) {
+	if !h.write(w, r) {
+		return
+	}
+	if _, ok := h.query(w, r); !ok {
+		return
+	}
+	var p ops.Push
+	if !h.body(w, r, &p) {
+		return
+	}
+	pushed, err := h.ops.Push(r.Context(), r.PathValue("job"), p)
+	status := http.StatusCreated
+	if pushed.Existing {
+		status = http.StatusOK
+	}
+	h.answer(w, r, status, pushed, err)
 }
 
 // GET /api/v1/runs?job=&queue=&state=&after=&limit=
@@ -180,6 +206,59 @@ func (h *handler) runID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// body decodes a JSON object body into v, refusing unknown fields, trailing
+// data, invalid UTF-8 and bodies over MaxBody; it answers and returns false
+// when the body is refused.
+func (h *handler) body(w http.ResponseWriter, r *http.Request, v any) bool {
+	b, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		writeError(w, http.StatusRequestEntityTooLarge, &ops.Error{Code: ops.CodeInvalid, Message: "the body is over 1 MiB"})
+		return false
+	case err != nil:
+		writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Message: "the body could not be read"})
+		return false
+	case !utf8.Valid(b):
+		writeError(w, http.StatusBadRequest, &ops.Error{Code: ops.CodeInvalid, Message: "the body is not valid UTF-8"})
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err = dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("data after the JSON object")
+	}
+	if err != nil {
+		e := &ops.Error{Code: ops.CodeInvalid, Message: "the body must be one JSON object: " + err.Error()}
+		var typeErr *json.UnmarshalTypeError
+		var timeErr *time.ParseError
+		if errors.As(err, &timeErr) {
+			e.Field, e.Message = "run_at", "run_at must be a time in RFC 3339, such as \"2026-11-27T10:00:00Z\""
+		} else if errors.As(err, &typeErr) {
+			e.Field = typeErr.Field
+			e.Message = fmt.Sprintf("%s must be a JSON %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
+		} else if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			e.Field = strings.Trim(f, `"`)
+			e.Message = "unknown field " + f
+		}
+		writeError(w, http.StatusBadRequest, e)
+		return false
+	}
+	return true
+}
+
+// jsonKind names a Go kind as JSON calls it.
+func jsonKind(kind string) string {
+	switch kind {
+	case "int", "int32", "int64":
+		return "whole number"
+	case "ptr", "struct":
+		return "value of its documented form"
+	}
+	return kind
 }
 
 // writeRequest checks a write: its authority first, then no query

@@ -40,6 +40,7 @@ document of GET /api/v1/status.`,
 				return printDoc(out, st, asJSON, func(w io.Writer) { writeStatus(w, st) })
 			}),
 		runsCommand(),
+		enqueueCommand(),
 		opsCommand("run", "ID", "print one run with its arguments",
 			"Run prints one run: its state, attempts, worker, times, last error and\narguments. With -json it prints the document of GET /api/v1/runs/{id}.",
 			[]string{"ID"}, func(ctx context.Context, o *ops.Ops, out *streams, args []string, asJSON bool) int {
@@ -188,7 +189,12 @@ func opsConfig(s *spec.Spec) ops.Config {
 		cfg.Locks = append(cfg.Locks, ops.Lock{Name: l.Name, Strategy: l.Strategy, Keyed: l.Key != nil, Leader: l.Leader})
 	}
 	for _, j := range s.Jobs {
-		cfg.Jobs = append(cfg.Jobs, ops.Job{Name: j.Name, Queue: j.Queue, Schedule: j.Schedule, Timezone: j.Timezone})
+		job := ops.Job{Name: j.Name, Queue: j.Queue, Schedule: j.Schedule, Timezone: j.Timezone,
+			MaxAttempts: j.MaxAttempts, Timeout: j.Timeout, Priority: j.Priority}
+		for _, a := range j.Args {
+			job.Args = append(job.Args, ops.Arg{Name: a.Name, Type: a.Type})
+		}
+		cfg.Jobs = append(cfg.Jobs, job)
 	}
 	for _, q := range s.Queues {
 		cfg.Queues = append(cfg.Queues, q.Name)
@@ -279,6 +285,45 @@ the document of GET /api/v1/runs.`, nil, func(fs *flag.FlagSet) opsFunc {
 					return opsError(out, "runs", err)
 				}
 				return printDoc(out, page, asJSON, func(w io.Writer) { writeRuns(w, page, f) })
+			}
+		})
+}
+
+// enqueueCommand is `lockgen enqueue JOB ARGS`.
+func enqueueCommand() *command {
+	return opsCommandFlags("enqueue", "[-delay D] [-unique-key K] [-priority N] [-max-attempts N] JOB ARGS", "enqueue a run of a job",
+		`Enqueue enqueues a run of a declared job with ARGS, a JSON object of its
+declared arguments (each checked against its type; '{}' for none), in the
+job's queue with its max attempts, timeout and priority unless the flags say
+otherwise. It prints the run's ID; with -unique-key, an unfinished run of the
+job with the same key is answered instead of a new one. With -json it prints
+the document of POST /api/v1/jobs/{job}/runs.`, []string{"JOB", "ARGS"}, func(fs *flag.FlagSet) opsFunc {
+			var p ops.Push
+			fs.StringVar(&p.Delay, "delay", "", "make the run due after this `duration` (\"30s\", \"2h\")")
+			fs.StringVar(&p.UniqueKey, "unique-key", "", "answer the unfinished run of the job with this `key` instead of enqueuing another")
+			priority := fs.Int("priority", 0, "the run's `priority` (-100 to 100; default the job's)")
+			attempts := fs.Int("max-attempts", 0, "the run's max attempts (`N`; default the job's)")
+			return func(ctx context.Context, o *ops.Ops, out *streams, args []string, asJSON bool) int {
+				p.Args = json.RawMessage(args[1])
+				fs.Visit(func(f *flag.Flag) {
+					switch f.Name {
+					case "priority":
+						p.Priority = priority
+					case "max-attempts":
+						p.MaxAttempts = attempts
+					}
+				})
+				pushed, err := o.Push(ctx, args[0], p)
+				if err != nil {
+					return opsError(out, "enqueue", err)
+				}
+				return printDoc(out, pushed, asJSON, func(w io.Writer) {
+					if pushed.Existing {
+						fmt.Fprintf(w, "run %d (existing: an unfinished run of %s has unique key %q)\n", pushed.ID, args[0], p.UniqueKey)
+					} else {
+						fmt.Fprintf(w, "run %d enqueued\n", pushed.ID)
+					}
+				})
 			}
 		})
 }

@@ -139,11 +139,27 @@ func TestOperatorCommands(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, fmt.Sprintf("run %d (send_receipt) is available\n", runs[0]), out)
 
+	code, out, errOut = cli("enqueue", "send_receipt", `{"order_id": 77}`, "-delay", "1h", "-unique-key", "o-77")
+	require.Equal(t, exitOK, code, errOut)
+	m := regexp.MustCompile(`^run (\d+) enqueued\n$`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	code, out, errOut = cli("enqueue", "-unique-key", "o-77", "send_receipt", `{"order_id": 78}`)
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "run "+m[1]+" (existing: an unfinished run of send_receipt has unique key \"o-77\")\n", out)
+	code, out, errOut = cli("run", m[1], "-json")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Contains(t, out, `"order_id": 77`)
+	assert.Contains(t, out, `"queue": "mail"`)
+
 	for _, c := range []struct {
 		args []string
 		code int
 		says string
 	}{
+		{[]string{"enqueue", "send_receipt", `{"order_id": "x"}`}, exitUsage, "argument order_id: must be a whole number"},
+		{[]string{"enqueue", "send_receipt", `{"orderid": 1}`}, exitUsage, `job send_receipt has no argument "orderid" (its arguments: order_id)`},
+		{[]string{"enqueue", "send_receipt"}, exitUsage, "missing ARGS"},
+		{[]string{"enqueue", "send_receipt", "{}", "-delay", "soon"}, exitUsage, "delay must be a Go duration"},
 		{[]string{"runs", "-state", "done"}, exitUsage, "state must be one of available, running"},
 		{[]string{"runs", "-job", "nope"}, exitUsage, `no job is named "nope" (the jobs are send_receipt, nightly)`},
 		{[]string{"run", "abc"}, exitUsage, `a run ID is a positive whole number, not "abc"`},

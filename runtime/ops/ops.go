@@ -63,6 +63,14 @@ type Job struct {
 	// scheduled job; Schedule is empty otherwise.
 	Schedule string `json:"schedule,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
+	// Args are the declared arguments, which Push checks.
+	Args []Arg `json:"args,omitempty"`
+	// MaxAttempts, Timeout and Priority are what a pushed run gets unless
+	// the push overrides them (MaxAttempts 25 and Timeout 10m when 0, as
+	// lockgen.yaml's defaults).
+	MaxAttempts int           `json:"max_attempts,omitempty"`
+	Timeout     time.Duration `json:"-"`
+	Priority    int           `json:"priority,omitempty"`
 }
 
 // Ops runs the operations against one database. It is safe for concurrent
@@ -80,7 +88,8 @@ var prefixPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
 
 // New checks cfg and renders the SQL for its table prefix. It fails with
 // an *Error (CodeInvalid) on a bad prefix or schedule; it does not touch
-// the database.
+// the database. db must be opened as the runtime's pool is, with
+// parseTime=true and loc=UTC: the tables hold UTC times.
 func New(db *sql.DB, cfg Config) (*Ops, error) {
 	if db == nil {
 		return nil, invalid("db", "ops.New needs a database pool")

@@ -38,6 +38,11 @@ type queries struct {
 	// list (appended); runGet one run in full.
 	runsScan, runsList, runGet string
 	runCancel, runRetry        string
+	// runPush enqueues a run due after a delay in µs; runPushAt one due at
+	// a time in µs since the Unix epoch (no time zone involved), or now. A run with the unique key of an unfinished run of its job is
+	// not inserted: LastInsertId is then that run's id, and no row is
+	// affected.
+	runPush, runPushAt string
 }
 
 func render(prefix string) queries {
@@ -65,7 +70,13 @@ UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND s
 		runsList:    r.Replace("SELECT " + runCols + " FROM {runs} WHERE id IN "),
 		runGet:      r.Replace("SELECT " + runCols + ", args, claim, timeout_us FROM {runs} WHERE id = ?"),
 		runCancel:   r.Replace("UPDATE {runs} SET state = 'cancelled', finished_at = {now} WHERE id = ? AND state = 'available'"),
-		runRetry:    r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled')"),
+		runPush: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, created_at)
+VALUES (?, ?, 'available', ?, {now} + INTERVAL CAST(? AS SIGNED) MICROSECOND, ?, ?, ?, ?, {now})
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
+		runPushAt: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, created_at)
+VALUES (?, ?, 'available', ?, GREATEST(TIMESTAMP('1970-01-01 00:00:00') + INTERVAL CAST(? AS SIGNED) MICROSECOND, {now}), ?, ?, ?, ?, {now})
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
+		runRetry: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled')"),
 	}
 }
 

@@ -68,6 +68,19 @@ expect(status == 409 and err["error"]["code"] == "conflict", "cancelling it agai
 status, run = call("POST", "/api/v1/runs/%d/retry" % newest, token=TOKEN)
 expect(status == 200 and run["state"] == "available", "retry makes it available again", run)
 
+status, pushed = call("POST", "/api/v1/jobs/send_receipt/runs", token=TOKEN,
+                      body=json.dumps({"args": {"order_id": 99}, "delay": "30s", "unique_key": "py-99"}).encode())
+expect(status == 201 and pushed["existing"] is False, "a push answers 201 with the new run's id", pushed)
+status, again = call("POST", "/api/v1/jobs/send_receipt/runs", token=TOKEN,
+                     body=json.dumps({"args": {"order_id": 99}, "unique_key": "py-99"}).encode())
+expect(status == 200 and again == {"id": pushed["id"], "existing": True}, "the same unique key answers the existing run", again)
+status, run = call("GET", "/api/v1/runs/%d" % pushed["id"])
+expect(status == 200 and run["args"] == {"order_id": 99} and run["queue"] == "mail", "the pushed run has its args and its job's queue", run)
+status, err = call("POST", "/api/v1/jobs/send_receipt/runs", token=TOKEN, body=b'{"args": {"order_id": "x"}}')
+expect(status == 400 and err["error"]["field"] == "args.order_id", "a push with a wrong type is 400 naming args.order_id", err)
+status, err = call("POST", "/api/v1/jobs/send_receipt/runs", body=b'{"args": {"order_id": 1}}')
+expect(status == 401, "a push without the token is 401", err)
+
 for path, code, field in [
     ("/api/v1/runs?limit=abc", 400, "limit"),
     ("/api/v1/runs?state=nope", 400, "state"),
