@@ -32,10 +32,11 @@
 // another site cannot make a browser write.
 //
 // Every answer is JSON. An error is {"error": {"code", "field", "message"}}:
-// 400 invalid (field names the parameter), 401/403, 404 not_found, 409
-// conflict (the run's state does not allow the change), 413 for a body over
-// 1 MiB (a JSON body must be one object with no unknown field), 500 internal (the database failed; the message says no more, the
-// log says what).
+// 400 invalid (field names the parameter; a JSON body must be one object
+// with no unknown field), 401/403, 404 not_found, 409 conflict (the run's
+// state does not allow the change), 413 for a body over 1 MiB, 500
+// internal (the database failed; the message says no more, the log says
+// what).
 package lockgenapi
 
 import (
