@@ -24,6 +24,8 @@
 //	GET  /api/v1/runs/{id}
 //	POST /api/v1/runs/{id}/cancel
 //	POST /api/v1/runs/{id}/retry
+//	GET  /api/v1/openapi.json           this API in OpenAPI 3.1, with a JSON
+//	                                    Schema of each job's arguments
 //
 // Reads are open to whoever reaches the handler. Writes are refused (403)
 // unless Options.WriteToken or Options.Authorize allows them; with a token,

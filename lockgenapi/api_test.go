@@ -276,3 +276,35 @@ func TestWritesNeedAuthority(t *testing.T) {
 	assert.Equal(t, 403, status, "the hook decides, not the token")
 	assert.Contains(t, doc["error"].(map[string]any)["message"], "admins only")
 }
+
+// TestOpenAPIDescribesEveryEndpoint: the OpenAPI document lists each
+// endpoint the handler serves, and each documented operation, called with
+// example parameters, answers one of the statuses the document gives it.
+func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
+	srv, db := server(t, lockgenapi.Options{WriteToken: token})
+	code, doc := call(t, srv, "GET", "/api/v1/openapi.json", "", nil)
+	require.Equal(t, 200, code)
+	assert.Equal(t, "3.1.0", doc["openapi"])
+	paths := doc["paths"].(map[string]any)
+	var id int64
+	require.NoError(t, db.QueryRow("SELECT MAX(id) FROM lockgen_runs").Scan(&id))
+	body := map[string]string{"/api/v1/jobs/test/runs": `{"args": {"n": 1}}`, "/api/v1/jobs/mail/runs": `{}`}
+	calls := 0
+	for p, item := range paths {
+		for method, op := range item.(map[string]any) {
+			url := strings.NewReplacer("{queue}", "default", "{id}", fmt.Sprint(id)).Replace(p)
+			status, answer := call(t, srv, strings.ToUpper(method), url, "Bearer "+token, strings.NewReader(body[p]))
+			responses := op.(map[string]any)["responses"].(map[string]any)
+			assert.Contains(t, responses, fmt.Sprint(status), "%s %s answered %d: %v", method, url, status, answer)
+			if e, ok := answer["error"].(map[string]any); ok {
+				assert.NotContains(t, e["message"], "no endpoint", "%s %s", method, url)
+				assert.NotEqual(t, "method_not_allowed", e["code"], "%s %s", method, url)
+			}
+			calls++
+		}
+	}
+	assert.Equal(t, 12, calls, "ten endpoints and a push per job")
+	args := doc["components"].(map[string]any)["schemas"].(map[string]any)["TestArgs"].(map[string]any)
+	assert.Equal(t, map[string]any{"n": map[string]any{"type": "integer", "format": "int64"}}, args["properties"])
+	assert.Equal(t, false, args["additionalProperties"])
+}

@@ -29,6 +29,15 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("GET /api/v1/runs/{id}", h.run)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", h.cancel)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/retry", h.retry)
+	h.mux.HandleFunc("GET /api/v1/openapi.json", h.openapi)
+}
+
+// GET /api/v1/openapi.json
+func (h *handler) openapi(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.query(w, r); !ok {
+		return
+	}
+	writeJSON(w, http.StatusOK, h.ops.OpenAPI())
 }
 
 // GET /api/v1/status

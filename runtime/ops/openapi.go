@@ -1,0 +1,211 @@
+package ops
+
+import (
+	"math"
+	"strings"
+)
+
+// OpenAPI returns the OpenAPI 3.1 description of the HTTP API (package
+// lockgenapi) for this deployment, as a JSON-ready value: every endpoint,
+// its parameters, bodies and answers, and for each declared job a push
+// endpoint of its own whose body carries a JSON Schema of the job's
+// arguments, so that openapi-generator makes typed clients in any
+// language.
+func (o *Ops) OpenAPI() map[string]any {
+	ref := func(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
+	jsonBody := func(schema obj) obj {
+		return obj{"content": obj{"application/json": obj{"schema": schema}}}
+	}
+	answer := func(desc string, schema obj) obj {
+		return obj{"description": desc, "content": obj{"application/json": obj{"schema": schema}}}
+	}
+	errors := func(codes ...string) obj {
+		out := obj{}
+		for _, c := range codes {
+			out[c] = obj{"$ref": "#/components/responses/Error"}
+		}
+		return out
+	}
+	query := func(name, desc string, schema obj) obj {
+		return obj{"name": name, "in": "query", "required": false, "description": desc, "schema": schema}
+	}
+	path := func(name, desc string, schema obj) obj {
+		return obj{"name": name, "in": "path", "required": true, "description": desc, "schema": schema}
+	}
+	str := obj{"type": "string"}
+	limit := query("limit", "at most this many items", obj{"type": "integer", "minimum": 1, "maximum": MaxLimit, "default": DefaultLimit})
+	after := query("after", "the next cursor of the previous page", str)
+	runID := path("id", "the run's ID", obj{"type": "integer", "format": "int64", "minimum": 1})
+	queueName := path("queue", "a declared queue", obj{"type": "string", "enum": o.queues})
+	write := []any{obj{"bearer": []any{}}}
+	open := []any{obj{}} // reads need no authority
+	merge := func(a, b obj) obj {
+		for k, v := range b {
+			a[k] = v
+		}
+		return a
+	}
+	jobNames := make([]string, len(o.cfg.Jobs))
+	for i, j := range o.cfg.Jobs {
+		jobNames[i] = j.Name
+	}
+
+	paths := obj{
+		"/api/v1/status": obj{"get": obj{"operationId": "getStatus", "security": open, "summary": "leaders, held locks, queues and schedules",
+			"responses": merge(obj{"200": answer("the overview", ref("Status"))}, errors("400", "500"))}},
+		"/api/v1/locks": obj{"get": obj{"operationId": "listLocks", "security": open, "summary": "held locks, in (lock, key) order",
+			"parameters": []any{query("name", "only this lock", str), after, limit},
+			"responses":  merge(obj{"200": answer("a page of held locks", ref("LockPage"))}, errors("400", "500"))}},
+		"/api/v1/queues": obj{"get": obj{"operationId": "listQueues", "security": open, "summary": "the queues with their counts",
+			"responses": merge(obj{"200": answer("the queues", obj{"type": "object", "properties": obj{"items": obj{"type": "array", "items": ref("Queue")}}})}, errors("400", "500"))}},
+		"/api/v1/queues/{queue}/pause": obj{"post": obj{"operationId": "pauseQueue", "summary": "pause a queue on every node", "security": write,
+			"parameters": []any{queueName},
+			"responses":  merge(obj{"200": answer("the queue after the pause", ref("Queue"))}, errors("400", "401", "403", "500"))}},
+		"/api/v1/queues/{queue}/resume": obj{"post": obj{"operationId": "resumeQueue", "summary": "resume a paused queue", "security": write,
+			"parameters": []any{queueName},
+			"responses":  merge(obj{"200": answer("the queue after the resume", ref("Queue"))}, errors("400", "401", "403", "500"))}},
+		"/api/v1/runs": obj{"get": obj{"operationId": "listRuns", "security": open, "summary": "runs, newest first",
+			"parameters": []any{
+				query("job", "only runs of this job", obj{"type": "string", "enum": jobNames}),
+				query("queue", "only runs of this queue", obj{"type": "string", "enum": o.queues}),
+				query("state", "only runs in this state", obj{"type": "string", "enum": States}),
+				after, limit},
+			"responses": merge(obj{"200": answer("a page of runs", ref("RunPage"))}, errors("400", "500"))}},
+		"/api/v1/runs/{id}": obj{"get": obj{"operationId": "getRun", "security": open, "summary": "one run with its arguments",
+			"parameters": []any{runID},
+			"responses":  merge(obj{"200": answer("the run", ref("Run"))}, errors("400", "404", "500"))}},
+		"/api/v1/runs/{id}/cancel": obj{"post": obj{"operationId": "cancelRun", "summary": "cancel a run that has not started", "security": write,
+			"parameters": []any{runID},
+			"responses":  merge(obj{"200": answer("the cancelled run", ref("Run"))}, errors("400", "401", "403", "404", "409", "500"))}},
+		"/api/v1/runs/{id}/retry": obj{"post": obj{"operationId": "retryRun", "summary": "make a discarded, orphaned or cancelled run due again", "security": write,
+			"parameters": []any{runID},
+			"responses":  merge(obj{"200": answer("the run, available", ref("Run"))}, errors("400", "401", "403", "404", "409", "500"))}},
+		"/api/v1/openapi.json": obj{"get": obj{"operationId": "getOpenAPI", "security": open, "summary": "this document",
+			"responses": merge(obj{"200": answer("the OpenAPI document", obj{"type": "object"})}, errors("400"))}},
+	}
+	schemas := baseSchemas()
+	for _, j := range o.cfg.Jobs {
+		name := camel(j.Name)
+		schemas[name+"Args"] = argsSchema(j)
+		push := ref("Push")
+		schemas[name+"Push"] = obj{"allOf": []any{push, obj{"type": "object", "properties": obj{"args": ref(name + "Args")}}}}
+		paths["/api/v1/jobs/"+j.Name+"/runs"] = obj{"post": obj{"operationId": "push" + name, "summary": "enqueue a run of " + j.Name, "security": write,
+			"requestBody": merge(jsonBody(ref(name+"Push")), obj{"required": true}),
+			"responses": merge(obj{
+				"201": answer("the new run", ref("Pushed")),
+				"200": answer("the unfinished run of the job with the same unique key", ref("Pushed")),
+			}, errors("400", "401", "403", "413", "500"))}}
+	}
+	return obj{
+		"openapi": "3.1.0",
+		"servers": []any{obj{"url": "/", "description": "the server that answered this document"}},
+		"info": obj{"title": "lockgen", "version": "1",
+			"description": "Operate a lockgen deployment: its leaders, held locks, queues, schedules and runs. Writes need a bearer token."},
+		"paths": paths,
+		"components": obj{
+			"schemas": schemas,
+			"responses": obj{"Error": answer("the request was refused; nothing was written",
+				obj{"type": "object", "required": []any{"error"}, "properties": obj{"error": ref("Error")}})},
+			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer", "description": "the server's write token"}},
+		},
+	}
+}
+
+type obj = map[string]any
+
+// camel turns a job name (send_receipt) into an identifier (SendReceipt).
+func camel(name string) string {
+	var b strings.Builder
+	up := true
+	for _, r := range name {
+		switch {
+		case r == '_' || r == '-' || r == '.':
+			up = true
+		case up:
+			b.WriteString(strings.ToUpper(string(r)))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// argsSchema is the JSON Schema of a job's arguments, as Push checks them.
+func argsSchema(j Job) obj {
+	props := obj{}
+	for _, a := range j.Args {
+		props[a.Name] = argSchema(a.Type)
+	}
+	return obj{"type": "object", "properties": props, "additionalProperties": false,
+		"description": "the arguments of " + j.Name + "; a missing one is its type's zero value"}
+}
+
+func argSchema(typ string) obj {
+	switch typ {
+	case "int64":
+		return obj{"type": "integer", "format": "int64"}
+	case "int32":
+		return obj{"type": "integer", "format": "int32", "minimum": math.MinInt32, "maximum": math.MaxInt32}
+	case "string":
+		return obj{"type": "string"}
+	case "bool":
+		return obj{"type": "boolean"}
+	case "float64":
+		return obj{"type": "number", "format": "double"}
+	case "time":
+		return obj{"type": "string", "format": "date-time"}
+	case "duration":
+		return obj{"oneOf": []any{
+			obj{"type": "integer", "description": "nanoseconds"},
+			obj{"type": "string", "description": `a Go duration such as "1m30s"`},
+		}}
+	case "[]string":
+		return obj{"type": []any{"array", "null"}, "items": obj{"type": "string"}}
+	}
+	return obj{"description": "any JSON value: the application's own type decodes it"}
+}
+
+// baseSchemas are the documents every deployment's API answers.
+func baseSchemas() obj {
+	str, i64, integer, boolean := obj{"type": "string"}, obj{"type": "integer", "format": "int64"}, obj{"type": "integer"}, obj{"type": "boolean"}
+	when := obj{"type": "string", "format": "date-time"}
+	ref := func(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
+	list := func(item obj) obj { return obj{"type": "array", "items": item} }
+	object := func(required []any, props obj) obj {
+		return obj{"type": "object", "required": required, "properties": props}
+	}
+	return obj{
+		"Error": object([]any{"code", "message"}, obj{"code": obj{"type": "string",
+			"enum": []any{"invalid", "not_found", "conflict", "forbidden", "unauthorized", "method_not_allowed", "internal"}},
+			"field": str, "message": str}),
+		"Holding": object([]any{"lock", "key", "owner", "token", "acquired_at"}, obj{"lock": str, "key": str, "owner": str, "token": i64,
+			"strategy": str, "acquired_at": when, "expires_at": when, "time_left_ms": i64}),
+		"LockSummary": object([]any{"name", "strategy", "keyed", "leader", "held", "exact"}, obj{"name": str, "strategy": str,
+			"keyed": boolean, "leader": boolean, "held": i64, "exact": boolean}),
+		"LockPage": object([]any{"items"}, obj{"items": list(ref("Holding")), "next": str}),
+		"Counts": object([]any{"due", "scheduled", "retrying", "running", "orphaned", "discarded", "exact"}, obj{"due": i64, "scheduled": i64,
+			"retrying": i64, "running": i64, "orphaned": i64, "discarded": i64, "exact": boolean}),
+		"Queue": object([]any{"name", "paused", "declared", "counts"}, obj{"name": str, "paused": boolean, "paused_at": when,
+			"declared": boolean, "counts": ref("Counts")}),
+		"Schedule": object([]any{"job", "cron", "next"}, obj{"job": str, "cron": str, "timezone": str, "next": when,
+			"last_tick": when, "last_state": str, "last_run": i64}),
+		"Status": object([]any{"time", "leaders", "locks", "queues", "schedules"}, obj{"time": when, "leaders": list(ref("Holding")),
+			"locks": list(ref("LockSummary")), "queues": list(ref("Queue")), "schedules": list(ref("Schedule"))}),
+		"Run": object([]any{"id", "job", "queue", "state", "priority", "run_at", "attempt", "max_attempts", "created_at"}, obj{
+			"id": i64, "job": str, "queue": str, "state": obj{"type": "string", "enum": States}, "priority": integer,
+			"run_at": when, "scheduled_at": when, "attempt": integer, "max_attempts": integer, "worker": str, "deadline": when,
+			"created_at": when, "finished_at": when, "unique_key": str, "last_error": str,
+			"args": obj{"description": "the run's JSON arguments (GET /api/v1/runs/{id} only)"}, "claim": i64, "timeout_ms": i64}),
+		"RunPage": object([]any{"items"}, obj{"items": list(ref("Run")), "next": str}),
+		"Push": obj{"type": "object", "additionalProperties": false, "properties": obj{
+			"args":         obj{"type": "object"},
+			"delay":        obj{"type": "string", "description": `a Go duration such as "30s"; not with run_at`},
+			"run_at":       when,
+			"priority":     obj{"type": "integer", "minimum": -100, "maximum": 100},
+			"max_attempts": obj{"type": "integer", "minimum": 1},
+			"unique_key":   obj{"type": "string", "maxLength": 191},
+		}},
+		"Pushed": object([]any{"id", "existing"}, obj{"id": i64, "existing": boolean}),
+	}
+}
