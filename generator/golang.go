@@ -177,6 +177,7 @@ func wrappers(m *model) *jen.File {
 	f.Func().Params(jen.Id(m.Receiver).Op("*").Id("Locks")).Id("CheckServer").Params(
 		jen.Id("ctx").Qual("context", "Context"),
 	).Error().BlockFunc(func(g *jen.Group) { checkServerBody(g, m) })
+	opsConfig(f, m)
 	for i := range m.Locks {
 		lockMethods(f, m, &m.Locks[i])
 	}

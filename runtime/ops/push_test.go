@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockgen/lockgen/runtime/internal/testgen"
 	"github.com/lockgen/lockgen/runtime/jobs"
 	"github.com/lockgen/lockgen/runtime/ops"
 )
@@ -177,4 +178,25 @@ func TestPushRefusesBadInputNamingTheField(t *testing.T) {
 	r, err := f.ops.Run(ctx, ok.ID)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"name": "'); DROP TABLE lockgen_runs; --"}`, string(r.Args))
+}
+
+// TestGeneratedOpsConfigDescribesThePackage: the OpsConfig that lockgen
+// generates carries what Push and Status need: the job's queue, arguments
+// and defaults, and the locks.
+func TestGeneratedOpsConfigDescribesThePackage(t *testing.T) {
+	f := newFixture(t, testgen.OpsConfig())
+	ctx := context.Background()
+	pushed, err := f.ops.Push(ctx, "test", ops.Push{Args: json.RawMessage(`{"n": 3}`)})
+	require.NoError(t, err)
+	r, err := f.ops.Run(ctx, pushed.ID)
+	require.NoError(t, err)
+	assert.Equal(t, "default", r.Queue)
+	assert.Equal(t, 25, r.MaxAttempts)
+	assert.Equal(t, int64(10*60*1000), r.TimeoutMS)
+	_, err = f.ops.Push(ctx, "test", ops.Push{Args: json.RawMessage(`{"n": "three"}`)})
+	requireCode(t, err, ops.CodeInvalid, "args.n")
+	st, err := f.ops.Status(ctx)
+	require.NoError(t, err)
+	require.Len(t, st.Locks, 1)
+	assert.Equal(t, "test", st.Locks[0].Name)
 }

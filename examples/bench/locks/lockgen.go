@@ -22,6 +22,7 @@ import (
 
 	"github.com/lockgen/lockgen/examples/bench/locks/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -178,6 +179,37 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, locks.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "bench_",
+		Locks: []ops.Lock{
+			{
+				Name:     "bench",
+				Strategy: "lease",
+				Keyed:    true,
+			},
+			{
+				Name:     "bench_session",
+				Strategy: "session",
+				Keyed:    true,
+			},
+			{
+				Name:     "bench_row",
+				Strategy: "row",
+				Keyed:    true,
+			},
+		},
+	}
 }
 
 // WithBenchLock runs fn while holding the bench lock for client and releases

@@ -13,10 +13,12 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/lockgen/lockgen/examples/jobs/jobs/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
 	lockgenjobs "github.com/lockgen/lockgen/runtime/jobs"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -120,4 +122,41 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, jobs.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "jobsdemo_",
+		Jobs: []ops.Job{
+			{
+				Name:        "tick",
+				Queue:       "default",
+				Schedule:    "@every 1s",
+				Timezone:    "UTC",
+				MaxAttempts: 1,
+				Timeout:     10 * time.Minute,
+			},
+			{
+				Name:  "send_receipt",
+				Queue: "default",
+				Args: []ops.Arg{
+					{Name: "order_id", Type: "int64"},
+					{Name: "email", Type: "string"},
+				},
+				MaxAttempts: 3,
+				Timeout:     10 * time.Minute,
+			},
+		},
+		Queues: []string{
+			"default",
+		},
+	}
 }

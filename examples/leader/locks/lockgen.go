@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockgen/lockgen/examples/leader/locks/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -167,6 +168,27 @@ func (l *Locks) Owner() string {
 // it at startup to fail fast; `go tool lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, locks.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "leaderdemo_",
+		Locks: []ops.Lock{
+			{
+				Name:     "scheduler",
+				Strategy: "lease",
+				Leader:   true,
+			},
+		},
+	}
 }
 
 // WithSchedulerLock runs fn while holding the scheduler lock and releases the

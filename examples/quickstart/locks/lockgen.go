@@ -21,6 +21,7 @@ import (
 
 	"github.com/lockgen/lockgen/examples/quickstart/locks/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -208,6 +209,37 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, locks.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "quickstart_",
+		Locks: []ops.Lock{
+			{
+				Name:     "master",
+				Strategy: "lease",
+				Leader:   true,
+			},
+			{
+				Name:     "order",
+				Strategy: "lease",
+				Keyed:    true,
+			},
+			{
+				Name:     "account",
+				Strategy: "row",
+				Keyed:    true,
+			},
+		},
+	}
 }
 
 // WithMasterLock runs fn while holding the master lock and releases the lock

@@ -21,6 +21,7 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 	"github.com/lockgen/lockgen/runtime/jobs"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -163,6 +164,40 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, testgen.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "lockgen_",
+		Locks: []ops.Lock{
+			{
+				Name:     "test",
+				Strategy: "lease",
+			},
+		},
+		Jobs: []ops.Job{
+			{
+				Name:  "test",
+				Queue: "default",
+				Args: []ops.Arg{
+					{Name: "n", Type: "int64"},
+				},
+				MaxAttempts: 25,
+				Timeout:     10 * time.Minute,
+			},
+		},
+		Queues: []string{
+			"default",
+		},
+	}
 }
 
 // WithTestLock runs fn while holding the test lock and releases the lock when

@@ -27,6 +27,7 @@ import (
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/chaos/worker/chaosgen/lockgendb"
 	"github.com/lockgen/lockgen/runtime/jobs"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -274,6 +275,113 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, chaosgen.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "chaos_",
+		Locks: []ops.Lock{
+			{
+				Name:     "leader",
+				Strategy: "lease",
+				Leader:   true,
+			},
+			{
+				Name:     "poll",
+				Strategy: "lease",
+			},
+			{
+				Name:     "server",
+				Strategy: "lease",
+			},
+			{
+				Name:     "keyed",
+				Strategy: "lease",
+				Keyed:    true,
+			},
+			{
+				Name:     "guarded",
+				Strategy: "lease",
+			},
+			{
+				Name:     "session",
+				Strategy: "session",
+			},
+			{
+				Name:     "row",
+				Strategy: "row",
+			},
+		},
+		Jobs: []ops.Job{
+			{
+				Name:        "tick",
+				Queue:       "default",
+				Schedule:    "@every 1s",
+				Timezone:    "UTC",
+				MaxAttempts: 20,
+				Timeout:     10 * time.Minute,
+			},
+			{
+				Name:  "single",
+				Queue: "default",
+				Args: []ops.Arg{
+					{Name: "proc", Type: "int64"},
+					{Name: "seq", Type: "int64"},
+				},
+				MaxAttempts: 20,
+				Timeout:     10 * time.Minute,
+			},
+			{
+				Name:  "delayed",
+				Queue: "default",
+				Args: []ops.Arg{
+					{Name: "proc", Type: "int64"},
+					{Name: "seq", Type: "int64"},
+				},
+				MaxAttempts: 20,
+				Timeout:     10 * time.Minute,
+			},
+			{
+				Name:        "retained",
+				Queue:       "default",
+				Schedule:    "@every 1s",
+				Timezone:    "UTC",
+				MaxAttempts: 20,
+				Timeout:     10 * time.Minute,
+			},
+			{
+				Name:  "long",
+				Queue: "default",
+				Args: []ops.Arg{
+					{Name: "proc", Type: "int64"},
+					{Name: "seq", Type: "int64"},
+				},
+				MaxAttempts: 20,
+				Timeout:     10 * time.Minute,
+			},
+			{
+				Name:  "once",
+				Queue: "default",
+				Args: []ops.Arg{
+					{Name: "proc", Type: "int64"},
+					{Name: "seq", Type: "int64"},
+				},
+				MaxAttempts: 1,
+				Timeout:     2 * time.Second,
+			},
+		},
+		Queues: []string{
+			"default",
+		},
+	}
 }
 
 // WithLeaderLock runs fn while holding the leader lock and releases the lock

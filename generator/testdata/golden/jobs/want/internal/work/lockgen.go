@@ -21,6 +21,7 @@ import (
 	"example.com/jobs/internal/work/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/jobs"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -164,6 +165,75 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, work.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "lockgen_",
+		Locks: []ops.Lock{
+			{
+				Name:     "master",
+				Strategy: "lease",
+			},
+		},
+		Jobs: []ops.Job{
+			{
+				Name:        "nightly_report",
+				Queue:       "default",
+				Schedule:    "0 3 * * *",
+				Timezone:    "Asia/Shanghai",
+				MaxAttempts: 3,
+				Timeout:     30 * time.Minute,
+			},
+			{
+				Name:  "send_sms",
+				Queue: "mail",
+				Args: []ops.Arg{
+					{Name: "order_id", Type: "int64"},
+					{Name: "phone", Type: "string"},
+					{Name: "attempt_no", Type: "int32"},
+					{Name: "urgent", Type: "bool"},
+					{Name: "score", Type: "float64"},
+					{Name: "due", Type: "time"},
+					{Name: "wait", Type: "duration"},
+					{Name: "tags", Type: "[]string"},
+					{Name: "raw", Type: "json"},
+				},
+				MaxAttempts: 5,
+				Timeout:     10 * time.Minute,
+				Priority:    10,
+			},
+			{
+				Name:     "reindex",
+				Queue:    "default",
+				Schedule: "@every 30s",
+				Timezone: "UTC",
+				Args: []ops.Arg{
+					{Name: "reason", Type: "string"},
+				},
+				MaxAttempts: 25,
+				Timeout:     10 * time.Minute,
+			},
+			{
+				Name:        "rebuild_cache",
+				Queue:       "default",
+				MaxAttempts: 25,
+				Timeout:     10 * time.Minute,
+			},
+		},
+		Queues: []string{
+			"default",
+			"mail",
+		},
+	}
 }
 
 // WithMasterLock runs fn while holding the master lock and releases the lock

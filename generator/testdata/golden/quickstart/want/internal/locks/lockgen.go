@@ -18,6 +18,7 @@ import (
 
 	"example.com/quickstart/internal/locks/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 )
 
 // This package builds only against a runtime that fits the code lockgen
@@ -179,6 +180,32 @@ func (l *Locks) Owner() string {
 // it at startup to fail fast; `go tool lockgen doctor` prints the same checks.
 func (l *Locks) CheckServer(ctx context.Context) error {
 	return l.client.CheckServer(ctx)
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, locks.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "lockgen_",
+		Locks: []ops.Lock{
+			{
+				Name:     "master",
+				Strategy: "lease",
+				Leader:   true,
+			},
+			{
+				Name:     "order",
+				Strategy: "lease",
+				Keyed:    true,
+			},
+		},
+	}
 }
 
 // WithMasterLock runs fn while holding the master lock and releases the lock

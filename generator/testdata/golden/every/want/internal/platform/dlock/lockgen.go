@@ -23,6 +23,7 @@ import (
 
 	"example.com/every/internal/platform/dlock/lockgendb"
 	"github.com/lockgen/lockgen/runtime"
+	ops "github.com/lockgen/lockgen/runtime/ops"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -282,6 +283,65 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// OpsConfig describes this package's locks and jobs to lockgen's operations
+// layer (github.com/lockgen/lockgen/runtime/ops), the one behind the operator
+// commands of the lockgen CLI and the HTTP API, so that an application can
+// serve the API (github.com/lockgen/lockgen/lockgenapi) from its own server:
+//
+//	o, err := ops.New(db, dlock.OpsConfig())
+//	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
+//	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+func OpsConfig() ops.Config {
+	return ops.Config{
+		TablePrefix: "app_",
+		Locks: []ops.Lock{
+			{
+				Name:     "master",
+				Strategy: "lease",
+				Leader:   true,
+			},
+			{
+				Name:     "order",
+				Strategy: "lease",
+				Keyed:    true,
+			},
+			{
+				Name:     "send_sms",
+				Strategy: "lease",
+				Keyed:    true,
+			},
+			{
+				Name:     "nightly_report",
+				Strategy: "lease",
+			},
+			{
+				Name:     "import",
+				Strategy: "session",
+			},
+			{
+				Name:     "tenant_migration",
+				Strategy: "session",
+				Keyed:    true,
+			},
+			{
+				Name:     "scheduler",
+				Strategy: "lease",
+				Leader:   true,
+			},
+			{
+				Name:     "tenant_backup",
+				Strategy: "lease",
+				Keyed:    true,
+			},
+			{
+				Name:     "ledger",
+				Strategy: "row",
+				Keyed:    true,
+			},
+		},
+	}
 }
 
 // WithMasterLock runs fn while holding the master lock and releases the lock
