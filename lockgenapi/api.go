@@ -24,6 +24,7 @@
 //	GET  /api/v1/runs/{id}
 //	POST /api/v1/runs/{id}/cancel
 //	POST /api/v1/runs/{id}/retry
+//	POST /api/v1/runs/retry             retry many (ops.RetryFilter)
 //	GET  /api/v1/openapi.json           this API in OpenAPI 3.1, with a JSON
 //	                                    Schema of each job's arguments
 //

@@ -193,6 +193,8 @@ func TestBadInputIs4xxNamingTheField(t *testing.T) {
 		{"POST", "/api/v1/jobs/test/runs", `{} {}`, 400, "invalid", ""},
 		{"POST", "/api/v1/jobs/test/runs", "{\"unique_key\": \"\xff\"}", 400, "invalid", ""},
 		{"POST", "/api/v1/jobs/test/runs", `{"args": {"n": 1}`, 400, "invalid", ""},
+		{"POST", "/api/v1/runs/retry", `{}`, 400, "invalid", "state"},
+		{"POST", "/api/v1/runs/retry", `{"state": "discarded", "finished_after": "yesterday"}`, 400, "invalid", "finished_after"},
 	} {
 		status, doc := call(t, srv, c.method, c.path, bearer, strings.NewReader(c.body))
 		assert.Equal(t, c.status, status, "%s %s: %v", c.method, c.path, doc)
@@ -288,7 +290,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	paths := doc["paths"].(map[string]any)
 	var id int64
 	require.NoError(t, db.QueryRow("SELECT MAX(id) FROM lockgen_runs").Scan(&id))
-	body := map[string]string{"/api/v1/jobs/test/runs": `{"args": {"n": 1}}`, "/api/v1/jobs/mail/runs": `{}`}
+	body := map[string]string{"/api/v1/jobs/test/runs": `{"args": {"n": 1}}`, "/api/v1/jobs/mail/runs": `{}`, "/api/v1/runs/retry": `{"state": "discarded"}`}
 	calls := 0
 	for p, item := range paths {
 		for method, op := range item.(map[string]any) {
@@ -303,7 +305,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 			calls++
 		}
 	}
-	assert.Equal(t, 12, calls, "ten endpoints and a push per job")
+	assert.Equal(t, 13, calls, "eleven endpoints and a push per job")
 	args := doc["components"].(map[string]any)["schemas"].(map[string]any)["TestArgs"].(map[string]any)
 	assert.Equal(t, map[string]any{"n": map[string]any{"type": "integer", "format": "int64"}}, args["properties"])
 	assert.Equal(t, false, args["additionalProperties"])

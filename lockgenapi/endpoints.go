@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +30,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("GET /api/v1/runs/{id}", h.run)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", h.cancel)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/retry", h.retry)
+	h.mux.HandleFunc("POST /api/v1/runs/retry", h.retryMany)
 	h.mux.HandleFunc("GET /api/v1/openapi.json", h.openapi)
 }
 
@@ -164,6 +166,22 @@ func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, r, http.StatusOK, run, err)
 }
 
+// POST /api/v1/runs/retry with an ops.RetryFilter: {"retried", "skipped_unique_key", "more"}
+func (h *handler) retryMany(w http.ResponseWriter, r *http.Request) {
+	if !h.write(w, r) {
+		return
+	}
+	if _, ok := h.query(w, r); !ok {
+		return
+	}
+	var f ops.RetryFilter
+	if !h.body(w, r, &f) {
+		return
+	}
+	n, err := h.ops.RetryRuns(r.Context(), f)
+	h.answer(w, r, http.StatusOK, n, err)
+}
+
 // query parses the query string, refusing parameters the endpoint does not
 // take (a typo would otherwise widen a filter silently), repeated ones and
 // invalid UTF-8.
@@ -245,7 +263,8 @@ func (h *handler) body(w http.ResponseWriter, r *http.Request, v any) bool {
 		var typeErr *json.UnmarshalTypeError
 		var timeErr *time.ParseError
 		if errors.As(err, &timeErr) {
-			e.Field, e.Message = "run_at", "run_at must be a time in RFC 3339, such as \"2026-11-27T10:00:00Z\""
+			e.Field = faultyField(b, v)
+			e.Message = e.Field + " must be a time in RFC 3339, such as \"2026-11-27T10:00:00Z\""
 		} else if errors.As(err, &typeErr) {
 			e.Field = typeErr.Field
 			e.Message = fmt.Sprintf("%s must be a JSON %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()))
@@ -257,6 +276,28 @@ func (h *handler) body(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// faultyField finds the top-level field of the JSON object b that v's type
+// cannot decode (for errors that do not name it, such as a bad time).
+func faultyField(b []byte, v any) string {
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(b, &raw) != nil {
+		return ""
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		probe := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		one, _ := json.Marshal(map[string]json.RawMessage{k: raw[k]})
+		if json.Unmarshal(one, probe) != nil {
+			return k
+		}
+	}
+	return ""
 }
 
 // jsonKind names a Go kind as JSON calls it.

@@ -40,8 +40,10 @@ type command struct {
 	// arguments verbatim.
 	setup func(fs *flag.FlagSet) runFunc
 	// positional names the arguments a setup command takes besides its
-	// flags (before, between or after them), all required.
+	// flags (before, between or after them), all required unless
+	// optional, which lets them all be left out.
 	positional []string
+	optional   bool
 	// raw runs a command that parses its own arguments.
 	raw runFunc
 }
@@ -138,7 +140,7 @@ func (c *command) run(ctx context.Context, out *streams, args []string) int {
 		positional = append(positional, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
-	if len(positional) < len(c.positional) {
+	if len(positional) < len(c.positional) && !(c.optional && len(positional) == 0) {
 		return c.usageError(out, "missing "+c.positional[len(positional)])
 	}
 	return runCmd(ctx, out, positional)

@@ -140,7 +140,8 @@ func TestUnknownCommandSuggests(t *testing.T) {
 		{[]string{"docter"}, `lockgen: unknown command "docter" (did you mean "doctor"?)`},
 		{[]string{"hlep"}, `lockgen: unknown command "hlep" (did you mean "help"?)`},
 		{[]string{"help", "gen"}, `lockgen help: unknown command "gen" (did you mean "generate"?)`},
-		{[]string{"status"}, `lockgen: unknown command "status"` + "\n"},
+		{[]string{"statsu"}, `lockgen: unknown command "statsu" (did you mean "status"?)`},
+		{[]string{"stats"}, `lockgen: unknown command "stats" (did you mean "status"?)`},
 		{[]string{"sq"}, `lockgen: unknown command "sq"` + "\n"}, // sqlc is hidden
 	} {
 		code, stdout, stderr := lockgen(tc.args...)

@@ -65,9 +65,7 @@ poll; running runs finish. Pausing a paused queue changes nothing.`,
 		opsCommand("cancel", "ID", "cancel a run that has not started",
 			"Cancel cancels a run that has not started (available, due or scheduled).\nA running or finished run is left as it is (exit status 1).",
 			[]string{"ID"}, runChange("cancel", (*ops.Ops).CancelRun)),
-		opsCommand("retry", "ID", "run a discarded, orphaned or cancelled run again",
-			"Retry makes a discarded, orphaned or cancelled run due now, its attempts\ncounted from zero. A run in another state is left as it is (exit status 1).",
-			[]string{"ID"}, runChange("retry", (*ops.Ops).RetryRun)),
+		retryCommand(),
 		serveCommand(),
 	}
 }
@@ -326,4 +324,72 @@ the document of POST /api/v1/jobs/{job}/runs.`, []string{"JOB", "ARGS"}, func(fs
 				})
 			}
 		})
+}
+
+// retryCommand is `lockgen retry ID` and `lockgen retry -state S [-job J]
+// [-queue Q] [-finished-after T] [-finished-before T]`.
+func retryCommand() *command {
+	c := opsCommandFlags("retry", "ID | [-state STATE] [-job JOB] [-queue QUEUE] [-finished-after T] [-finished-before T]",
+		"run a discarded, orphaned or cancelled run again",
+		`Retry ID makes a discarded, orphaned or cancelled run due now, its attempts
+counted from zero. A run in another state is left as it is (exit status 1).
+
+Without an ID it retries every run in the -state given (discarded, orphaned
+or cancelled) of the job and queue given, finished in the RFC 3339 times
+given, at most 10,000 per call (it says when more are left), and prints how
+many; a run whose unique key an unfinished run of its job holds is left and
+counted.`, []string{"ID"}, func(fs *flag.FlagSet) opsFunc {
+			var f ops.RetryFilter
+			var after, before string
+			fs.StringVar(&f.State, "state", "", "retry every run in this `state` (discarded, orphaned, cancelled)")
+			fs.StringVar(&f.Job, "job", "", "only runs of this `job`")
+			fs.StringVar(&f.Queue, "queue", "", "only runs of this `queue`")
+			fs.StringVar(&after, "finished-after", "", "only runs finished at or after this `time` (RFC 3339)")
+			fs.StringVar(&before, "finished-before", "", "only runs finished before this `time` (RFC 3339)")
+			single := runChange("retry", (*ops.Ops).RetryRun)
+			return func(ctx context.Context, o *ops.Ops, out *streams, args []string, asJSON bool) int {
+				bulk := f.State != "" || f.Job != "" || f.Queue != "" || after != "" || before != ""
+				switch {
+				case len(args) > 0 && bulk:
+					fmt.Fprintln(out.stderr, "lockgen retry: give a run ID or a filter (-state …), not both")
+					return exitUsage
+				case len(args) > 0:
+					return single(ctx, o, out, args, asJSON)
+				}
+				for _, t := range []struct {
+					flag, val string
+					dst       **time.Time
+				}{{"finished-after", after, &f.FinishedAfter}, {"finished-before", before, &f.FinishedBefore}} {
+					if t.val == "" {
+						continue
+					}
+					at, err := time.Parse(time.RFC3339Nano, t.val)
+					if err != nil {
+						fmt.Fprintf(out.stderr, "lockgen retry: -%s must be a time in RFC 3339, such as 2026-11-27T10:00:00Z\n", t.flag)
+						return exitUsage
+					}
+					*t.dst = &at
+				}
+				if f.State == "" {
+					fmt.Fprintln(out.stderr, "lockgen retry: give a run ID, or -state discarded|orphaned|cancelled to retry many")
+					return exitUsage
+				}
+				n, err := o.RetryRuns(ctx, f)
+				if err != nil {
+					return opsError(out, "retry", err)
+				}
+				return printDoc(out, n, asJSON, func(w io.Writer) {
+					fmt.Fprintf(w, "%d runs retried", n.Retried)
+					if n.Skipped > 0 {
+						fmt.Fprintf(w, ", %d left (an unfinished run of their job has their unique key)", n.Skipped)
+					}
+					fmt.Fprintln(w)
+					if n.More {
+						fmt.Fprintln(w, "more runs match: run the same command again")
+					}
+				})
+			}
+		})
+	c.optional = true
+	return c
 }

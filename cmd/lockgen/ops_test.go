@@ -139,6 +139,12 @@ func TestOperatorCommands(t *testing.T) {
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, fmt.Sprintf("run %d (send_receipt) is available\n", runs[0]), out)
 
+	code, out, errOut = cli("cancel", fmt.Sprint(runs[1]))
+	require.Equal(t, exitOK, code, errOut)
+	code, out, errOut = cli("retry", "-state", "cancelled", "-queue", "mail")
+	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, "1 runs retried\n", out)
+
 	code, out, errOut = cli("enqueue", "send_receipt", `{"order_id": 77}`, "-delay", "1h", "-unique-key", "o-77")
 	require.Equal(t, exitOK, code, errOut)
 	m := regexp.MustCompile(`^run (\d+) enqueued\n$`).FindStringSubmatch(out)
@@ -156,6 +162,10 @@ func TestOperatorCommands(t *testing.T) {
 		code int
 		says string
 	}{
+		{[]string{"retry"}, exitUsage, "give a run ID, or -state discarded|orphaned|cancelled"},
+		{[]string{"retry", "5", "-state", "discarded"}, exitUsage, "give a run ID or a filter (-state …), not both"},
+		{[]string{"retry", "-state", "available"}, exitUsage, "state must be one of discarded, orphaned, cancelled"},
+		{[]string{"retry", "-state", "discarded", "-finished-after", "yesterday"}, exitUsage, "-finished-after must be a time in RFC 3339"},
 		{[]string{"enqueue", "send_receipt", `{"order_id": "x"}`}, exitUsage, "argument order_id: must be a whole number"},
 		{[]string{"enqueue", "send_receipt", `{"orderid": 1}`}, exitUsage, `job send_receipt has no argument "orderid" (its arguments: order_id)`},
 		{[]string{"enqueue", "send_receipt"}, exitUsage, "missing ARGS"},

@@ -80,6 +80,9 @@ func (o *Ops) OpenAPI() map[string]any {
 		"/api/v1/runs/{id}/retry": obj{"post": obj{"operationId": "retryRun", "summary": "make a discarded, orphaned or cancelled run due again", "security": write,
 			"parameters": []any{runID},
 			"responses":  merge(obj{"200": answer("the run, available", ref("Run"))}, errors("400", "401", "403", "404", "409", "500"))}},
+		"/api/v1/runs/retry": obj{"post": obj{"operationId": "retryRuns", "summary": "make every finished run a filter selects due again", "security": write,
+			"requestBody": merge(jsonBody(ref("RetryFilter")), obj{"required": true}),
+			"responses":   merge(obj{"200": answer("how many runs were retried", ref("Retried"))}, errors("400", "401", "403", "413", "500"))}},
 		"/api/v1/openapi.json": obj{"get": obj{"operationId": "getOpenAPI", "security": open, "summary": "this document",
 			"responses": merge(obj{"200": answer("the OpenAPI document", obj{"type": "object"})}, errors("400"))}},
 	}
@@ -206,6 +209,11 @@ func baseSchemas() obj {
 			"max_attempts": obj{"type": "integer", "minimum": 1},
 			"unique_key":   obj{"type": "string", "maxLength": 191},
 		}},
-		"Pushed": object([]any{"id", "existing"}, obj{"id": i64, "existing": boolean}),
+		"RetryFilter": obj{"type": "object", "additionalProperties": false, "required": []any{"state"}, "properties": obj{
+			"job": str, "queue": str, "state": obj{"type": "string", "enum": retryStates},
+			"finished_after": when, "finished_before": when,
+		}},
+		"Retried": object([]any{"retried", "skipped_unique_key", "more"}, obj{"retried": i64, "skipped_unique_key": i64, "more": boolean}),
+		"Pushed":  object([]any{"id", "existing"}, obj{"id": i64, "existing": boolean}),
 	}
 }

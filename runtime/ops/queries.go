@@ -43,6 +43,11 @@ type queries struct {
 	// not inserted: LastInsertId is then that run's id, and no row is
 	// affected.
 	runPush, runPushAt string
+	// retryScan reads a batch of a job's finished runs in a state, after
+	// a (finished_at, id) cursor and before a time, through the state
+	// index (finished runs have no deadline). retryIDs retries the runs of
+	// an IN list (appended) still in a retryable state.
+	retryScan, retryIDs string
 }
 
 func render(prefix string) queries {
@@ -76,6 +81,10 @@ ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
 		runPushAt: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, created_at)
 VALUES (?, ?, 'available', ?, GREATEST(TIMESTAMP('1970-01-01 00:00:00') + INTERVAL CAST(? AS SIGNED) MICROSECOND, {now}), ?, ?, ?, ?, {now})
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
+		retryScan: r.Replace(`SELECT id, finished_at, queue FROM {runs} FORCE INDEX ({runs}_state)
+WHERE state = ? AND deadline IS NULL AND job = ? AND (finished_at > ? OR (finished_at = ? AND id > ?)) AND finished_at < ?
+ORDER BY finished_at, id LIMIT ?`),
+		retryIDs: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE state IN ('discarded', 'orphaned', 'cancelled') AND id IN "),
 		runRetry: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled')"),
 	}
 }
