@@ -141,6 +141,7 @@ func TestOperatorCommands(t *testing.T) {
 
 	code, out, errOut = cli("cancel", fmt.Sprint(runs[1]))
 	require.Equal(t, exitOK, code, errOut)
+	assert.Equal(t, fmt.Sprintf("run %d (send_receipt) is cancelled\n", runs[1]), out)
 	code, out, errOut = cli("retry", "-state", "cancelled", "-queue", "mail")
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, "1 runs retried\n", out)
