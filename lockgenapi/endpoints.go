@@ -2,6 +2,7 @@ package lockgenapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,13 +24,13 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("GET /api/v1/status", h.status)
 	h.mux.HandleFunc("GET /api/v1/locks", h.locks)
 	h.mux.HandleFunc("GET /api/v1/queues", h.queues)
-	h.mux.HandleFunc("POST /api/v1/queues/{queue}/pause", h.pause)
-	h.mux.HandleFunc("POST /api/v1/queues/{queue}/resume", h.resume)
+	h.mux.HandleFunc("POST /api/v1/queues/{queue}/pause", h.queueChange((*ops.Ops).PauseQueue))
+	h.mux.HandleFunc("POST /api/v1/queues/{queue}/resume", h.queueChange((*ops.Ops).ResumeQueue))
 	h.mux.HandleFunc("POST /api/v1/jobs/{job}/runs", h.push)
 	h.mux.HandleFunc("GET /api/v1/runs", h.runs)
 	h.mux.HandleFunc("GET /api/v1/runs/{id}", h.run)
-	h.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", h.cancel)
-	h.mux.HandleFunc("POST /api/v1/runs/{id}/retry", h.retry)
+	h.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", h.runChange((*ops.Ops).CancelRun))
+	h.mux.HandleFunc("POST /api/v1/runs/{id}/retry", h.runChange((*ops.Ops).RetryRun))
 	h.mux.HandleFunc("POST /api/v1/runs/retry", h.retryMany)
 	h.mux.HandleFunc("GET /api/v1/openapi.json", h.openapi)
 }
@@ -74,22 +75,16 @@ func (h *handler) queues(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, r, http.StatusOK, map[string]any{"items": qs}, err)
 }
 
-// POST /api/v1/queues/{queue}/pause
-func (h *handler) pause(w http.ResponseWriter, r *http.Request) {
-	if !h.writeRequest(w, r) {
-		return
+// POST /api/v1/queues/{queue}/pause and …/resume: the queue after the
+// change.
+func (h *handler) queueChange(change func(*ops.Ops, context.Context, string) (ops.Queue, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !h.writeRequest(w, r) {
+			return
+		}
+		q, err := change(h.ops, r.Context(), r.PathValue("queue"))
+		h.answer(w, r, http.StatusOK, q, err)
 	}
-	q, err := h.ops.PauseQueue(r.Context(), r.PathValue("queue"))
-	h.answer(w, r, http.StatusOK, q, err)
-}
-
-// POST /api/v1/queues/{queue}/resume
-func (h *handler) resume(w http.ResponseWriter, r *http.Request) {
-	if !h.writeRequest(w, r) {
-		return
-	}
-	q, err := h.ops.ResumeQueue(r.Context(), r.PathValue("queue"))
-	h.answer(w, r, http.StatusOK, q, err)
 }
 
 // POST /api/v1/jobs/{job}/runs with an ops.Push: 201 {"id", "existing":
@@ -140,30 +135,19 @@ func (h *handler) run(w http.ResponseWriter, r *http.Request) {
 	h.answer(w, r, http.StatusOK, run, err)
 }
 
-// POST /api/v1/runs/{id}/cancel
-func (h *handler) cancel(w http.ResponseWriter, r *http.Request) {
-	if !h.writeRequest(w, r) {
-		return
+// POST /api/v1/runs/{id}/cancel and …/retry: the run after the change.
+func (h *handler) runChange(change func(*ops.Ops, context.Context, int64) (*ops.Run, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !h.writeRequest(w, r) {
+			return
+		}
+		id, ok := h.runID(w, r)
+		if !ok {
+			return
+		}
+		run, err := change(h.ops, r.Context(), id)
+		h.answer(w, r, http.StatusOK, run, err)
 	}
-	id, ok := h.runID(w, r)
-	if !ok {
-		return
-	}
-	run, err := h.ops.CancelRun(r.Context(), id)
-	h.answer(w, r, http.StatusOK, run, err)
-}
-
-// POST /api/v1/runs/{id}/retry
-func (h *handler) retry(w http.ResponseWriter, r *http.Request) {
-	if !h.writeRequest(w, r) {
-		return
-	}
-	id, ok := h.runID(w, r)
-	if !ok {
-		return
-	}
-	run, err := h.ops.RetryRun(r.Context(), id)
-	h.answer(w, r, http.StatusOK, run, err)
 }
 
 // POST /api/v1/runs/retry with an ops.RetryFilter: {"retried", "skipped_unique_key", "more"}
