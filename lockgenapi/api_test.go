@@ -27,7 +27,7 @@ const token = "s3cret-write-token"
 // testDB creates a database of its own on the test server
 // (LOCKGEN_TEST_DSN, default MariaDB on 127.0.0.1:3306) with the
 // repository's schema (queries/schema.sql), and drops it after the test.
-func testDB(t *testing.T) *sql.DB {
+func testDB(t testing.TB) *sql.DB {
 	t.Helper()
 	dsn := os.Getenv("LOCKGEN_TEST_DSN")
 	if dsn == "" {
@@ -64,7 +64,7 @@ var config = ops.Config{
 
 // server starts the handler over a fresh database holding a leader, two
 // held keys and a few runs.
-func server(t *testing.T, opts lockgenapi.Options) (*httptest.Server, *sql.DB) {
+func server(t testing.TB, opts lockgenapi.Options) (*httptest.Server, *sql.DB) {
 	t.Helper()
 	db := testDB(t)
 	now := "UTC_TIMESTAMP(6)"
