@@ -149,6 +149,12 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, status int, v a
 			writeError(w, statusOf(oe.Code), oe)
 			return
 		}
+		if r.Context().Err() != nil {
+			// The client went away: nobody reads the answer, and the
+			// database is not at fault.
+			h.log.Debug("lockgen api: request cancelled", "method", r.Method, "path", r.URL.Path, "error", err)
+			return
+		}
 		h.log.Error("lockgen api: database error", "method", r.Method, "path", r.URL.Path, "error", err)
 		writeError(w, http.StatusInternalServerError, &ops.Error{Code: "internal", Message: "the database failed to answer; the server's log says why"})
 		return

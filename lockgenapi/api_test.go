@@ -35,7 +35,7 @@ func testDB(t testing.TB) *sql.DB {
 	}
 	cfg, err := mysql.ParseDSN(dsn)
 	require.NoError(t, err)
-	cfg.ParseTime = true
+	cfg.ParseTime, cfg.InterpolateParams = true, true
 	admin, err := sql.Open("mysql", cfg.FormatDSN())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = admin.Close() })
@@ -51,6 +51,7 @@ func testDB(t testing.TB) *sql.DB {
 	require.NoError(t, err)
 	db, err := sql.Open("mysql", cfg.FormatDSN())
 	require.NoError(t, err)
+	db.SetMaxIdleConns(16) // the push benchmark's 8 clients keep theirs
 	t.Cleanup(func() { _ = db.Close() })
 	_, err = db.Exec(string(schema))
 	require.NoError(t, err)

@@ -28,9 +28,9 @@ func BenchmarkPushTable(b *testing.B) {
 			b.Fatal(err)
 		}
 		const clients, window = 8, 3 * time.Second
-		body := `{"args": {"n": 1}}`
+		args, body := `{"n": 1}`, `{"args": {"n": 1}}`
 		direct := rate(clients, window, func(ctx context.Context) error {
-			_, err := o.Push(ctx, "test", ops.Push{Args: json.RawMessage(body)})
+			_, err := o.Push(ctx, "test", ops.Push{Args: json.RawMessage(args)})
 			return err
 		})
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}

@@ -144,14 +144,17 @@ func (t target) open(out *streams, name string) (*ops.Ops, func(), int) {
 		fmt.Fprintf(out.stderr, "lockgen %s: bad DSN: expected go-sql-driver/mysql's form user:password@tcp(host:port)/dbname\n", name)
 		return nil, nil, exitUsage
 	}
-	cfg.ParseTime, cfg.Loc = true, time.UTC
+	// The tables hold UTC times; one round trip per statement (arguments
+	// are interpolated by the driver, safe with the utf8mb4 lockgen needs).
+	cfg.ParseTime, cfg.Loc, cfg.InterpolateParams = true, time.UTC, true
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		fmt.Fprintf(out.stderr, "lockgen %s: bad DSN: the driver refused its settings\n", name)
 		return nil, nil, exitUsage
 	}
 	db := sql.OpenDB(c)
-	db.SetMaxOpenConns(4)
+	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8) // `serve`'s clients reuse them instead of reconnecting
 	o, err := ops.New(db, opsConfig(s))
 	if err != nil {
 		_ = db.Close()
