@@ -90,14 +90,8 @@ func (h *handler) queueChange(change func(*ops.Ops, context.Context, string) (op
 // POST /api/v1/jobs/{job}/runs with an ops.Push: 201 {"id", "existing":
 // false}, or 200 with the existing run of the same unique key.
 func (h *handler) push(w http.ResponseWriter, r *http.Request) {
-	if !h.write(w, r) {
-		return
-	}
-	if _, ok := h.query(w, r); !ok {
-		return
-	}
 	var p ops.Push
-	if !h.body(w, r, &p) {
+	if !h.jsonWrite(w, r, &p) {
 		return
 	}
 	pushed, err := h.ops.Push(r.Context(), r.PathValue("job"), p)
@@ -152,14 +146,8 @@ func (h *handler) runChange(change func(*ops.Ops, context.Context, int64) (*ops.
 
 // POST /api/v1/runs/retry with an ops.RetryFilter: {"retried", "skipped_unique_key", "more"}
 func (h *handler) retryMany(w http.ResponseWriter, r *http.Request) {
-	if !h.write(w, r) {
-		return
-	}
-	if _, ok := h.query(w, r); !ok {
-		return
-	}
 	var f ops.RetryFilter
-	if !h.body(w, r, &f) {
+	if !h.jsonWrite(w, r, &f) {
 		return
 	}
 	n, err := h.ops.RetryRuns(r.Context(), f)
@@ -217,6 +205,19 @@ func (h *handler) runID(w http.ResponseWriter, r *http.Request) (int64, bool) {
 		return 0, false
 	}
 	return id, true
+}
+
+// jsonWrite checks a write that carries a JSON body: its authority first,
+// then no query parameters, then the body, decoded into v. It answers and
+// returns false when the request is refused.
+func (h *handler) jsonWrite(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !h.write(w, r) {
+		return false
+	}
+	if _, ok := h.query(w, r); !ok {
+		return false
+	}
+	return h.body(w, r, v)
 }
 
 // body decodes a JSON object body into v, refusing unknown fields, trailing

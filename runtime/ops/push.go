@@ -31,7 +31,7 @@ type Push struct {
 	// is its type's zero value, as for a Go handler. Empty means {}.
 	Args json.RawMessage `json:"args,omitempty"`
 	// Delay ("30s") or RunAt (RFC 3339) makes the run due later, by the
-	// database clock; not both.
+	// database clock; not both, and at most 10 years ahead.
 	Delay string     `json:"delay,omitempty"`
 	RunAt *time.Time `json:"run_at,omitempty"`
 	// Priority (-100 to 100) and MaxAttempts override the job's.
@@ -74,6 +74,10 @@ func (o *Ops) Push(ctx context.Context, job string, p Push) (Pushed, error) {
 		if delay, err = time.ParseDuration(p.Delay); err != nil || delay < 0 || delay > MaxDelay {
 			return Pushed{}, invalid("delay", "delay must be a Go duration such as \"30s\" or \"2h45m\", from 0 to 10 years")
 		}
+	case p.RunAt != nil && p.RunAt.After(time.Now().Add(MaxDelay)):
+		// A sanity bound on the input, like delay's: the run's due time
+		// itself is the database clock's (a past run_at is due now).
+		return Pushed{}, invalid("run_at", "run_at must be at most 10 years ahead")
 	}
 	priority, maxAttempts := j.Priority, j.MaxAttempts
 	if p.Priority != nil {
@@ -102,24 +106,19 @@ func (o *Ops) Push(ctx context.Context, job string, p Push) (Pushed, error) {
 	if p.UniqueKey != "" {
 		unique = p.UniqueKey
 	}
-	var res interface{ LastInsertId() (int64, error) }
-	var affected int64
+	stmt, when := o.q.runPush, delay.Microseconds()
 	if p.RunAt != nil {
-		r, err := o.db.ExecContext(ctx, o.q.runPushAt, job, j.Queue, priority, p.RunAt.UnixMicro(), string(args), maxAttempts, j.Timeout.Microseconds(), unique)
-		if err != nil {
-			return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
-		}
-		res = r
-		affected, _ = r.RowsAffected()
-	} else {
-		r, err := o.db.ExecContext(ctx, o.q.runPush, job, j.Queue, priority, delay.Microseconds(), string(args), maxAttempts, j.Timeout.Microseconds(), unique)
-		if err != nil {
-			return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
-		}
-		res = r
-		affected, _ = r.RowsAffected()
+		stmt, when = o.q.runPushAt, p.RunAt.UnixMicro()
+	}
+	res, err := o.db.ExecContext(ctx, stmt, job, j.Queue, priority, when, string(args), maxAttempts, j.Timeout.Microseconds(), unique)
+	if err != nil {
+		return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
 	}
 	id, err := res.LastInsertId()
+	if err != nil {
+		return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
+	}
+	affected, err := res.RowsAffected()
 	if err != nil {
 		return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
 	}

@@ -136,6 +136,7 @@ func TestPushRefusesBadInputNamingTheField(t *testing.T) {
 	ctx := context.Background()
 	two, zero := 200, 0
 	at := time.Now()
+	farAhead := time.Now().Add(11 * 365 * 24 * time.Hour)
 	for _, c := range []struct {
 		job   string
 		push  ops.Push
@@ -161,6 +162,7 @@ func TestPushRefusesBadInputNamingTheField(t *testing.T) {
 		{"typed", ops.Push{Delay: "100000h"}, "delay"},
 		{"typed", ops.Push{Delay: "soon"}, "delay"},
 		{"typed", ops.Push{Delay: "1s", RunAt: &at}, "delay"},
+		{"typed", ops.Push{RunAt: &farAhead}, "run_at"},
 		{"typed", ops.Push{Priority: &two}, "priority"},
 		{"typed", ops.Push{MaxAttempts: &zero}, "max_attempts"},
 		{"typed", ops.Push{UniqueKey: "k "}, "unique_key"},
