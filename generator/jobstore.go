@@ -127,11 +127,25 @@ func jobsGlue(f *jen.File, m *model) {
 			kv{"DelayUs", jen.Id("delay").Dot("Microseconds").Call()}, kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
 		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
 	)
-	method("// RunsRescue implements driver.JobStore: read the runs past their deadline\n// without locking, then rescue them by primary key.", "RunsRescue",
+	method("// RunsRescue implements driver.JobStore: read the runs past their deadline\n// without locking, then lock those no other transaction holds and rescue\n// them, in one short transaction.", "RunsRescue",
 		[]jen.Code{ctx(), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},
 		jen.List(jen.Id("ids"), jen.Err()).Op(":=").Add(q()).Dot("RunsRescuable").Call(jen.Id("ctx"), jen.Int32().Call(jen.Id("limit"))),
 		jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("ids")).Op("==").Lit(0)).Block(jen.Return(jen.Lit(0), jen.Err())),
-		jen.Return(q().Dot("RunsRescue").Call(jen.Id("ctx"), jen.Id("ids"))),
+		jen.Var().Id("n").Int64(),
+		jen.Comment("A second of idleness ends the session, as for a heartbeat: a rescue"),
+		jen.Comment("stranded by a partition holds its runs from their heartbeats that long."),
+		jen.Err().Op("=").Add(dr("InTxIdle")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Lit(1), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
+			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
+			jen.List(jen.Id("locked"), jen.Err()).Op(":=").Id("qt").Dot("RunsRescueLock").Call(jen.Id("ctx"), jen.Id("ids")),
+			jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("locked")).Op("==").Lit(0)).Block(jen.Return(jen.Err())),
+			jen.List(jen.Id("n"), jen.Err()).Op("=").Id("qt").Dot("RunsRescue").Call(jen.Id("ctx"), jen.Id("locked")),
+			jen.Return(jen.Err()),
+		)),
+		jen.If(jen.Err().Op("!=").Nil()).Block(
+			jen.Comment("The commit may not have landed: nothing is known rescued."),
+			jen.Return(jen.Lit(0), jen.Err()),
+		),
+		jen.Return(jen.Id("n"), jen.Nil()),
 	)
 	method("// RunsPrune implements driver.JobStore: read the finished runs without\n// locking, then delete them by primary key.", "RunsPrune",
 		[]jen.Code{ctx(), jen.Id("job").String(), jen.Id("keep").Qual("time", "Time"), jen.Id("olderThan").Add(dur()), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},

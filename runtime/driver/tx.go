@@ -18,21 +18,29 @@ func CheckClaimed(n int64, want int) error {
 	return nil
 }
 
-// txBegin opens InTx's transaction: it keeps the session's autocommit and
-// wait_timeout in session variables, turns autocommit off (the next
-// statement begins the transaction, READ COMMITTED by the SET TRANSACTION
-// sent before) and, with %s, bounds how long the server waits for the
-// next statement.
-const txBegin = "SET @lockgen_tx_autocommit = @@SESSION.autocommit, @lockgen_tx_wait_timeout = @@SESSION.wait_timeout, SESSION autocommit = 0%s"
+// txBegin opens InTx's transaction: it keeps the session's autocommit,
+// wait_timeout and innodb_lock_wait_timeout in session variables, turns
+// autocommit off (the next statement begins the transaction, READ
+// COMMITTED by the SET TRANSACTION sent before) and, with %s, bounds how
+// long the server waits for the next statement and on a row lock.
+const txBegin = "SET @lockgen_tx_autocommit = @@SESSION.autocommit, @lockgen_tx_wait_timeout = @@SESSION.wait_timeout, " +
+	"@lockgen_tx_lock_wait_timeout = @@SESSION.innodb_lock_wait_timeout, SESSION autocommit = 0%s"
+
+// txBound is txBegin's %s: the session's wait_timeout and
+// innodb_lock_wait_timeout for the transaction, both idle seconds.
+const txBound = ", SESSION wait_timeout = %[1]d, SESSION innodb_lock_wait_timeout = %[1]d"
+
+// txSettings gives the session back its autocommit, wait_timeout and
+// innodb_lock_wait_timeout.
+const txSettings = "SESSION autocommit = @lockgen_tx_autocommit, SESSION wait_timeout = @lockgen_tx_wait_timeout, " +
+	"SESSION innodb_lock_wait_timeout = @lockgen_tx_lock_wait_timeout"
 
 // txCommit commits InTx's transaction (turning autocommit on commits it)
-// and gives the session back its autocommit and wait_timeout, in one
-// statement.
-const txCommit = "SET SESSION autocommit = 1, SESSION autocommit = @lockgen_tx_autocommit, SESSION wait_timeout = @lockgen_tx_wait_timeout"
+// and gives the session back its settings, in one statement.
+const txCommit = "SET SESSION autocommit = 1, " + txSettings
 
-// txRestore gives the session back its autocommit and wait_timeout after
-// a ROLLBACK.
-const txRestore = "SET SESSION autocommit = @lockgen_tx_autocommit, SESSION wait_timeout = @lockgen_tx_wait_timeout"
+// txRestore gives the session back its settings after a ROLLBACK.
+const txRestore = "SET " + txSettings
 
 // IdleBound is the wait_timeout, in whole seconds, that keeps a pinned
 // connection's session alive on the server for at least d without a
@@ -57,10 +65,14 @@ func IdleBound(d time.Duration) int64 {
 // the transaction back and freeing its row locks, at most that long after
 // the last statement it received, instead of after the server's
 // wait_timeout (8 hours by default) or TCP keepalive (about 2 hours). The
-// connection's autocommit and wait_timeout are restored in the statement
-// that commits, so a commit costs no extra round trip: SET TRANSACTION,
-// SET (wait_timeout, autocommit off), fn's statements, SET (autocommit on,
-// which commits, and the saved values back).
+// session's innodb_lock_wait_timeout is the same bound, so a statement of
+// the transaction that waits on a row lock fails on the server (1205)
+// about when its client gives up, instead of waiting on there, holding the
+// rows it locked before, for the server's 50 s default. The connection's
+// autocommit, wait_timeout and innodb_lock_wait_timeout are restored in
+// the statement that commits, so a commit costs no extra round trip: SET
+// TRANSACTION, SET (the bounds, autocommit off), fn's statements, SET
+// (autocommit on, which commits, and the saved values back).
 //
 // When fn fails or panics the transaction is rolled back with a ROLLBACK
 // bounded by ctx; when that, the restore or the commit does not succeed,
@@ -74,8 +86,9 @@ func InTx(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) (err e
 	return InTxIdle(ctx, db, idle, fn)
 }
 
-// InTxIdle is InTx with the session's wait_timeout given: idle whole
-// seconds (none when 0), however long ctx leaves. A transaction of a few
+// InTxIdle is InTx with the session's bounds given: idle whole seconds
+// (none when 0) for wait_timeout and innodb_lock_wait_timeout, however
+// long ctx leaves. A transaction of a few
 // short statements whose rows others must not miss for long takes 1: the
 // generated job store's heartbeat, which holds the rows of a batch of
 // running runs locked between its SELECT and its COMMIT, so that a
@@ -99,7 +112,7 @@ func InTxIdle(ctx context.Context, db *sql.DB, idle int64, fn func(conn *sql.Con
 	}()
 	bound := ""
 	if idle > 0 {
-		bound = fmt.Sprintf(", SESSION wait_timeout = %d", idle)
+		bound = fmt.Sprintf(txBound, idle)
 	}
 	for _, stmt := range []string{"SET TRANSACTION ISOLATION LEVEL READ COMMITTED", fmt.Sprintf(txBegin, bound)} {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {

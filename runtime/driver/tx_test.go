@@ -129,3 +129,45 @@ func TestInTxIdleBoundsAPartitionedTransaction(t *testing.T) {
 	assert.Less(t, freed, 4*time.Second, "the server ended the stranded session within its idle bound")
 	proxy.Restore()
 }
+
+// TestInTxIdleBoundsTheServersLockWaits: a statement of InTxIdle's
+// transaction that waits on a row another transaction holds gives up on
+// the server after the idle bound (error 1205), not after the server's
+// innodb_lock_wait_timeout (50 s by default): a client that gave up on it
+// (its statement bound passed, or a partition) no longer leaves it waiting
+// there, holding the rows it had locked before, for most of a minute. The
+// session gets its own lock wait timeout back afterwards.
+func TestInTxIdleBoundsTheServersLockWaits(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	db := tdb.Open(t)
+	db.SetMaxOpenConns(1) // the transaction's session is the one read after it
+	_, err := db.ExecContext(ctx, "INSERT INTO lockgen_locks (name, owner, token, acquired_at, expires_at) VALUES ('lockwait', 'before', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+	require.NoError(t, err)
+	var before int64
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&before))
+	require.Greater(t, before, int64(2))
+
+	holder, err := tdb.Open(t).BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback() }()
+	_, err = holder.ExecContext(ctx, "UPDATE lockgen_locks SET owner = 'holder' WHERE name = 'lockwait'")
+	require.NoError(t, err)
+
+	tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = InTxIdle(tctx, db, 1, func(conn *sql.Conn) error {
+		_, err := conn.ExecContext(tctx, "UPDATE lockgen_locks SET owner = 'waiter' WHERE name = 'lockwait'")
+		return err
+	})
+	waited := time.Since(start)
+	var merr *mysql.MySQLError
+	require.ErrorAs(t, err, &merr, "the server gave up the wait, not the client")
+	assert.Equal(t, uint16(1205), merr.Number)
+	assert.Less(t, waited, 5*time.Second, "the server waited about the idle bound")
+
+	var after int64
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&after))
+	assert.Equal(t, before, after, "the session's own lock wait timeout is back")
+}

@@ -165,27 +165,26 @@ func TestJobsStuckClaimDelaysNoHeartbeat(t *testing.T) {
 	h.check(t, j, ids)
 }
 
-// countingRescues counts the rescues that failed.
+// countingRescues counts the rescues that ended (failed or not).
 type countingRescues struct {
 	lockgendb.Store
-	failed atomic.Int64
+	rounds atomic.Int64
 }
 
 func (s *countingRescues) RunsRescue(ctx context.Context, limit int) (int64, error) {
 	n, err := s.Store.RunsRescue(ctx, limit)
-	if err != nil {
-		s.failed.Add(1)
-	}
+	s.rounds.Add(1)
 	return n, err
 }
 
 // TestJobsRescueWaitingOnARowLockDelaysNoHeartbeat: while an admin
 // transaction holds a rescuable run's row (SELECT … FOR UPDATE) for longer
-// than the lease, the rescue waits on it, times out, and tries again; the
-// healthy runs being handled meanwhile are heartbeated all along: no
-// handler is told its lease may be lost, and every run completes once.
-// The rescue used to run in the loop that heartbeats, bounded by a whole
-// Lease, and the healthy runs were cancelled, rescued and run again.
+// than two leases, the rescue skips it round after round; the healthy runs
+// being handled meanwhile are heartbeated all along: no handler is told its
+// lease may be lost, and every run completes once. The rescue used to run
+// in the loop that heartbeats, bounded by a whole Lease, and the healthy
+// runs were cancelled, rescued and run again; then it waited on the row
+// apart from the heartbeats, until its bound (TestRescueSkipsARowSomeoneHolds).
 func TestJobsRescueWaitingOnARowLockDelaysNoHeartbeat(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
@@ -221,13 +220,17 @@ func TestJobsRescueWaitingOnARowLockDelaysNoHeartbeat(t *testing.T) {
 			"stale":   {Handle: func(context.Context, *jobs.Run) error { return nil }},
 		}})
 	h.waitStarted(t, len(ids))
-	// Hold the row while the rescue times out on it, for well over two
-	// leases (or until a healthy handler is told its lease is lost).
+	// Hold the row for well over two leases while rescues pass it by (or
+	// until a healthy handler is told its lease is lost).
+	held := time.Now()
 	require.Eventually(t, func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		return store.failed.Load() >= 6 || len(h.lost) > 0
+		return (time.Since(held) > 5*time.Second && store.rounds.Load() >= 6) || len(h.lost) > 0
 	}, 60*time.Second, 10*time.Millisecond)
+	var state string
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", stale).Scan(&state))
+	assert.Equal(t, "running", state, "no rescue changed the held row")
 	require.NoError(t, admin.Rollback())
 	h.check(t, j, ids)
 	info := waitState(t, j, stale, jobs.RunCompleted)
@@ -396,4 +399,49 @@ func TestJobsPruneWaitingOnARowLockDelaysNoHeartbeat(t *testing.T) {
 	var left int
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM lockgen_runs WHERE job = 'old'").Scan(&left))
 	assert.Zero(t, left, "every finished run was pruned")
+}
+
+// TestRescueSkipsARowSomeoneHolds: two runs of dead workers are past their
+// deadline and an admin transaction holds one of their rows (SELECT … FOR
+// UPDATE). A rescue rescues the other at once and leaves the held one for
+// a later round. It used to lock every run it had listed, waiting on the
+// held row until its client gave up (the statement waited on in the server
+// after that), so rescuers of different workers queued behind each other
+// for up to 19 s in the chaos harness, and completions behind them.
+func TestRescueSkipsARowSomeoneHolds(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	store := lockgendb.NewStore(tdb.Open(t))
+	j := jobsOn(t, store, "node")
+	var runs []int64
+	for range 2 {
+		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "dead", MaxAttempts: 3, Timeout: time.Minute})
+		require.NoError(t, err)
+		runs = append(runs, id)
+	}
+	claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "dead-worker", 10, 100*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	time.Sleep(300 * time.Millisecond) // past the deadline
+
+	admin, err := tdb.Open(t).BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = admin.Rollback() }()
+	var locked int64
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", runs[0]).Scan(&locked))
+
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	n, err := store.RunsRescue(rctx, 100)
+	require.NoError(t, err, "the rescue does not wait on the held row")
+	assert.Equal(t, int64(1), n, "the free run is rescued")
+	assert.Equal(t, jobs.RunAvailable, waitState(t, j, runs[1], jobs.RunAvailable).State)
+	var state string
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", runs[0]).Scan(&state))
+	assert.Equal(t, "running", state, "the held run is left for a later round")
+	require.NoError(t, admin.Rollback())
+
+	n, err = store.RunsRescue(ctx, 100)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), n, "rescued once its row is free")
 }

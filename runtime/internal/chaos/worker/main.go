@@ -19,6 +19,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,6 +100,7 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 	}
 	w := &worker{rec: rec, locks: locks, db: db, guardDB: guardDB, proc: proc, rng: rand.New(rand.NewPCG(uint64(proc), uint64(inc)))}
 	go w.commands(clock)
+	go logPool(ctx, db, filepath.Join(dir, fmt.Sprintf("pool-p%d-i%d.log", proc, inc)))
 
 	var wg sync.WaitGroup
 	loop := func(f func(ctx context.Context)) {
@@ -326,4 +328,37 @@ func (w *worker) guarded(ctx context.Context) {
 			return nil
 		})
 	})
+}
+
+// logPool writes one line a second to path: the pool's connections (open,
+// in use, idle), the callers that waited for one since the last line and
+// how long they waited in all, and how late the line's timer fired. When a
+// process's statements all time out at once, a late timer says its CPU was
+// starved (the machine was loaded), waits for connections say its pool ran
+// dry, and neither says the server or the network held it up.
+func logPool(ctx context.Context, db *sql.DB, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	const every = time.Second
+	t := time.NewTicker(every)
+	defer t.Stop()
+	prev, last := db.Stats(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			st, now := db.Stats(), time.Now()
+			s := fmt.Sprintf("%s open=%d inuse=%d idle=%d waits=%d waited=%s late=%s\n", now.UTC().Format(time.RFC3339Nano),
+				st.OpenConnections, st.InUse, st.Idle, st.WaitCount-prev.WaitCount,
+				(st.WaitDuration - prev.WaitDuration).Round(time.Millisecond), (now.Sub(last) - every).Round(time.Millisecond))
+			prev, last = st, now
+			if _, err := f.WriteString(s); err != nil {
+				return
+			}
+		}
+	}
 }

@@ -582,13 +582,30 @@ func (s Store) RunSnooze(ctx context.Context, c driver.Claim, delay time.Duratio
 }
 
 // RunsRescue implements driver.JobStore: read the runs past their deadline
-// without locking, then rescue them by primary key.
+// without locking, then lock those no other transaction holds and rescue
+// them, in one short transaction.
 func (s Store) RunsRescue(ctx context.Context, limit int) (int64, error) {
 	ids, err := s.q.RunsRescuable(ctx, int32(limit))
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
-	return s.q.RunsRescue(ctx, ids)
+	var n int64
+	// A second of idleness ends the session, as for a heartbeat: a rescue
+	// stranded by a partition holds its runs from their heartbeats that long.
+	err = driver.InTxIdle(ctx, s.db, 1, func(conn *sql.Conn) error {
+		qt := New(conn)
+		locked, err := qt.RunsRescueLock(ctx, ids)
+		if err != nil || len(locked) == 0 {
+			return err
+		}
+		n, err = qt.RunsRescue(ctx, locked)
+		return err
+	})
+	if err != nil {
+		// The commit may not have landed: nothing is known rescued.
+		return 0, err
+	}
+	return n, nil
 }
 
 // RunsPrune implements driver.JobStore: read the finished runs without

@@ -379,7 +379,7 @@ WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
 -- deadline passed by the database clock (their worker died or stalled) and
 -- that RunsRescue may rescue: a run on its last attempt only once that
 -- attempt's timeout has passed too. It reads a range of the state index;
--- RunsRescue then locks the runs by primary key, as every other statement
+-- RunsRescueLock then locks the runs by primary key, as every other statement
 -- that changes runs does: a rescue that locked the state index first and the
 -- runs after it deadlocked with completions and failures, which lock the
 -- runs first and their state index entries after them.
@@ -389,10 +389,26 @@ WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(N
   AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
 LIMIT ?;
 
+-- name: RunsRescueLock :many
+-- RunsRescueLock locks, of the runs RunsRescuable found, those still
+-- running past their deadline (a heartbeat or an outcome may have come
+-- since) that no other transaction holds, in the short READ COMMITTED
+-- transaction that rescues them. SKIP LOCKED: a rescue never waits on a
+-- row that another worker's rescue, an operator's transaction or a
+-- statement stuck on a dead connection holds (rescuers of different
+-- workers used to queue behind each other for seconds, and completions
+-- behind them); the held run is left for a later round. READ COMMITTED
+-- frees at once the rows that no longer match, so a run whose heartbeat
+-- came since is not kept from its next heartbeat.
+SELECT id
+FROM jobsdemo_runs FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids)) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
+FOR UPDATE SKIP LOCKED;
+
 -- name: RunsRescue :execrows
--- RunsRescue makes the runs RunsRescuable found due again, or orphans
--- them, if they are still running past their deadline (a heartbeat or an
--- outcome may have come since). A run on its last attempt is orphaned, but
+-- RunsRescue makes the runs RunsRescueLock locked due again, or orphans
+-- them, if they are still running past their deadline. A run on its last attempt is orphaned, but
 -- only once that attempt's timeout has passed too (the deadline is at least
 -- one lease after the attempt started): until then its worker, merely cut
 -- off, may still finish it and record the outcome. An orphaned run is never
