@@ -126,7 +126,7 @@ func jobsGo(m *model) *jen.File {
 		jen.Return(client.Clone().Dot("Get").Call(jen.Id("ctx"), jen.Id("id"))),
 	)
 	f.Line()
-	f.Comment("CancelRun cancels run id if it has not started; false when it is running or finished.")
+	f.Comment("CancelRun cancels run id if it is due or running (its handler's context is cancelled at the next heartbeat); false when it has finished.")
 	f.Func().Params(recv()).Id("CancelRun").Params(ctx(), jen.Id("id").Int64()).Params(jen.Bool(), jen.Error()).Block(
 		jen.Return(client.Clone().Dot("Cancel").Call(jen.Id("ctx"), jen.Id("id"))),
 	)

@@ -93,7 +93,7 @@ func jobsGlue(f *jen.File, m *model) {
 			jen.Id("locked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Len(jen.Id("rows"))),
 			jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
 				jen.Id("locked").Index(jen.Id("i")).Op("=").Add(literal(dr("HeartbeatRow"),
-					kv{"ID", jen.Id("r").Dot("ID")}, kv{"Claim", jen.Id("r").Dot("Claim")}, kv{"Running", jen.Id("r").Dot("State").Op("==").Lit("running")})),
+					kv{"ID", jen.Id("r").Dot("ID")}, kv{"Claim", jen.Id("r").Dot("Claim")}, kv{"Running", jen.Id("r").Dot("State").Op("==").Lit("running")}, kv{"Cancelled", jen.Id("r").Dot("State").Op("==").Lit("cancelled")})),
 			),
 			jen.Id("hb").Op("=").Add(dr("SortHeartbeat")).Call(jen.Id("claims"), jen.Id("locked")),
 			jen.If(jen.Len(jen.Id("hb").Dot("Extended")).Op("==").Lit(0)).Block(jen.Return(jen.Nil())),
@@ -119,6 +119,12 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunFail").Call(jen.Id("ctx"), literal(db("RunFailParams"),
 			kv{"BackoffUs", jen.Id("backoff").Dot("Microseconds").Call()}, kv{"LastError", nullString(jen.Id("errText"))},
 			kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
+		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+	)
+	method("// RunDiscard implements driver.JobStore.", "RunDiscard",
+		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("errText").String()}, []jen.Code{jen.Bool(), jen.Error()},
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunDiscard").Call(jen.Id("ctx"), literal(db("RunDiscardParams"),
+			kv{"LastError", nullString(jen.Id("errText"))}, kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
 		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
 	)
 	method("// RunSnooze implements driver.JobStore.", "RunSnooze",

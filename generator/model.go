@@ -38,12 +38,12 @@ const jobsPath = runtimePath + "/jobs"
 
 // versionGuard is the runtime constant every generated package refers to,
 // so that it fails to build against a runtime it does not fit (see
-// runtime.RegenerateWithLockgenGenerateV4).
-const versionGuard = "RegenerateWithLockgenGenerateV4"
+// runtime.RegenerateWithLockgenGenerateV5).
+const versionGuard = "RegenerateWithLockgenGenerateV5"
 
 // The runtime of this repository must define versionGuard: bumping its
 // version breaks this line until versionGuard follows.
-const _ = runtime.RegenerateWithLockgenGenerateV4
+const _ = runtime.RegenerateWithLockgenGenerateV5
 
 // model is everything the renderers print, resolved from a spec. Renderers
 // take no decisions: names, types, paths and doc text all come from here.

@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV4 is the compile-time version guard of
+// RegenerateWithLockgenGenerateV5 is the compile-time version guard of
 // generated code. Every package lockgen generates for this runtime refers to
-// it (const _ = runtime.RegenerateWithLockgenGenerateV4), so generated code
+// it (const _ = runtime.RegenerateWithLockgenGenerateV5), so generated code
 // and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -28,5 +28,9 @@ package runtime
 // V4: driver.JobStore has the queue statements (QueuePause, QueueResume,
 // QueuesPaused, QueuesList, RunsQueues) and the generated store names the
 // queues table and its migration (driver.Target.QueuesTable,
-// QueuesMigration), which the jobs need. This runtime does not run V3 code.
-const RegenerateWithLockgenGenerateV4 = true
+// QueuesMigration), which the jobs need.
+//
+// V5: driver.JobStore has RunDiscard (a handler's permanent error), the
+// heartbeat reads a cancelled run (driver.HeartbeatRow.Cancelled), and
+// RunCancel cancels a running run too. This runtime does not run V4 code.
+const RegenerateWithLockgenGenerateV5 = true

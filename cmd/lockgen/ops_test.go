@@ -134,7 +134,7 @@ func TestOperatorCommands(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("run %d (send_receipt) is cancelled\n", runs[0]), out)
 	code, _, errOut = cli("cancel", fmt.Sprint(runs[0]))
 	assert.Equal(t, exitFail, code)
-	assert.Contains(t, errOut, "is cancelled: only a run that has not started (available) can be cancelled")
+	assert.Contains(t, errOut, "is cancelled: only a run that is due or running (available or running) can be cancelled")
 	code, out, errOut = cli("retry", fmt.Sprint(runs[0]))
 	require.Equal(t, exitOK, code, errOut)
 	assert.Equal(t, fmt.Sprintf("run %d (send_receipt) is available\n", runs[0]), out)

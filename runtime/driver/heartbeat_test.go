@@ -8,7 +8,8 @@ import (
 
 // TestSortHeartbeat: a claim is extended only when its row was locked and
 // runs with that very claim; a row locked with another claim or state is
-// gone; a row not locked (held by another transaction, or deleted) is
+// gone, unless an operator cancelled it with that claim (cancelled); a
+// row not locked (held by another transaction, or deleted) is
 // busy, never gone.
 func TestSortHeartbeat(t *testing.T) {
 	c := func(id, claim int64) Claim { return Claim{ID: id, Claim: claim} }
@@ -18,10 +19,12 @@ func TestSortHeartbeat(t *testing.T) {
 		locked []HeartbeatRow
 		want   Heartbeat
 	}{
-		{"all running", []Claim{c(1, 1), c(2, 3)}, []HeartbeatRow{{1, 1, true}, {2, 3, true}}, Heartbeat{Extended: []Claim{c(1, 1), c(2, 3)}}},
-		{"claimed again", []Claim{c(1, 1)}, []HeartbeatRow{{1, 2, true}}, Heartbeat{Gone: []Claim{c(1, 1)}}},
-		{"not running", []Claim{c(1, 1)}, []HeartbeatRow{{1, 1, false}}, Heartbeat{Gone: []Claim{c(1, 1)}}},
-		{"skipped", []Claim{c(1, 1), c(2, 1)}, []HeartbeatRow{{2, 1, true}}, Heartbeat{Extended: []Claim{c(2, 1)}, Busy: []Claim{c(1, 1)}}},
+		{"all running", []Claim{c(1, 1), c(2, 3)}, []HeartbeatRow{{1, 1, true, false}, {2, 3, true, false}}, Heartbeat{Extended: []Claim{c(1, 1), c(2, 3)}}},
+		{"claimed again", []Claim{c(1, 1)}, []HeartbeatRow{{1, 2, true, false}}, Heartbeat{Gone: []Claim{c(1, 1)}}},
+		{"not running", []Claim{c(1, 1)}, []HeartbeatRow{{1, 1, false, false}}, Heartbeat{Gone: []Claim{c(1, 1)}}},
+		{"skipped", []Claim{c(1, 1), c(2, 1)}, []HeartbeatRow{{2, 1, true, false}}, Heartbeat{Extended: []Claim{c(2, 1)}, Busy: []Claim{c(1, 1)}}},
+		{"cancelled by an operator", []Claim{c(1, 1)}, []HeartbeatRow{{1, 1, false, true}}, Heartbeat{Cancelled: []Claim{c(1, 1)}}},
+		{"cancelled after another claim", []Claim{c(1, 1)}, []HeartbeatRow{{1, 2, false, true}}, Heartbeat{Gone: []Claim{c(1, 1)}}},
 		{"none locked", []Claim{c(1, 1)}, nil, Heartbeat{Busy: []Claim{c(1, 1)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

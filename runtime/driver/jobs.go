@@ -21,7 +21,8 @@ const (
 	RunCompleted RunState = "completed"
 	// RunDiscarded: out of attempts, or failed for good.
 	RunDiscarded RunState = "discarded"
-	// RunCancelled: cancelled before it started.
+	// RunCancelled: cancelled by an operator, before it started or while
+	// it ran (its handler is told at its worker's next heartbeat).
 	RunCancelled RunState = "cancelled"
 	// RunSkipped: a scheduled tick recorded but not run (catch-up policy).
 	RunSkipped RunState = "skipped"
@@ -123,6 +124,9 @@ type Heartbeat struct {
 	// Gone are the claims whose runs no longer run with them: rescued,
 	// orphaned, finished or claimed again since.
 	Gone []Claim
+	// Cancelled are the claims whose runs an operator cancelled while
+	// they ran with them (RunCancel).
+	Cancelled []Claim
 	// Busy are the claims whose rows another transaction held locked (or
 	// that no longer exist): not extended, and not known to be gone.
 	Busy []Claim
@@ -131,13 +135,16 @@ type Heartbeat struct {
 // HeartbeatRow is a run's row as a heartbeat locked it.
 type HeartbeatRow struct {
 	ID, Claim int64
-	Running   bool
+	// Running and Cancelled say the row's state: running, or cancelled
+	// (by an operator, maybe while it ran).
+	Running, Cancelled bool
 }
 
 // SortHeartbeat sorts claims by the rows a heartbeat locked: a claim whose
-// row is running with it is to be extended, one whose row has another
-// claim or state is gone, and one whose row was not locked (another
-// transaction held it, or it was deleted) is busy.
+// row is running with it is to be extended, one whose row an operator
+// cancelled with it is cancelled, one whose row has another claim or state
+// is gone, and one whose row was not locked (another transaction held it,
+// or it was deleted) is busy.
 func SortHeartbeat(claims []Claim, locked []HeartbeatRow) Heartbeat {
 	rows := make(map[int64]HeartbeatRow, len(locked))
 	for _, r := range locked {
@@ -150,6 +157,8 @@ func SortHeartbeat(claims []Claim, locked []HeartbeatRow) Heartbeat {
 			hb.Busy = append(hb.Busy, c)
 		case r.Running && r.Claim == c.Claim:
 			hb.Extended = append(hb.Extended, c)
+		case r.Cancelled && r.Claim == c.Claim:
+			hb.Cancelled = append(hb.Cancelled, c)
 		default:
 			hb.Gone = append(hb.Gone, c)
 		}
@@ -196,6 +205,10 @@ type JobStore interface {
 	// or orphaned: due again after backoff, or discarded without attempts
 	// left.
 	RunFail(ctx context.Context, c Claim, errText string, backoff time.Duration) (bool, error)
+	// RunDiscard records a failed attempt whose handler gave up for good,
+	// of a run still holding c, running or orphaned: discarded at once,
+	// whatever attempts are left.
+	RunDiscard(ctx context.Context, c Claim, errText string) (bool, error)
 	// RunSnooze gives a claimed run back, due again after delay, without
 	// counting the attempt, if it is still running with claim c (an
 	// orphaned run stays orphaned).
@@ -209,9 +222,12 @@ type JobStore interface {
 	// RunsPrune deletes up to limit runs of job finished more than
 	// olderThan ago, except the run of tick keep (when not zero).
 	RunsPrune(ctx context.Context, job string, keep time.Time, olderThan time.Duration, limit int) (int64, error)
-	// RunCancel cancels a run that has not started.
+	// RunCancel cancels a run that is due or running; false when it has
+	// finished. A running run keeps its claim, and its finished_at is its
+	// deadline, when its worker has told the handler for sure.
 	RunCancel(ctx context.Context, id int64) (bool, error)
-	// RunRetry restores a discarded, orphaned or cancelled run.
+	// RunRetry restores a discarded, orphaned or cancelled run whose
+	// finished_at has passed (a run cancelled while running: its deadline).
 	RunRetry(ctx context.Context, id int64) (bool, error)
 	// RunGet reads a run; found is false when there is none.
 	RunGet(ctx context.Context, id int64) (info RunInfo, found bool, err error)

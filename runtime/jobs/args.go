@@ -112,16 +112,16 @@ func checkEncodedArgs(b []byte) error {
 
 // HandleArgs adapts a handler that takes typed arguments: it decodes the
 // run's JSON arguments into T. Arguments that do not decode as T (written
-// by another version of the application, or by hand) fail the attempt
-// without running fn, with an error naming the job and the run; the run is
-// retried like any failed attempt (a node that decodes them may claim it)
-// and discarded, with that error kept, once out of attempts.
+// by another version of the application, or by hand) fail the run for
+// good without running fn (a Permanent error naming the job and the run,
+// kept with the discarded run): no attempt would decode them better, and
+// an operator who fixed the cause retries it.
 func HandleArgs[T any](fn func(ctx context.Context, run *Run, args T) error) JobFunc {
 	return func(ctx context.Context, run *Run) error {
 		var args T
 		if len(run.Args) > 0 {
 			if err := json.Unmarshal(run.Args, &args); err != nil {
-				return fmt.Errorf("decode args of job %q run %d: %w", run.Job, run.ID, err)
+				return Permanent(fmt.Errorf("decode args of job %q run %d: %w", run.Job, run.ID, err))
 			}
 		}
 		return fn(ctx, run, args)

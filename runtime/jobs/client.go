@@ -235,9 +235,12 @@ func (j *Client) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) err
 	return nil
 }
 
-// Cancel cancels run id if it has not started; false when it is running or
-// finished. Like every entry point it checks the server first (see
-// Enqueue).
+// Cancel cancels run id if it is due or running; false when it has
+// finished. A running run's handler has its context cancelled (cause
+// ErrCancelled) at its worker's next heartbeat, and the run stays
+// cancelled whatever the handler returns; Retry restores it only once that
+// attempt's deadline has passed. Like every entry point it checks the
+// server first (see Enqueue).
 func (j *Client) Cancel(ctx context.Context, id int64) (bool, error) {
 	if err := j.locks.CheckFeature(ctx, nil, probe.Jobs); err != nil {
 		return false, err

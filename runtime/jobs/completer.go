@@ -211,9 +211,10 @@ func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 	var completed []outcome
 	for _, o := range items {
 		var err error
+		delay, snooze := snoozed(o.err, rand.N[time.Duration])
 		switch {
-		case errors.Is(o.err, errSingletonBusy):
-			err = r.snooze(o)
+		case snooze:
+			err = r.snooze(o, delay)
 		case o.err != nil:
 			err = r.fail(o)
 		default:
@@ -259,24 +260,42 @@ func (r *completer) complete(items []outcome) error {
 	return err
 }
 
-// snooze gives back a run whose singleton lock was held elsewhere.
-func (r *completer) snooze(o outcome) error {
-	delay := SingletonRetry/2 + rand.N(SingletonRetry/2+1)
+// snooze gives back a run whose handler snoozed it or whose singleton lock
+// was held elsewhere, due again after delay.
+func (r *completer) snooze(o outcome, delay time.Duration) error {
 	return r.statement(func(ctx context.Context) error {
 		_, err := r.w.jobs.store.RunSnooze(ctx, driver.Claim{ID: o.run.ID, Claim: o.run.Claim}, delay)
 		return err
 	})
 }
 
+// fail records a failed attempt: due again after the job's backoff, or
+// discarded when out of attempts or when the handler's error is
+// Permanent. A discard is logged at ERROR, a retry at INFO.
 func (r *completer) fail(o outcome) error {
 	text := errorText(o.err)
-	backoff := r.w.backoff(o.run.Job, o.run.Attempt)
-	err := r.statement(func(ctx context.Context) error {
-		_, err := r.w.jobs.store.RunFail(ctx, driver.Claim{ID: o.run.ID, Claim: o.run.Claim}, text, backoff)
+	c := driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
+	permanent := IsPermanent(o.err)
+	var matched bool
+	err := r.statement(func(ctx context.Context) (err error) {
+		if permanent {
+			matched, err = r.w.jobs.store.RunDiscard(ctx, c, text)
+			return err
+		}
+		matched, err = r.w.jobs.store.RunFail(ctx, c, text, r.w.backoff(o.run.Job, o.run.Attempt))
 		return err
 	})
-	if err == nil {
-		r.w.jobs.log.Info("lockgen: run failed", "job", o.run.Job, "run", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
+	log := r.w.jobs.log
+	switch {
+	case err != nil:
+	case !matched:
+		log.Debug("lockgen: a failed attempt's outcome matched no run: it was rescued, cancelled or retried meanwhile",
+			"job", o.run.Job, "run_id", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
+	case permanent || o.run.Attempt >= o.run.MaxAttempts:
+		log.Error("lockgen: run discarded", "job", o.run.Job, "queue", r.w.cfg.Queue, "run_id", o.run.ID, "attempt", o.run.Attempt,
+			"permanent", permanent, "error", o.err)
+	default:
+		log.Info("lockgen: run failed; it will be retried", "job", o.run.Job, "queue", r.w.cfg.Queue, "run_id", o.run.ID, "attempt", o.run.Attempt, "error", o.err)
 	}
 	return err
 }

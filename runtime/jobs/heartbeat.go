@@ -69,7 +69,8 @@ func (h *heartbeater) soon() {
 // their timeout plus one lease (a run stuck past that is left to be
 // rescued) and of the finished runs whose outcomes wait to be recorded,
 // and moves the local deadline of each running run it extended. A run
-// whose claim is gone (it was rescued) has its handler told at once. A
+// whose claim is gone (it was rescued) has its handler told at once, and
+// so has one an operator cancelled (ErrCancelled). A
 // run whose row another transaction holds is skipped, not waited for (it
 // keeps its local deadline and is tried again at the next heartbeat), so
 // it delays no other run. Each batch is bounded by statementTimeout, so a
@@ -127,6 +128,12 @@ func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 				if a := owners[c]; a != nil && h.ex.holds(c) {
 					a.gone = true
 					a.lease.lose(fmt.Errorf("%w: run %d of job %q was rescued: its deadline passed before a heartbeat reached the database", runtime.ErrLeaseLost, c.ID, a.job), false)
+				}
+			}
+			for _, c := range hb.Cancelled {
+				if a := owners[c]; a != nil && h.ex.holds(c) {
+					a.gone = true
+					a.lease.lose(fmt.Errorf("%w: run %d of job %q", ErrCancelled, c.ID, a.job), false)
 				}
 			}
 			if len(hb.Busy) > 0 {

@@ -74,7 +74,7 @@ func (o *Ops) OpenAPI() map[string]any {
 		"/api/v1/runs/{id}": obj{"get": obj{"operationId": "getRun", "security": open, "summary": "one run with its arguments",
 			"parameters": []any{runID},
 			"responses":  merge(obj{"200": answer("the run", ref("Run"))}, errors("400", "404", "500"))}},
-		"/api/v1/runs/{id}/cancel": obj{"post": obj{"operationId": "cancelRun", "summary": "cancel a run that has not started", "security": write,
+		"/api/v1/runs/{id}/cancel": obj{"post": obj{"operationId": "cancelRun", "summary": "cancel a due or running run (a running run's handler is told within a heartbeat)", "security": write,
 			"parameters": []any{runID},
 			"responses":  merge(obj{"200": answer("the cancelled run", ref("Run"))}, errors("400", "401", "403", "404", "409", "500"))}},
 		"/api/v1/runs/{id}/retry": obj{"post": obj{"operationId": "retryRun", "summary": "make a discarded, orphaned or cancelled run due again", "security": write,

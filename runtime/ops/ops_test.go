@@ -358,3 +358,49 @@ func TestNewRefusesABadPrefix(t *testing.T) {
 	_, err = ops.New(&sql.DB{}, ops.Config{Jobs: []ops.Job{{Name: "j", Schedule: "every day"}}})
 	requireCode(t, err, ops.CodeInvalid, "jobs")
 }
+
+// TestCancelARunningRunReachesItsHandler: an operator's CancelRun on a run
+// that a real worker is handling cancels the handler's context (cause
+// jobs.ErrCancelled) within a heartbeat; the run ends cancelled although
+// the handler returns nil, and RetryRun is a conflict until the attempt's
+// deadline (the run's finished_at) has passed.
+func TestCancelARunningRunReachesItsHandler(t *testing.T) {
+	f := newFixture(t, deployment)
+	ctx := context.Background()
+	const lease = 3 * time.Second
+	started, causes := make(chan struct{}, 1), make(chan error, 1)
+	w, err := f.jobs.NewWorker(jobs.WorkerConfig{Lease: lease, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"test": {Handle: func(ctx context.Context, _ *jobs.Run) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return nil
+		}}}})
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	defer func() { stop(); require.NoError(t, <-done) }()
+
+	id := f.enqueue(t, jobs.NewRun{Job: "test"})
+	<-started
+	r, err := f.ops.CancelRun(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "cancelled", r.State)
+	require.NotNil(t, r.FinishedAt)
+	select {
+	case cause := <-causes:
+		assert.ErrorIs(t, cause, jobs.ErrCancelled)
+	case <-time.After(lease):
+		t.Fatal("the handler was not told within a heartbeat")
+	}
+	_, err = f.ops.RetryRun(ctx, id)
+	requireCode(t, err, ops.CodeConflict, "")
+	info, err := f.jobs.Get(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, jobs.RunState("cancelled"), info.State, "the handler's nil changed nothing")
+	time.Sleep(time.Until(*r.FinishedAt) + 100*time.Millisecond)
+	r, err = f.ops.RetryRun(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, "available", r.State)
+}

@@ -74,7 +74,8 @@ UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND s
 		runsScan:    r.Replace("SELECT id, job, queue, state FROM {runs} WHERE id < ? ORDER BY id DESC LIMIT ?"),
 		runsList:    r.Replace("SELECT " + runCols + " FROM {runs} WHERE id IN "),
 		runGet:      r.Replace("SELECT " + runCols + ", args, claim, timeout_us FROM {runs} WHERE id = ?"),
-		runCancel:   r.Replace("UPDATE {runs} SET state = 'cancelled', finished_at = {now} WHERE id = ? AND state = 'available'"),
+		runCancel: r.Replace("UPDATE {runs} SET finished_at = IF(state = 'running', GREATEST(deadline, {now}), {now}), deadline = NULL, state = 'cancelled' " +
+			"WHERE id = ? AND state IN ('available', 'running')"),
 		runPush: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, created_at)
 VALUES (?, ?, 'available', ?, {now} + INTERVAL CAST(? AS SIGNED) MICROSECOND, ?, ?, ?, ?, {now})
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
@@ -84,8 +85,8 @@ ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
 		retryScan: r.Replace(`SELECT id, finished_at, queue FROM {runs} FORCE INDEX ({runs}_state)
 WHERE state = ? AND deadline IS NULL AND job = ? AND (finished_at > ? OR (finished_at = ? AND id > ?)) AND finished_at < ?
 ORDER BY finished_at, id LIMIT ?`),
-		retryIDs: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE state IN ('discarded', 'orphaned', 'cancelled') AND id IN "),
-		runRetry: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled')"),
+		retryIDs: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= {now} AND id IN "),
+		runRetry: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= {now}"),
 	}
 }
 

@@ -190,20 +190,27 @@ func (o *Ops) run(ctx context.Context, id int64) (*Run, error) {
 	return &r, nil
 }
 
-// CancelRun cancels a run that has not started (available: due or
-// scheduled). A running or finished run is CodeConflict, and is left as it
-// is. It returns the run as it is after the change.
+// CancelRun cancels a run that is due, scheduled or running. A running
+// run's worker learns it at its next heartbeat (within a third of its
+// lease) and cancels the handler's context (cause jobs.ErrCancelled); the
+// run stays cancelled whatever the handler returns, and its finished_at is
+// its deadline, when the handler has been told for sure: it cannot be
+// retried before then, so a retry never runs it twice at once. A finished
+// run is CodeConflict, and is left as it is. It returns the run as it is
+// after the change.
 func (o *Ops) CancelRun(ctx context.Context, id int64) (*Run, error) {
-	return o.change(ctx, id, o.q.runCancel, "cancel", "only a run that has not started (available) can be cancelled")
+	return o.change(ctx, id, o.q.runCancel, "cancel", "only a run that is due or running (available or running) can be cancelled")
 }
 
 // RetryRun makes a discarded, orphaned or cancelled run due now, with its
 // attempts counted from zero. A run in another state is CodeConflict; so
-// is a run whose unique key an unfinished run of its job has taken since.
+// is a run whose unique key an unfinished run of its job has taken since,
+// and a run cancelled while running whose handler may not have been told
+// yet (its finished_at, the deadline of that attempt, is ahead).
 // A retried run never runs twice at once: it is claimed like any available
 // run, and the claim of its last attempt no longer matches.
 func (o *Ops) RetryRun(ctx context.Context, id int64) (*Run, error) {
-	return o.change(ctx, id, o.q.runRetry, "retry", "only a discarded, orphaned or cancelled run can be retried")
+	return o.change(ctx, id, o.q.runRetry, "retry", "only a discarded, orphaned or cancelled run whose finished_at has passed can be retried")
 }
 
 func (o *Ops) change(ctx context.Context, id int64, stmt, verb, rule string) (*Run, error) {

@@ -692,14 +692,45 @@ func (q *Queries) RowTakeover(ctx context.Context, arg RowTakeoverParams) (sql.R
 
 const runCancel = `-- name: RunCancel :execrows
 UPDATE lockgen_runs
-SET state = 'cancelled', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
-WHERE id = ? AND state = 'available'
+SET finished_at = IF(state = 'running', GREATEST(deadline, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+    deadline    = NULL,
+    state       = 'cancelled'
+WHERE id = ? AND state IN ('available', 'running')
 `
 
-// RunCancel cancels a run that has not started: 0 rows when it is running
-// or finished.
+// RunCancel cancels a run that is due or running: 0 rows when it has
+// finished. A running run keeps its claim: the next heartbeat of its
+// worker finds it cancelled and cancels the handler's context, and a late
+// outcome of the claim matches nothing. Its finished_at is its deadline
+// (no heartbeat extends it any more), when its handler has been told for
+// sure: until then it is neither retried nor pruned. finished_at is
+// assigned before state, which MySQL assigns left to right.
 func (q *Queries) RunCancel(ctx context.Context, id int64) (int64, error) {
 	result, err := q.db.ExecContext(ctx, runCancel, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
+const runDiscard = `-- name: RunDiscard :execrows
+UPDATE lockgen_runs
+SET state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = ?, deadline = NULL
+WHERE id = ? AND claim = ? AND state IN ('running', 'orphaned')
+`
+
+type RunDiscardParams struct {
+	LastError sql.NullString
+	ID        int64
+	Claim     int64
+}
+
+// RunDiscard records a failed attempt whose handler gave up for good (a
+// permanent error, or arguments that do not decode), running or orphaned
+// with the claim: discarded at once, whatever attempts are left, with the
+// error text kept.
+func (q *Queries) RunDiscard(ctx context.Context, arg RunDiscardParams) (int64, error) {
+	result, err := q.db.ExecContext(ctx, runDiscard, arg.LastError, arg.ID, arg.Claim)
 	if err != nil {
 		return 0, err
 	}
@@ -884,13 +915,16 @@ func (q *Queries) RunLastTick(ctx context.Context, job string) (sql.NullTime, er
 const runRetry = `-- name: RunRetry :execrows
 UPDATE lockgen_runs
 SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
-WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled')
+WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 `
 
 // RunRetry restores a discarded, orphaned or cancelled run: due now, with
 // its attempts counted from zero again (its claims go on counting, and the
 // claim of an orphaned attempt stays as it was until the next claim: a late
-// outcome of that attempt matches nothing once the run is available).
+// outcome of that attempt matches nothing once the run is available). A
+// run cancelled while running is restored only once its finished_at (its
+// deadline then) has passed, when its handler has been told: a retry
+// never runs it twice at once.
 func (q *Queries) RunRetry(ctx context.Context, id int64) (int64, error) {
 	result, err := q.db.ExecContext(ctx, runRetry, id)
 	if err != nil {

@@ -521,9 +521,10 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 		locked := make([]driver.HeartbeatRow, len(rows))
 		for i, r := range rows {
 			locked[i] = driver.HeartbeatRow{
-				ID:      r.ID,
-				Claim:   r.Claim,
-				Running: r.State == "running",
+				ID:        r.ID,
+				Claim:     r.Claim,
+				Running:   r.State == "running",
+				Cancelled: r.State == "cancelled",
 			}
 		}
 		hb = driver.SortHeartbeat(claims, locked)
@@ -561,6 +562,19 @@ func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, 
 func (s Store) RunFail(ctx context.Context, c driver.Claim, errText string, backoff time.Duration) (bool, error) {
 	n, err := s.q.RunFail(ctx, RunFailParams{
 		BackoffUs: backoff.Microseconds(),
+		LastError: sql.NullString{
+			String: errText,
+			Valid:  errText != "",
+		},
+		ID:    c.ID,
+		Claim: c.Claim,
+	})
+	return n > 0, err
+}
+
+// RunDiscard implements driver.JobStore.
+func (s Store) RunDiscard(ctx context.Context, c driver.Claim, errText string) (bool, error) {
+	n, err := s.q.RunDiscard(ctx, RunDiscardParams{
 		LastError: sql.NullString{
 			String: errText,
 			Valid:  errText != "",

@@ -361,6 +361,15 @@ SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     deadline    = NULL
 WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
 
+-- name: RunDiscard :execrows
+-- RunDiscard records a failed attempt whose handler gave up for good (a
+-- permanent error, or arguments that do not decode), running or orphaned
+-- with the claim: discarded at once, whatever attempts are left, with the
+-- error text kept.
+UPDATE jobsdemo_runs
+SET state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = sqlc.arg(last_error), deadline = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
+
 -- name: RunSnooze :execrows
 -- RunSnooze gives a claimed run back without counting the attempt (a
 -- singleton job whose lock is held elsewhere): due again delay_us after the
@@ -456,20 +465,30 @@ WHERE id IN (sqlc.slice(ids)) AND state IN ('completed', 'discarded', 'orphaned'
   AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND;
 
 -- name: RunCancel :execrows
--- RunCancel cancels a run that has not started: 0 rows when it is running
--- or finished.
+-- RunCancel cancels a run that is due or running: 0 rows when it has
+-- finished. A running run keeps its claim: the next heartbeat of its
+-- worker finds it cancelled and cancels the handler's context, and a late
+-- outcome of the claim matches nothing. Its finished_at is its deadline
+-- (no heartbeat extends it any more), when its handler has been told for
+-- sure: until then it is neither retried nor pruned. finished_at is
+-- assigned before state, which MySQL assigns left to right.
 UPDATE jobsdemo_runs
-SET state = 'cancelled', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
-WHERE id = sqlc.arg(id) AND state = 'available';
+SET finished_at = IF(state = 'running', GREATEST(deadline, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+    deadline    = NULL,
+    state       = 'cancelled'
+WHERE id = sqlc.arg(id) AND state IN ('available', 'running');
 
 -- name: RunRetry :execrows
 -- RunRetry restores a discarded, orphaned or cancelled run: due now, with
 -- its attempts counted from zero again (its claims go on counting, and the
 -- claim of an orphaned attempt stays as it was until the next claim: a late
--- outcome of that attempt matches nothing once the run is available).
+-- outcome of that attempt matches nothing once the run is available). A
+-- run cancelled while running is restored only once its finished_at (its
+-- deadline then) has passed, when its handler has been told: a retry
+-- never runs it twice at once.
 UPDATE jobsdemo_runs
 SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
-WHERE id = sqlc.arg(id) AND state IN ('discarded', 'orphaned', 'cancelled');
+WHERE id = sqlc.arg(id) AND state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
 
 -- name: RunGet :one
 -- RunGet reads one run.

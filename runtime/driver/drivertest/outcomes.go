@@ -1,0 +1,94 @@
+package drivertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime/driver"
+)
+
+// claimOne inserts a run of job with max attempts and claims it for lease.
+func claimOne(t *testing.T, js driver.JobStore, job string, attempts int, lease time.Duration) driver.Claim {
+	t.Helper()
+	ctx := context.Background()
+	r := newRun(job)
+	r.MaxAttempts = attempts
+	_, err := js.RunInsert(ctx, nil, r)
+	require.NoError(t, err)
+	runs, err := js.RunsClaim(ctx, job, "worker", 1, lease)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	return driver.Claim{ID: runs[0].ID, Claim: runs[0].Claim}
+}
+
+// testJobsDiscard: RunDiscard discards a run with attempts left at once,
+// keeping the error, and only with the run's current claim.
+func testJobsDiscard(t *testing.T, js driver.JobStore) {
+	ctx := context.Background()
+	job := uniqueName("discard")
+	c := claimOne(t, js, job, 5, time.Minute)
+	ok, err := js.RunDiscard(ctx, driver.Claim{ID: c.ID, Claim: c.Claim + 1}, "not mine")
+	require.NoError(t, err)
+	assert.False(t, ok, "another claim discards nothing")
+	ok, err = js.RunDiscard(ctx, c, "bad input: for good")
+	require.NoError(t, err)
+	assert.True(t, ok)
+	info, _, err := js.RunGet(ctx, c.ID)
+	require.NoError(t, err)
+	assert.Equal(t, driver.RunDiscarded, info.State, "discarded on attempt 1 of 5")
+	assert.Equal(t, "bad input: for good", info.LastError)
+	assert.False(t, info.FinishedAt.IsZero())
+	ok, err = js.RunDiscard(ctx, c, "twice")
+	require.NoError(t, err)
+	assert.False(t, ok, "a finished run is not discarded again")
+}
+
+// testJobsCancelRunning: a run cancelled while running keeps its claim;
+// the next heartbeat reports it cancelled (not extended, not gone); a late
+// outcome of the claim changes nothing; it is neither rescued nor retried
+// until its deadline (its finished_at) has passed, and then it is retried.
+func testJobsCancelRunning(t *testing.T, js driver.JobStore) {
+	ctx := context.Background()
+	job := uniqueName("cancel")
+	const lease = 2 * time.Second
+	c := claimOne(t, js, job, 3, lease)
+	ok, err := js.RunCancel(ctx, c.ID)
+	require.NoError(t, err)
+	require.True(t, ok, "a running run is cancelled")
+	info, _, err := js.RunGet(ctx, c.ID)
+	require.NoError(t, err)
+	assert.Equal(t, driver.RunCancelled, info.State)
+	assert.True(t, info.Deadline.IsZero())
+
+	hb, err := js.RunsHeartbeat(ctx, []driver.Claim{c}, lease)
+	require.NoError(t, err)
+	assert.Equal(t, driver.Heartbeat{Cancelled: []driver.Claim{c}}, hb, "the heartbeat tells the worker")
+
+	n, err := js.RunsComplete(ctx, []driver.Claim{c})
+	require.NoError(t, err)
+	assert.Zero(t, n, "a late success of the claim changes nothing")
+	ok, err = js.RunFail(ctx, c, "late", 0)
+	require.NoError(t, err)
+	assert.False(t, ok, "nor does a late failure")
+	ok, err = js.RunRetry(ctx, c.ID)
+	require.NoError(t, err)
+	assert.False(t, ok, "not retried while its handler may not have been told")
+
+	time.Sleep(lease + 200*time.Millisecond) // past the attempt's deadline
+	_, err = js.RunsRescue(ctx, 100)
+	require.NoError(t, err)
+	info, _, err = js.RunGet(ctx, c.ID)
+	require.NoError(t, err)
+	assert.Equal(t, driver.RunCancelled, info.State, "a cancelled run is never rescued")
+	ok, err = js.RunRetry(ctx, c.ID)
+	require.NoError(t, err)
+	assert.True(t, ok, "retried once its deadline has passed")
+	runs, err := js.RunsClaim(ctx, job, "worker", 1, lease)
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Greater(t, runs[0].Claim, c.Claim, "a new claim")
+}

@@ -1,0 +1,175 @@
+package jobs_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/jobs"
+)
+
+// fastWorker is a worker config that polls often, with the given lease.
+func fastWorker(lease time.Duration, handlers map[string]jobs.JobHandler) jobs.WorkerConfig {
+	return jobs.WorkerConfig{Lease: lease, Concurrency: 4, PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, Handlers: handlers}
+}
+
+// TestHandlerPermanentErrorDiscardsAtOnce: a handler that returns
+// jobs.Permanent(err) on the first of five attempts has its run discarded
+// at once, with err's text; a plain error is retried.
+func TestHandlerPermanentErrorDiscardsAtOnce(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
+	var calls atomic.Int32
+	startWorker(t, j, fastWorker(2*time.Second, map[string]jobs.JobHandler{
+		"charge": {Handle: func(context.Context, *jobs.Run) error {
+			calls.Add(1)
+			return jobs.Permanent(errors.New("card number rejected by the bank"))
+		}},
+	}))
+	r := newRun("charge")
+	r.MaxAttempts = 5
+	id, err := j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	info := waitState(t, j, id, jobs.RunDiscarded)
+	assert.Equal(t, 1, info.Attempt, "no further attempt")
+	assert.Equal(t, "card number rejected by the bank", info.LastError)
+	assert.Equal(t, int32(1), calls.Load())
+	assert.True(t, jobs.IsPermanent(jobs.Permanent(context.Canceled)))
+	assert.ErrorIs(t, jobs.Permanent(context.Canceled), context.Canceled, "errors.Is sees through it")
+	assert.NoError(t, jobs.Permanent(nil))
+}
+
+// TestHandleArgsThatDoNotDecodeDiscardAtOnce: arguments that do not decode
+// as the handler's type fail the run for good on its first attempt.
+func TestHandleArgsThatDoNotDecodeDiscardAtOnce(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
+	type order struct{ ID int64 }
+	startWorker(t, j, fastWorker(2*time.Second, map[string]jobs.JobHandler{
+		"ship": {Handle: jobs.HandleArgs(func(context.Context, *jobs.Run, order) error { return nil })},
+	}))
+	r := newRun("ship")
+	r.MaxAttempts = 5
+	r.Args = []byte(`{"ID": "not a number"}`)
+	id, err := j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	info := waitState(t, j, id, jobs.RunDiscarded)
+	assert.Equal(t, 1, info.Attempt)
+	assert.Contains(t, info.LastError, `decode args of job "ship"`)
+}
+
+// TestHandlerSnoozeUsesNoAttempt: a handler that snoozes its run has it
+// back after the delay, on the same attempt number: three snoozes and a
+// success on a job with one attempt complete it.
+func TestHandlerSnoozeUsesNoAttempt(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
+	var mu sync.Mutex
+	var starts []time.Time
+	var attempts []int
+	startWorker(t, j, fastWorker(2*time.Second, map[string]jobs.JobHandler{
+		"wait_for_stock": {Handle: func(_ context.Context, run *jobs.Run) error {
+			mu.Lock()
+			defer mu.Unlock()
+			starts = append(starts, time.Now())
+			attempts = append(attempts, run.Attempt)
+			if len(starts) <= 3 {
+				return jobs.Snooze(300 * time.Millisecond)
+			}
+			return nil
+		}},
+	}))
+	r := newRun("wait_for_stock")
+	r.MaxAttempts = 1
+	id, err := j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	info := waitState(t, j, id, jobs.RunCompleted)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []int{1, 1, 1, 1}, attempts, "a snooze uses no attempt")
+	assert.Equal(t, 1, info.Attempt)
+	for i := 1; i < len(starts); i++ {
+		assert.GreaterOrEqual(t, starts[i].Sub(starts[i-1]), 250*time.Millisecond, "due again after the delay (the database clock's)")
+	}
+}
+
+// TestOperatorCancelsARunningRun: Cancel on a running run cancels its
+// handler's context within one heartbeat (a third of the lease) with the
+// cause jobs.ErrCancelled; the run stays cancelled although the handler
+// then returns nil; another run of the worker is not disturbed; Retry is
+// refused until the attempt's deadline has passed, then the run runs once
+// more.
+func TestOperatorCancelsARunningRun(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
+	const lease = 3 * time.Second
+	started := make(chan int64, 4)
+	causes := make(chan error, 4)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	startWorker(t, j, fastWorker(lease, map[string]jobs.JobHandler{
+		"export": {Handle: func(ctx context.Context, run *jobs.Run) error {
+			if runs.Add(1) > 2 {
+				return nil // the retried run
+			}
+			started <- run.ID
+			select {
+			case <-ctx.Done():
+				causes <- context.Cause(ctx)
+			case <-release:
+			}
+			return nil // a handler that ignores its cancellation
+		}},
+	}))
+	victim, err := j.Enqueue(ctx, nil, newRun("export"))
+	require.NoError(t, err)
+	other, err := j.Enqueue(ctx, nil, newRun("export"))
+	require.NoError(t, err)
+	<-started
+	<-started
+
+	ok, err := j.Cancel(ctx, victim)
+	require.NoError(t, err)
+	require.True(t, ok, "a running run is cancelled")
+	cancelled := time.Now()
+	select {
+	case cause := <-causes:
+		assert.ErrorIs(t, cause, jobs.ErrCancelled)
+		assert.Less(t, time.Since(cancelled), lease/3+time.Second, "told within one heartbeat")
+	case <-time.After(2 * lease):
+		t.Fatal("the handler of the cancelled run was never told")
+	}
+	ok, err = j.Retry(ctx, victim)
+	require.NoError(t, err)
+	assert.False(t, ok, "not retried before the attempt's deadline has passed")
+
+	close(release) // the other run completes; nothing told it to stop
+	assert.Equal(t, jobs.RunCompleted, waitState(t, j, other, jobs.RunCompleted).State)
+	info := waitState(t, j, victim, jobs.RunCancelled)
+	assert.Equal(t, 1, info.Attempt)
+	select {
+	case cause := <-causes:
+		t.Fatalf("the other run's handler was cancelled too: %v", cause)
+	default:
+	}
+
+	require.Eventually(t, func() bool {
+		ok, err := j.Retry(ctx, victim)
+		require.NoError(t, err)
+		return ok
+	}, 2*lease, 100*time.Millisecond, "retried once the deadline has passed")
+	assert.Equal(t, jobs.RunCompleted, waitState(t, j, victim, jobs.RunCompleted).State)
+	assert.Equal(t, int32(3), runs.Load(), "the retry ran it once more")
+}
