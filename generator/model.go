@@ -70,6 +70,9 @@ type model struct {
 	// runs and queues tables (the up file); the last two are empty without
 	// jobs.
 	LocksMigration, RunsMigration, QueuesMigration string
+	// HistoryMigration is the path of the migration that adds the runs'
+	// history column, empty without jobs.
+	HistoryMigration string
 	// RunsTable and QueuesTable are the runs and queues tables' names;
 	// empty without jobs.
 	RunsTable, QueuesTable string
@@ -178,6 +181,7 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 		m.RunsMigration = s.Migrations.File(spec.RunsMigration, m.RunsTable, spec.Up)
 		m.QueuesTable = s.TablePrefix + queuesTableBaseName
 		m.QueuesMigration = s.Migrations.File(spec.QueuesMigration, m.QueuesTable, spec.Up)
+		m.HistoryMigration = s.Migrations.File(spec.HistoryMigration, m.RunsTable+historyMigrationSuffix, spec.Up)
 		m.Migrations = append(m.Migrations, runsMigrations(s.Migrations, s.TablePrefix)...)
 	}
 	m.Receiver = receiverName(m.Locks)
@@ -259,13 +263,19 @@ func migrations(m spec.Migrations, prefix string) []sqlFile {
 	return migrationFiles(m, spec.LocksMigration, prefix+tableBaseName, templates.GooseLocks, templates.LocksDown, templates.LocksUp)
 }
 
-// runsMigrations are the migration files of the runs table and then of the
-// queues table: always new files after the lock table's, so adding jobs
-// never rewrites a migration, and the queues table (added after the runs
-// table) upgrades a database made by the earlier migrations in place.
+// historyMigrationSuffix ends the name of the migration that adds the runs
+// table's history column: 0004_<prefix>runs_history.
+const historyMigrationSuffix = "_history"
+
+// runsMigrations are the migration files of the runs table, the queues
+// table and the runs' history column: always new files after the lock
+// table's, so adding jobs never rewrites a migration, and the queues table
+// and the history column (added later) upgrade a database made by the
+// earlier migrations in place.
 func runsMigrations(m spec.Migrations, prefix string) []sqlFile {
 	runs := migrationFiles(m, spec.RunsMigration, prefix+runsTableBaseName, templates.GooseRuns, templates.RunsDown, templates.RunsUp)
-	return append(runs, migrationFiles(m, spec.QueuesMigration, prefix+queuesTableBaseName, templates.GooseQueues, templates.QueuesDown, templates.QueuesUp)...)
+	runs = append(runs, migrationFiles(m, spec.QueuesMigration, prefix+queuesTableBaseName, templates.GooseQueues, templates.QueuesDown, templates.QueuesUp)...)
+	return append(runs, migrationFiles(m, spec.HistoryMigration, prefix+runsTableBaseName+historyMigrationSuffix, templates.GooseHistory, templates.HistoryDown, templates.HistoryUp)...)
 }
 
 // migrationFiles names migration number n of base in m's format: one goose

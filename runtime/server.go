@@ -95,16 +95,29 @@ func (c *Client) CheckFeature(ctx context.Context, tx *sql.Tx, f probe.Feature) 
 	return c.checkServer(ctx, tx, f)
 }
 
+// schema is what one migration makes of a table, and that migration's
+// name for the error that says it is missing.
+type schema struct {
+	probe.TableSchema
+	migration string
+	// column: the migration adds columns to a table an earlier one
+	// creates.
+	column bool
+}
+
 // schemas are the tables f needs, as their migrations create them.
-func schemas(f probe.Feature, target driver.Target) []probe.TableSchema {
+func schemas(f probe.Feature, target driver.Target) []schema {
+	s := []schema{{probe.LocksSchema(target.LocksTable), migrationOf(target.LocksMigration, target), false}}
 	if f == probe.Jobs {
-		s := []probe.TableSchema{probe.LocksSchema(target.LocksTable), probe.RunsSchema(target.RunsTable)}
+		s = append(s, schema{probe.RunsSchema(target.RunsTable), migrationOf(target.RunsMigration, target), false})
 		if target.QueuesTable != "" {
-			s = append(s, probe.QueuesSchema(target.QueuesTable))
+			s = append(s, schema{probe.QueuesSchema(target.QueuesTable), migrationOf(target.QueuesMigration, target), false})
 		}
-		return s
+		if target.HistoryMigration != "" {
+			s = append(s, schema{probe.RunsHistorySchema(target.RunsTable), migrationOf(target.HistoryMigration, target), true})
+		}
 	}
-	return []probe.TableSchema{probe.LocksSchema(target.LocksTable)}
+	return s
 }
 
 // tableTrouble tells whether a table f needs is missing or unlike its
@@ -112,22 +125,16 @@ func schemas(f probe.Feature, target driver.Target) []probe.TableSchema {
 // meanwhile.
 func tableTrouble(r *probe.Report, f probe.Feature, target driver.Target) bool {
 	for _, t := range schemas(f, target) {
-		if !r.Tables[t.Table] || len(r.Lacks(t)) > 0 {
+		if !r.Tables[t.Table] || len(r.Lacks(t.TableSchema)) > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// migrationOf names the migration that creates table.
-func migrationOf(table string, target driver.Target) string {
-	file := target.LocksMigration
-	switch table {
-	case target.RunsTable:
-		file = target.RunsMigration
-	case target.QueuesTable:
-		file = target.QueuesMigration
-	}
+// migrationOf names migration file of target, or where the migrations
+// are when the store does not name its files.
+func migrationOf(file string, target driver.Target) string {
 	switch {
 	case file != "":
 		return "migration " + file
@@ -173,12 +180,15 @@ func refusal(r *probe.Report, f probe.Feature, target driver.Target) error {
 		if !r.Tables[t.Table] {
 			// A user without privileges on a table does not see it either.
 			return fmt.Errorf("%w: table %s does not exist in database %q, or user %s has no privilege on it: apply %s with your migration tool, and grant the application's user SELECT, INSERT, UPDATE, DELETE on lockgen's tables", ErrInvalid,
-				t.Table, r.Database, r.User, migrationOf(t.Table, target))
+				t.Table, r.Database, r.User, t.migration)
 		}
 	}
 	for _, t := range schemas(f, target) {
-		if lacks := r.Lacks(t); len(lacks) > 0 {
-			return fmt.Errorf("%w: %s", ErrInvalid, probe.SchemaProblem(t.Table, r.Database, lacks, migrationOf(t.Table, target)))
+		if lacks := r.Lacks(t.TableSchema); len(lacks) > 0 {
+			if t.column {
+				return fmt.Errorf("%w: %s", ErrInvalid, probe.ColumnsProblem(t.Table, r.Database, lacks, t.migration))
+			}
+			return fmt.Errorf("%w: %s", ErrInvalid, probe.SchemaProblem(t.Table, r.Database, lacks, t.migration))
 		}
 	}
 	return nil

@@ -89,7 +89,9 @@ func writeMigrations(t *testing.T, dir string, files map[string]string) {
 // database made by the migrations of before queue pauses (0001 and 0002,
 // holding a run): migration 0003 adds the queues table and leaves the run
 // alone; one step down removes only the queues table; up again, then all
-// the way down, leaves none of lockgen's tables.
+// the way down, leaves none of lockgen's tables. Then 0004 upgrades a
+// database made by 0001 to 0003 holding a run: the history column comes,
+// the run stays, one step down takes only the column away.
 func TestMigrationsWithTheRealCLIs(t *testing.T) {
 	old := map[string]map[string]string{
 		"golang-migrate": {
@@ -101,6 +103,10 @@ func TestMigrationsWithTheRealCLIs(t *testing.T) {
 	queues := map[string]map[string]string{
 		"golang-migrate": {"0003_acme_queues.up.sql": QueuesUp, "0003_acme_queues.down.sql": QueuesDown},
 		"goose":          {"00003_acme_queues.sql": GooseQueues},
+	}
+	history := map[string]map[string]string{
+		"golang-migrate": {"0004_acme_runs_history.up.sql": HistoryUp, "0004_acme_runs_history.down.sql": HistoryDown},
+		"goose":          {"00004_acme_runs_history.sql": GooseHistory},
 	}
 	for _, format := range []string{"golang-migrate", "goose"} {
 		t.Run(format, func(t *testing.T) {
@@ -152,6 +158,21 @@ func TestMigrationsWithTheRealCLIs(t *testing.T) {
 			cli(down1...)
 			assert.Equal(t, []string{"acme_locks", "acme_runs"}, lockgenTables(), "one step down undoes 0003 only")
 			cli(up...)
+			assert.Equal(t, []string{"acme_locks", "acme_queues", "acme_runs"}, lockgenTables())
+			cli(downAll...)
+			assert.Empty(t, lockgenTables())
+
+			// 0004 on a database made by 0001 to 0003, holding a run.
+			cli(up...)
+			_, err = db.Exec("INSERT INTO acme_runs (job, queue, state, run_at, args, max_attempts, timeout_us, created_at) VALUES ('j', 'q', 'available', UTC_TIMESTAMP(6), '{}', 1, 1, UTC_TIMESTAMP(6))")
+			require.NoError(t, err)
+			writeMigrations(t, dir, history[format])
+			cli(up...)
+			assert.Equal(t, []string{"claim_ref", "history"}, columns(t, db, "acme_runs", "claim_ref", "history"))
+			require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM acme_runs WHERE history IS NULL").Scan(&runs))
+			assert.Equal(t, 1, runs, "the run is kept, with no history yet")
+			cli(down1...)
+			assert.Equal(t, []string{"claim_ref"}, columns(t, db, "acme_runs", "claim_ref", "history"), "one step down undoes 0004 only")
 			assert.Equal(t, []string{"acme_locks", "acme_queues", "acme_runs"}, lockgenTables())
 			cli(downAll...)
 			assert.Empty(t, lockgenTables())

@@ -101,11 +101,13 @@ func TestMigrationsApplyRollBackAndReapply(t *testing.T) {
 			{"0001 locks", string(render(LocksUp)), string(render(LocksDown))},
 			{"0002 runs", string(render(RunsUp)), string(render(RunsDown))},
 			{"0003 queues", string(render(QueuesUp)), string(render(QueuesDown))},
+			{"0004 runs history", string(render(HistoryUp)), string(render(HistoryDown))},
 		},
 		"goose": {
 			{"0001 locks", gooseSection(t, render(GooseLocks), "Up"), gooseSection(t, render(GooseLocks), "Down")},
 			{"0002 runs", gooseSection(t, render(GooseRuns), "Up"), gooseSection(t, render(GooseRuns), "Down")},
 			{"0003 queues", gooseSection(t, render(GooseQueues), "Up"), gooseSection(t, render(GooseQueues), "Down")},
+			{"0004 runs history", gooseSection(t, render(GooseHistory), "Up"), gooseSection(t, render(GooseHistory), "Down")},
 		},
 	}
 	for format, ms := range formats {
@@ -123,6 +125,8 @@ func TestMigrationsApplyRollBackAndReapply(t *testing.T) {
 				_, err = db.ExecContext(ctx, "INSERT INTO acme_runs (job, queue, state, run_at, args, max_attempts, timeout_us, created_at) VALUES ('j', 'q', 'available', UTC_TIMESTAMP(6), '{}', 1, 1, UTC_TIMESTAMP(6))")
 				require.NoError(t, err)
 				_, err = db.ExecContext(ctx, "INSERT INTO acme_queues (queue, paused, paused_at, updated_at) VALUES ('q', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+				require.NoError(t, err)
+				_, err = db.ExecContext(ctx, "UPDATE acme_runs SET history = JSON_ARRAY(JSON_OBJECT('event', 'started'))")
 				require.NoError(t, err)
 				for i := len(ms) - 1; i >= 0; i-- {
 					apply(t, db, ms[i].name+" down", ms[i].down)
@@ -172,4 +176,60 @@ func TestQueuesMigrationUpgradesAnOldDatabase(t *testing.T) {
 			assert.Equal(t, 1, runs)
 		})
 	}
+}
+
+// TestHistoryMigrationUpgradesAnOldDatabase: a database made by migrations
+// 0001 to 0003, holding a run, takes migration 0004 in place, in both
+// formats: the runs table gains the history column (NULL for the old run,
+// which a history append then starts), and 0004's down removes only it.
+func TestHistoryMigrationUpgradesAnOldDatabase(t *testing.T) {
+	data := Data{Header: Header, Prefix: "acme_"}
+	render := func(name string) []byte {
+		b, err := Render(name, data)
+		require.NoError(t, err)
+		return b
+	}
+	type step struct{ old, up, down string }
+	formats := map[string]step{
+		"golang-migrate": {string(render(LocksUp)) + string(render(RunsUp)) + string(render(QueuesUp)), string(render(HistoryUp)), string(render(HistoryDown))},
+		"goose": {gooseSection(t, render(GooseLocks), "Up") + gooseSection(t, render(GooseRuns), "Up") + gooseSection(t, render(GooseQueues), "Up"),
+			gooseSection(t, render(GooseHistory), "Up"), gooseSection(t, render(GooseHistory), "Down")},
+	}
+	for format, s := range formats {
+		t.Run(format, func(t *testing.T) {
+			db := testDB(t)
+			apply(t, db, "0001 to 0003 up", s.old)
+			_, err := db.Exec("INSERT INTO acme_runs (job, queue, state, run_at, args, max_attempts, timeout_us, created_at) VALUES ('j', 'q', 'available', UTC_TIMESTAMP(6), '{}', 1, 1, UTC_TIMESTAMP(6))")
+			require.NoError(t, err)
+
+			apply(t, db, "0004 up", s.up)
+			assert.Equal(t, []string{"acme_locks", "acme_queues", "acme_runs"}, tables(t, db))
+			assert.Equal(t, []string{"history"}, columns(t, db, "acme_runs", "history"))
+			_, err = db.Exec("UPDATE acme_runs SET history = JSON_ARRAY_APPEND(IFNULL(history, JSON_ARRAY()), '$', JSON_OBJECT('event', 'started'))")
+			require.NoError(t, err)
+			var history string
+			require.NoError(t, db.QueryRow("SELECT history FROM acme_runs").Scan(&history))
+			assert.JSONEq(t, `[{"event": "started"}]`, history, "the old run keeps a history from now on")
+
+			apply(t, db, "0004 down", s.down)
+			assert.Empty(t, columns(t, db, "acme_runs", "history"))
+			var runs int
+			require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM acme_runs").Scan(&runs))
+			assert.Equal(t, 1, runs, "the run is kept")
+		})
+	}
+}
+
+// columns returns which of names the table has, in the order given.
+func columns(t *testing.T, db *sql.DB, table string, names ...string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range names {
+		var found int
+		require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?", table, n).Scan(&found))
+		if found > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }

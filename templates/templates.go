@@ -26,6 +26,10 @@ type Data struct {
 	// Jobs adds the runs and queues tables to the schema and the job
 	// queries to the queries (a spec that declares jobs).
 	Jobs bool
+	// Schema is set by Render for the Schema template only: its tables
+	// have the columns that later migrations add to them (the runs'
+	// history), where a migration's CREATE TABLE has those of its day.
+	Schema bool
 }
 
 // Names of the templates, without the ".tmpl" suffix.
@@ -49,6 +53,12 @@ const (
 	QueuesUp    = "queues.up.sql"
 	QueuesDown  = "queues.down.sql"
 	GooseQueues = "goose_queues.sql"
+	// HistoryUp and HistoryDown are the golang-migrate pair adding the runs
+	// table's history column (run history); GooseHistory is the goose
+	// migration.
+	HistoryUp    = "history.up.sql"
+	HistoryDown  = "history.down.sql"
+	GooseHistory = "goose_history.sql"
 )
 
 // Render executes the named template with data. It fails only when name is
@@ -62,6 +72,7 @@ func Render(name string, data Data) ([]byte, error) {
 	if t.Lookup(name+".tmpl") == nil {
 		return nil, fmt.Errorf("templates: no template %q", name)
 	}
+	data.Schema = name == Schema
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, name+".tmpl", data); err != nil {
 		return nil, fmt.Errorf("templates: render %s: %w", name, err)

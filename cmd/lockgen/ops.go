@@ -41,8 +41,8 @@ document of GET /api/v1/status.`,
 			}),
 		runsCommand(),
 		enqueueCommand(),
-		opsCommand("run", "ID", "print one run with its arguments",
-			"Run prints one run: its state, attempts, worker, times, last error and\narguments. With -json it prints the document of GET /api/v1/runs/{id}.",
+		opsCommand("run", "ID", "print one run with its arguments and history",
+			"Run prints one run: its state, attempts, worker, times, last error,\narguments and history (every state change, oldest first). With -json it prints the document of GET /api/v1/runs/{id}.",
 			[]string{"ID"}, func(ctx context.Context, o *ops.Ops, out *streams, args []string, asJSON bool) int {
 				id, ok := runID(out, "run", args[0])
 				if !ok {

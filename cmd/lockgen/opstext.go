@@ -185,4 +185,29 @@ func writeRun(w io.Writer, r *ops.Run) {
 		args.Write(r.Args)
 	}
 	fmt.Fprintf(w, "args:\n  %s\n", args.String())
+	if len(r.History) > 0 {
+		fmt.Fprintf(w, "history:\n")
+		hw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, e := range r.History {
+			at := e.At
+			fmt.Fprintf(hw, "  %s\t%s\t%s\t%s\t%s\n", stamp(&at), e.Event, attemptOf(e.Attempt), e.Worker, firstLine(e.Error))
+		}
+		_ = hw.Flush()
+	}
+}
+
+// attemptOf names attempt n in a history line ("" for none yet).
+func attemptOf(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("attempt %d", n)
+}
+
+// firstLine is the first line of s, marked when more follow.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
 }

@@ -34,6 +34,8 @@ var (
 	runsMigration string
 	//go:embed migrations/0003_jobsdemo_queues.up.sql
 	queuesMigration string
+	//go:embed migrations/0004_jobsdemo_runs_history.up.sql
+	historyMigration string
 )
 
 func main() {
@@ -80,7 +82,7 @@ func (h handlers) SendReceipt(ctx context.Context, run *jobs.Run, args jobs.Send
 // three nodes work for runFor as the application's user, and prints a
 // summary.
 func run(ctx context.Context, dsns demodb.DSNs, orders int, runFor time.Duration, out io.Writer) error {
-	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration)
+	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration, historyMigration)
 	if err != nil {
 		return fmt.Errorf("set up the database: %w", err)
 	}

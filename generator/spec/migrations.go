@@ -6,12 +6,14 @@ import (
 )
 
 // The migrations lockgen writes: number 1 creates the lock table, number 2
-// the runs table and number 3 the queues table (both only with jobs), so
-// adding jobs or a later table never rewrites a migration.
+// the runs table, number 3 the queues table and number 4 adds the runs'
+// history column (2 to 4 only with jobs), so adding jobs or a later table
+// or column never rewrites a migration.
 const (
-	LocksMigration  = 1
-	RunsMigration   = 2
-	QueuesMigration = 3
+	LocksMigration   = 1
+	RunsMigration    = 2
+	QueuesMigration  = 3
+	HistoryMigration = 4
 )
 
 // Directions of a golang-migrate file; a goose file holds both.

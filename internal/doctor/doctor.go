@@ -49,7 +49,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	uses, kinds := declared(o.Spec)
 	var tables []string
 	for _, k := range kinds {
-		tables = append(tables, k.name)
+		if !k.column {
+			tables = append(tables, k.name)
+		}
 	}
 	report, err := probe.Run(ctx, db, tables...)
 	// A user with no privilege in the database (none granted, or only
@@ -105,7 +107,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			continue
 		}
 		if lacks := report.Lacks(k.schema(t)); len(lacks) > 0 {
-			r.add(Fail, t, "%s", probe.SchemaProblem(t, report.Database, lacks, "migration "+migrationOf(o.Spec, t, k.migration)))
+			problem := probe.SchemaProblem
+			if k.column {
+				problem = probe.ColumnsProblem
+			}
+			r.add(Fail, t, "%s", problem(t, report.Database, lacks, "migration "+migrationOf(o.Spec, k.fileName(), k.migration)))
+		} else if k.column {
+			continue // the table's own line says whether it exists
 		} else if report.Tables[t] {
 			r.add(OK, t, "table %s exists and has every column and index of its migration", t)
 		} else {
@@ -137,6 +145,20 @@ type table struct {
 	name      string
 	schema    func(string) probe.TableSchema
 	migration int
+	// file is the table part of the migration's file name when it is not
+	// name (a migration that adds a column: 0004_<prefix>runs_history).
+	file string
+	// column: the migration adds columns to a table an earlier one
+	// creates, and is checked only when that table exists.
+	column bool
+}
+
+// fileName is the table part of k's migration file name.
+func (k table) fileName() string {
+	if k.file != "" {
+		return k.file
+	}
+	return k.name
 }
 
 // declared lists what the spec uses and its tables; without a spec, every
@@ -156,10 +178,11 @@ func declared(s *spec.Spec) (uses []Use, tables []table) {
 			uses = append(uses, Use{Name: fmt.Sprintf("jobs (%d)", len(s.Jobs)), Strategy: string(probe.Jobs)})
 		}
 	}
-	tables = []table{{prefix + "locks", probe.LocksSchema, spec.LocksMigration}}
+	tables = []table{{name: prefix + "locks", schema: probe.LocksSchema, migration: spec.LocksMigration}}
 	if jobs {
-		tables = append(tables, table{prefix + "runs", probe.RunsSchema, spec.RunsMigration},
-			table{prefix + "queues", probe.QueuesSchema, spec.QueuesMigration})
+		tables = append(tables, table{name: prefix + "runs", schema: probe.RunsSchema, migration: spec.RunsMigration},
+			table{name: prefix + "queues", schema: probe.QueuesSchema, migration: spec.QueuesMigration},
+			table{name: prefix + "runs", schema: probe.RunsHistorySchema, migration: spec.HistoryMigration, file: prefix + "runs_history", column: true})
 	}
 	return uses, tables
 }

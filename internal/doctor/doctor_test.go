@@ -141,7 +141,8 @@ func TestDoctorEverythingWorks(t *testing.T) {
 
 // TestDoctorFindsProblems: missing tables (each with the migration that
 // creates it; on a database made by the migrations of before queue pauses,
-// only the queues table and its migration 0003), a missing grant, a DSN
+// only the queues table and its migration 0003, and the runs' history
+// column and its migration 0004), a missing grant, a DSN
 // without parseTime and a readTimeout shorter than a row lock's wait each
 // fail, with what to do.
 func TestDoctorFindsProblems(t *testing.T) {
@@ -168,9 +169,15 @@ func TestDoctorFindsProblems(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{
 		"app_queues: table app_queues does not exist in database \"" + s.cfg.DBName + "\", or user " + r.Report.User + " has no privilege on it (see the grants): apply migration db/migrations/0003_app_queues.up.sql (relative to lockgen.yaml)",
+		"app_runs: table app_runs in database \"" + s.cfg.DBName + "\" lacks column history, which migration db/migrations/0004_app_runs_history.up.sql (relative to lockgen.yaml) adds: apply it with your migration tool (lockgen's statements fail with \"Unknown column\" until then)",
 	}, failures(r))
 
-	s.migrate(t, "app_")
+	for _, name := range []string{templates.QueuesUp, templates.HistoryUp} {
+		up, err := templates.Render(name, templates.Data{Header: templates.Header, Prefix: "app_"})
+		require.NoError(t, err)
+		_, err = sqltest.Open(t, s.cfg).Exec(string(up))
+		require.NoError(t, err)
+	}
 	db := s.cfg.DBName
 	dsn := s.user(t, "pw-123456",
 		"GRANT SELECT, INSERT, UPDATE ON "+db+".app_locks TO USER",

@@ -48,6 +48,9 @@ type Target struct {
 	// for the error that says a table is missing or does not match it.
 	// Empty: the error names Migrations.
 	LocksMigration, RunsMigration, QueuesMigration string
+	// HistoryMigration names the migration that adds the runs table's
+	// history column, as LocksMigration does.
+	HistoryMigration string
 }
 
 // SessionHeld is what LeaseAcquire returns for a row that shows a

@@ -337,3 +337,23 @@ func TestQueuesTableMissingOnAnOldDatabase(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []jobs.QueueInfo{{Name: jobs.DefaultQueue, Paused: true, Since: queues[0].Since}}, queues)
 }
+
+// TestHistoryColumnMissingOnAnOldDatabase: a database made by migrations
+// 0001 to 0003 (no history column) is refused by the job entry points with
+// ErrInvalid naming the column and migration 0004 that adds it; once the
+// column is there, the same Client works.
+func TestHistoryColumnMissingOnAnOldDatabase(t *testing.T) {
+	ctx := context.Background()
+	tdb := testdb.New(t)
+	tdb.Exec(t, "ALTER TABLE lockgen_runs DROP COLUMN history")
+	j := jobsNode(t, tdb.Open(t), "old")
+	migration := lockgendb.Store{}.Server().HistoryMigration
+	require.Contains(t, migration, "0004_lockgen_runs_history.up.sql")
+	_, err := j.Enqueue(ctx, nil, newRun("x"))
+	require.ErrorIs(t, err, runtime.ErrInvalid)
+	assert.ErrorContains(t, err, "lacks column history, which migration "+migration+" adds")
+
+	tdb.Exec(t, "ALTER TABLE lockgen_runs ADD COLUMN history JSON NULL")
+	_, err = j.Enqueue(ctx, nil, newRun("x"))
+	require.NoError(t, err)
+}

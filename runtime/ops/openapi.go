@@ -71,7 +71,7 @@ func (o *Ops) OpenAPI() map[string]any {
 				query("state", "only runs in this state", obj{"type": "string", "enum": States}),
 				after, limit},
 			"responses": merge(obj{"200": answer("a page of runs", ref("RunPage"))}, errors("400", "500"))}},
-		"/api/v1/runs/{id}": obj{"get": obj{"operationId": "getRun", "security": open, "summary": "one run with its arguments",
+		"/api/v1/runs/{id}": obj{"get": obj{"operationId": "getRun", "security": open, "summary": "one run with its arguments, history and attempts",
 			"parameters": []any{runID},
 			"responses":  merge(obj{"200": answer("the run", ref("Run"))}, errors("400", "404", "500"))}},
 		"/api/v1/runs/{id}/cancel": obj{"post": obj{"operationId": "cancelRun", "summary": "cancel a due or running run (a running run's handler is told within a heartbeat)", "security": write,
@@ -199,7 +199,14 @@ func baseSchemas() obj {
 			"id": i64, "job": str, "queue": str, "state": obj{"type": "string", "enum": States}, "priority": integer,
 			"run_at": when, "scheduled_at": when, "attempt": integer, "max_attempts": integer, "worker": str, "deadline": when,
 			"created_at": when, "finished_at": when, "unique_key": str, "last_error": str,
-			"args": obj{"description": "the run's JSON arguments (GET /api/v1/runs/{id} only)"}, "claim": i64, "timeout_ms": i64}),
+			"args": obj{"description": "the run's JSON arguments (GET /api/v1/runs/{id} only)"}, "claim": i64, "timeout_ms": i64,
+			"history":  obj{"description": "the run's state changes, oldest first, the newest 50 kept (GET /api/v1/runs/{id} only)", "type": "array", "items": ref("HistoryEntry")},
+			"attempts": obj{"description": "the run's attempts, read from its history (GET /api/v1/runs/{id} only)", "type": "array", "items": ref("Attempt")}}),
+		"HistoryEntry": object([]any{"at", "event", "attempt"}, obj{
+			"at": when, "event": obj{"type": "string", "enum": historyEvents}, "attempt": integer, "worker": str, "error": str}),
+		"Attempt": object([]any{"attempt", "started_at", "outcome"}, obj{
+			"attempt": integer, "worker": str, "started_at": when, "finished_at": when,
+			"outcome": obj{"type": "string", "enum": attemptOutcomes}, "error": str}),
 		"RunPage": object([]any{"items"}, obj{"items": list(ref("Run")), "next": str}),
 		"Push": obj{"type": "object", "additionalProperties": false, "properties": obj{
 			"args":         obj{"type": "object"},

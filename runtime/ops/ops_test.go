@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,10 +380,7 @@ func TestCancelARunningRunReachesItsHandler(t *testing.T) {
 			return nil
 		}}}})
 	require.NoError(t, err)
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	defer func() { stop(); require.NoError(t, <-done) }()
+	runWorker(t, w)
 
 	id := f.enqueue(t, jobs.NewRun{Job: "test"})
 	<-started
@@ -403,4 +403,94 @@ func TestCancelARunningRunReachesItsHandler(t *testing.T) {
 	r, err = f.ops.RetryRun(ctx, id)
 	require.NoError(t, err)
 	assert.Equal(t, "available", r.State)
+}
+
+// TestRunHistoryRecordsEveryChange: a run that fails once, then completes,
+// then is retried by an operator, cancelled and retried again has every
+// change in its history, written by the statements that made them, and
+// its attempts read from it; a run snoozed 60 times keeps the newest 50
+// entries, the last of them its completion.
+func TestRunHistoryRecordsEveryChange(t *testing.T) {
+	f := newFixture(t, deployment)
+	ctx := context.Background()
+	var calls, snoozes atomic.Int32
+	w, err := f.jobs.NewWorker(jobs.WorkerConfig{Lease: 3 * time.Second, PollMin: 5 * time.Millisecond, PollMax: 20 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{
+			"test": {BackoffInitial: time.Millisecond, BackoffMax: time.Millisecond, Handle: func(context.Context, *jobs.Run) error {
+				if calls.Add(1) == 1 {
+					return errors.New("smtp: connection refused")
+				}
+				return nil
+			}},
+			"nap": {Handle: func(context.Context, *jobs.Run) error {
+				if snoozes.Add(1) <= 60 {
+					return jobs.Snooze(0)
+				}
+				return nil
+			}},
+		}})
+	require.NoError(t, err)
+	stop := runWorker(t, w)
+
+	id := f.enqueue(t, jobs.NewRun{Job: "test"})
+	waitRun := func(id int64, state string) *ops.Run {
+		t.Helper()
+		var r *ops.Run
+		require.Eventually(t, func() bool {
+			r, err = f.ops.Run(ctx, id)
+			require.NoError(t, err)
+			return r.State == state
+		}, 20*time.Second, 10*time.Millisecond)
+		return r
+	}
+	r := waitRun(id, "completed")
+	events := func(r *ops.Run) (out []string) {
+		for _, e := range r.History {
+			out = append(out, fmt.Sprintf("%s %d", e.Event, e.Attempt))
+		}
+		return out
+	}
+	assert.Equal(t, []string{"started 1", "failed 1", "started 2", "completed 2"}, events(r))
+	assert.Equal(t, "smtp: connection refused", r.History[1].Error)
+	assert.Contains(t, r.History[0].Worker, "node-a", "the worker's owner")
+	for i := 1; i < len(r.History); i++ {
+		assert.False(t, r.History[i].At.Before(r.History[i-1].At), "in time order by the database clock")
+	}
+	require.Len(t, r.Attempts, 2)
+	assert.Equal(t, "failed", r.Attempts[0].Outcome)
+	assert.Equal(t, "smtp: connection refused", r.Attempts[0].Error)
+	assert.Equal(t, "completed", r.Attempts[1].Outcome)
+	require.NotNil(t, r.Attempts[1].FinishedAt)
+
+	stop() // no worker: the operator's changes stay
+	_, err = f.db.ExecContext(ctx, "UPDATE lockgen_runs SET state = 'discarded' WHERE id = ?", id)
+	require.NoError(t, err)
+	_, err = f.ops.RetryRun(ctx, id)
+	require.NoError(t, err)
+	_, err = f.ops.CancelRun(ctx, id)
+	require.NoError(t, err)
+	r, err = f.ops.RetryRun(ctx, id)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"started 1", "failed 1", "started 2", "completed 2", "retried 2", "cancelled 0", "retried 0"}, events(r))
+
+	nap := f.enqueue(t, jobs.NewRun{Job: "nap", MaxAttempts: 1})
+	runWorker(t, w)
+	r = waitRun(nap, "completed")
+	require.Len(t, r.History, 50, "the newest 50 entries are kept")
+	assert.Equal(t, "completed 1", events(r)[49])
+	assert.Equal(t, "started 1", events(r)[48])
+	assert.Equal(t, "snoozed 1", events(r)[47], "a snooze uses no attempt")
+}
+
+// runWorker runs w until the test ends or stop is called; stop waits for
+// it and fails the test if Run returned an error.
+func runWorker(t *testing.T, w *jobs.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
+	t.Cleanup(stop)
+	return stop
 }

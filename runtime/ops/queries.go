@@ -12,6 +12,15 @@ const utcNow = "(UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)"
 // UNCOMMITTED read) until its transaction ends.
 const heldExpr = "(owner <> '' AND (expires_at > " + utcNow + " OR expires_at = '1970-01-01 00:00:02'))"
 
+// historySet appends one entry to a run's history, as the runtime's
+// statements do (templates/jobs_queries.sql.tmpl, "history"): fields are
+// the entry's fields after "at". A statement assigns it first, so it reads
+// the row as it was before the change.
+func historySet(fields string) string {
+	return "history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$', " +
+		"JSON_OBJECT('at', DATE_FORMAT({now}, '%Y-%m-%dT%H:%i:%s.%fZ'), " + fields + "))"
+}
+
 // queries are the layer's statements for one table prefix. Every read is a
 // consistent read (or, for the locks table, a READ UNCOMMITTED one): none
 // locks a row. Every write changes one row by primary key.
@@ -73,8 +82,8 @@ UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND s
 		lastTick:    r.Replace("SELECT id, scheduled_at, state FROM {runs} WHERE job = ? AND dedupe >= 't' AND dedupe < 'u' ORDER BY dedupe DESC LIMIT 1"),
 		runsScan:    r.Replace("SELECT id, job, queue, state FROM {runs} WHERE id < ? ORDER BY id DESC LIMIT ?"),
 		runsList:    r.Replace("SELECT " + runCols + " FROM {runs} WHERE id IN "),
-		runGet:      r.Replace("SELECT " + runCols + ", args, claim, timeout_us FROM {runs} WHERE id = ?"),
-		runCancel: r.Replace("UPDATE {runs} SET finished_at = IF(state = 'running', GREATEST(deadline, {now}), {now}), deadline = NULL, state = 'cancelled' " +
+		runGet:      r.Replace("SELECT " + runCols + ", args, claim, timeout_us, history FROM {runs} WHERE id = ?"),
+		runCancel: r.Replace("UPDATE {runs} SET " + historySet("'event', 'cancelled', 'attempt', attempt, 'worker', IF(state = 'running', worker, '')") + ", finished_at = IF(state = 'running', GREATEST(deadline, {now}), {now}), deadline = NULL, state = 'cancelled' " +
 			"WHERE id = ? AND state IN ('available', 'running')"),
 		runPush: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, created_at)
 VALUES (?, ?, 'available', ?, {now} + INTERVAL CAST(? AS SIGNED) MICROSECOND, ?, ?, ?, ?, {now})
@@ -85,8 +94,8 @@ ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
 		retryScan: r.Replace(`SELECT id, finished_at, queue FROM {runs} FORCE INDEX ({runs}_state)
 WHERE state = ? AND deadline IS NULL AND job = ? AND (finished_at > ? OR (finished_at = ? AND id > ?)) AND finished_at < ?
 ORDER BY finished_at, id LIMIT ?`),
-		retryIDs: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= {now} AND id IN "),
-		runRetry: r.Replace("UPDATE {runs} SET state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= {now}"),
+		retryIDs: r.Replace("UPDATE {runs} SET " + historySet("'event', 'retried', 'attempt', attempt") + ", state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= {now} AND id IN "),
+		runRetry: r.Replace("UPDATE {runs} SET " + historySet("'event', 'retried', 'attempt', attempt") + ", state = 'available', attempt = 0, run_at = {now}, finished_at = NULL WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= {now}"),
 	}
 }
 

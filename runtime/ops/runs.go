@@ -39,6 +39,70 @@ type Run struct {
 	Args      json.RawMessage `json:"args,omitempty"`
 	Claim     int64           `json:"claim,omitempty"`
 	TimeoutMS int64           `json:"timeout_ms,omitempty"`
+	// History is the run's log of state changes, oldest first (the newest
+	// 50 are kept); Attempts the same log seen per attempt.
+	History  []HistoryEntry `json:"history,omitempty"`
+	Attempts []Attempt      `json:"attempts,omitempty"`
+}
+
+// historyEvents are the events of a run's history; attemptOutcomes how an
+// attempt ends (or that it has not, or that its end is no longer kept).
+var (
+	historyEvents   = []string{"started", "completed", "failed", "discarded", "snoozed", "rescued", "orphaned", "cancelled", "retried"}
+	attemptOutcomes = []string{"running", "completed", "failed", "discarded", "snoozed", "rescued", "orphaned", "cancelled", "unknown"}
+)
+
+// HistoryEntry is one state change of a run, as the statement that made
+// it wrote it: when (the database clock, UTC), what (started, completed,
+// failed, discarded, snoozed, rescued, orphaned, cancelled, retried), the
+// attempt it concerned, the worker (its owner names the host) and the
+// error's first 1,000 characters.
+type HistoryEntry struct {
+	At      time.Time `json:"at"`
+	Event   string    `json:"event"`
+	Attempt int       `json:"attempt"`
+	Worker  string    `json:"worker,omitempty"`
+	Error   string    `json:"error,omitempty"`
+}
+
+// Attempt is one attempt of a run, from its history: the worker that
+// started it, when it started and ended, and how (Outcome: completed,
+// failed, discarded, snoozed, rescued, orphaned, cancelled; "running"
+// while it has not ended, or "unknown" when its end fell out of the kept
+// history).
+type Attempt struct {
+	Attempt    int        `json:"attempt"`
+	Worker     string     `json:"worker,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Outcome    string     `json:"outcome"`
+	Error      string     `json:"error,omitempty"`
+}
+
+// attempts reads the attempts out of a run's history: each "started"
+// opens one, and the next entry of the same attempt that ends it closes
+// it. A run in state running has its last attempt open.
+func attempts(history []HistoryEntry, state string) []Attempt {
+	var out []Attempt
+	open := -1 // index in out of the attempt not yet ended
+	for _, e := range history {
+		switch {
+		case e.Event == "started":
+			if open >= 0 {
+				out[open].Outcome = "unknown"
+			}
+			out = append(out, Attempt{Attempt: e.Attempt, Worker: e.Worker, StartedAt: e.At, Outcome: "running"})
+			open = len(out) - 1
+		case open >= 0 && e.Attempt == out[open].Attempt && e.Event != "retried":
+			at := e.At
+			out[open].FinishedAt, out[open].Outcome, out[open].Error = &at, e.Event, e.Error
+			open = -1
+		}
+	}
+	if open >= 0 && state != "running" {
+		out[open].Outcome = "unknown"
+	}
+	return out
 }
 
 // RunsFilter selects runs: of a job, a queue and a state (each optional),
@@ -173,8 +237,9 @@ func (o *Ops) Run(ctx context.Context, id int64) (*Run, error) {
 
 func (o *Ops) run(ctx context.Context, id int64) (*Run, error) {
 	var args string
+	var history sql.NullString
 	var claim, timeoutUs int64
-	r, err := scanRun(o.db.QueryRowContext(ctx, o.q.runGet, id), &args, &claim, &timeoutUs)
+	r, err := scanRun(o.db.QueryRowContext(ctx, o.q.runGet, id), &args, &claim, &timeoutUs, &history)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &Error{Code: CodeNotFound, Field: "id", Message: fmt.Sprintf("no run has ID %d (it may have been pruned)", id)}
 	}
@@ -186,6 +251,12 @@ func (o *Ops) run(ctx context.Context, id int64) (*Run, error) {
 		r.Args = json.RawMessage(args)
 	} else {
 		r.Args, _ = json.Marshal(args) // stored by hand: shown as a string
+	}
+	if history.Valid {
+		if err := json.Unmarshal([]byte(history.String), &r.History); err != nil {
+			return nil, fmt.Errorf("ops: run %d: its history is not what lockgen writes: %w", id, err)
+		}
+		r.Attempts = attempts(r.History, r.State)
 	}
 	return &r, nil
 }

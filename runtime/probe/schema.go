@@ -66,6 +66,21 @@ func RunsSchema(table string) TableSchema {
 	}
 }
 
+// RunsHistorySchema is what the migration that adds the runs' history
+// column (templates/history_add.sql.tmpl) adds to the runs table named
+// table: checked apart from RunsSchema, so that a database made by the
+// earlier migrations is told to apply that one.
+func RunsHistorySchema(table string) TableSchema {
+	return TableSchema{Table: table, Columns: []string{"history"}}
+}
+
+// ColumnsProblem is the message for a table that lacks what a later
+// migration adds to it (lacks, as Lacks words it): apply that migration.
+func ColumnsProblem(table, database string, lacks []string, migration string) string {
+	return fmt.Sprintf("table %s in database %q lacks %s, which %s adds: apply it with your migration tool "+
+		"(lockgen's statements fail with \"Unknown column\" until then)", table, database, strings.Join(lacks, ", "), migration)
+}
+
 // QueuesSchema is the queues table named table (queue pauses) as the
 // migration that creates it (templates/queues_create.sql.tmpl) declares it.
 func QueuesSchema(table string) TableSchema {

@@ -67,6 +67,9 @@ status, err = call("POST", "/api/v1/runs/%d/cancel" % newest, token=TOKEN)
 expect(status == 409 and err["error"]["code"] == "conflict", "cancelling it again is 409", err)
 status, run = call("POST", "/api/v1/runs/%d/retry" % newest, token=TOKEN)
 expect(status == 200 and run["state"] == "available", "retry makes it available again", run)
+status, run = call("GET", "/api/v1/runs/%d" % newest)
+expect([e["event"] for e in run.get("history", [])] == ["cancelled", "retried"] and run["history"][0]["at"].endswith("Z"),
+       "the run's history has the cancel and the retry, in order", run)
 
 status, pushed = call("POST", "/api/v1/jobs/send_receipt/runs", token=TOKEN,
                       body=json.dumps({"args": {"order_id": 99}, "delay": "30s", "unique_key": "py-99"}).encode())

@@ -19,7 +19,8 @@ import (
 // fails with ErrInvalid naming the runs table (a check of the lock feature
 // alone passed); with the runs table too (a database made by the
 // migrations of before queue pauses), it names the queues table and its
-// migration 0003; it passes once that is applied.
+// migration 0003; then the runs' history column and its migration 0004;
+// it passes once those are applied.
 func TestCheckServerNamesTheMissingRunsTable(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := demodb.Config(exampletest.FreshDSN(t))
@@ -52,6 +53,17 @@ func TestCheckServerNamesTheMissingRunsTable(t *testing.T) {
 	queues, err := os.ReadFile("../migrations/0003_jobsdemo_queues.up.sql")
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, string(queues))
+	require.NoError(t, err)
+	l, err = jobs.New(db)
+	require.NoError(t, err)
+	err = l.CheckServer(ctx)
+	require.True(t, errors.Is(err, jobs.ErrInvalid), "want ErrInvalid, got %v", err)
+	assert.Contains(t, err.Error(), "table jobsdemo_runs in database")
+	assert.Contains(t, err.Error(), "lacks column history, which migration migrations/0004_jobsdemo_runs_history.up.sql (relative to lockgen.yaml) adds")
+
+	history, err := os.ReadFile("../migrations/0004_jobsdemo_runs_history.up.sql")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, string(history))
 	require.NoError(t, err)
 	l, err = jobs.New(db)
 	require.NoError(t, err)

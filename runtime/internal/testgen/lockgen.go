@@ -111,8 +111,9 @@ type Locks struct {
 // EnqueueTestTx. It does not touch the database.
 //
 // The tables lockgen_locks, lockgen_runs and lockgen_queues must exist: apply
-// migrations/0001_lockgen_locks.up.sql, migrations/0002_lockgen_runs.up.sql
-// and migrations/0003_lockgen_queues.up.sql (relative to lockgen.yaml) with
+// migrations/0001_lockgen_locks.up.sql, migrations/0002_lockgen_runs.up.sql,
+// migrations/0003_lockgen_queues.up.sql and
+// migrations/0004_lockgen_runs_history.up.sql (relative to lockgen.yaml) with
 // your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //

@@ -4,6 +4,7 @@ package lockgendb
 
 import (
 	"database/sql"
+	"encoding/json"
 	"time"
 )
 
@@ -44,5 +45,6 @@ type JobsdemoRun struct {
 	CreatedAt   time.Time
 	FinishedAt  sql.NullTime
 	ClaimRef    sql.NullString
+	History     json.RawMessage
 	Dedupe      sql.NullString
 }

@@ -692,7 +692,9 @@ func (q *Queries) RowTakeover(ctx context.Context, arg RowTakeoverParams) (sql.R
 
 const runCancel = `-- name: RunCancel :execrows
 UPDATE jobsdemo_runs
-SET finished_at = IF(state = 'running', GREATEST(deadline, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'cancelled', 'attempt', attempt, 'worker', IF(state = 'running', worker, ''))),
+    finished_at = IF(state = 'running', GREATEST(deadline, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
     deadline    = NULL,
     state       = 'cancelled'
 WHERE id = ? AND state IN ('available', 'running')
@@ -715,7 +717,9 @@ func (q *Queries) RunCancel(ctx context.Context, id int64) (int64, error) {
 
 const runDiscard = `-- name: RunDiscard :execrows
 UPDATE jobsdemo_runs
-SET state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = ?, deadline = NULL
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'discarded', 'attempt', attempt, 'worker', worker, 'error', LEFT(?, 1000))),
+    state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = ?, deadline = NULL
 WHERE id = ? AND claim = ? AND state IN ('running', 'orphaned')
 `
 
@@ -730,7 +734,12 @@ type RunDiscardParams struct {
 // with the claim: discarded at once, whatever attempts are left, with the
 // error text kept.
 func (q *Queries) RunDiscard(ctx context.Context, arg RunDiscardParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, runDiscard, arg.LastError, arg.ID, arg.Claim)
+	result, err := q.db.ExecContext(ctx, runDiscard,
+		arg.LastError,
+		arg.LastError,
+		arg.ID,
+		arg.Claim,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -739,7 +748,9 @@ func (q *Queries) RunDiscard(ctx context.Context, arg RunDiscardParams) (int64, 
 
 const runFail = `-- name: RunFail :execrows
 UPDATE jobsdemo_runs
-SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(attempt >= max_attempts, 'discarded', 'failed'), 'attempt', attempt, 'worker', worker, 'error', LEFT(?, 1000))),
+    state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
     run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND),
     last_error  = ?,
@@ -748,8 +759,8 @@ WHERE id = ? AND claim = ? AND state IN ('running', 'orphaned')
 `
 
 type RunFailParams struct {
-	BackoffUs int64
 	LastError sql.NullString
+	BackoffUs int64
 	ID        int64
 	Claim     int64
 }
@@ -760,6 +771,7 @@ type RunFailParams struct {
 // error text is kept either way.
 func (q *Queries) RunFail(ctx context.Context, arg RunFailParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, runFail,
+		arg.LastError,
 		arg.BackoffUs,
 		arg.LastError,
 		arg.ID,
@@ -914,7 +926,9 @@ func (q *Queries) RunLastTick(ctx context.Context, job string) (sql.NullTime, er
 
 const runRetry = `-- name: RunRetry :execrows
 UPDATE jobsdemo_runs
-SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'retried', 'attempt', attempt)),
+    state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
 WHERE id = ? AND state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 `
 
@@ -935,7 +949,9 @@ func (q *Queries) RunRetry(ctx context.Context, id int64) (int64, error) {
 
 const runSnooze = `-- name: RunSnooze :execrows
 UPDATE jobsdemo_runs
-SET state    = 'available',
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'snoozed', 'attempt', attempt, 'worker', worker)),
+    state    = 'available',
     attempt  = attempt - 1,
     run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND,
     deadline = NULL
@@ -1035,7 +1051,9 @@ func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([
 
 const runsComplete = `-- name: RunsComplete :execrows
 UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
-SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', attempt, 'worker', worker)),
+    state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
 WHERE id IN (/*SLICE:ids*/?) AND claim_ref IN (/*SLICE:claim_refs*/?) AND state IN ('running', 'orphaned')
 `
 
@@ -1169,7 +1187,9 @@ func (q *Queries) RunsHeartbeatLock(ctx context.Context, ids []int64) ([]RunsHea
 
 const runsMarkRunning = `-- name: RunsMarkRunning :execrows
 UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
-SET state     = 'running',
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'started', 'attempt', attempt + 1, 'worker', ?)),
+    state     = 'running',
     attempt   = attempt + 1,
     claim_ref = CONCAT(id, ':', claim + 1),
     claim     = claim + 1,
@@ -1193,6 +1213,7 @@ type RunsMarkRunningParams struct {
 func (q *Queries) RunsMarkRunning(ctx context.Context, arg RunsMarkRunningParams) (int64, error) {
 	query := runsMarkRunning
 	var queryParams []interface{}
+	queryParams = append(queryParams, arg.Worker)
 	queryParams = append(queryParams, arg.Worker)
 	queryParams = append(queryParams, arg.LeaseUs)
 	if len(arg.Ids) > 0 {
@@ -1372,7 +1393,9 @@ func (q *Queries) RunsRescuable(ctx context.Context, limit int32) ([]int64, erro
 
 const runsRescue = `-- name: RunsRescue :execrows
 UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
-SET state       = IF(attempt >= max_attempts, 'orphaned', 'available'),
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(attempt >= max_attempts, 'orphaned', 'rescued'), 'attempt', attempt, 'worker', worker)),
+    state       = IF(attempt >= max_attempts, 'orphaned', 'available'),
     finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
     run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
     last_error  = IF(attempt >= max_attempts,

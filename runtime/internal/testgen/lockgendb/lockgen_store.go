@@ -42,14 +42,15 @@ func NewStore(db *sql.DB) Store {
 // first use.
 func (s Store) Server() driver.Target {
 	return driver.Target{
-		DB:              s.db,
-		LocksTable:      "lockgen_locks",
-		RunsTable:       "lockgen_runs",
-		QueuesTable:     "lockgen_queues",
-		Migrations:      "migrations/ (relative to lockgen.yaml)",
-		LocksMigration:  "migrations/0001_lockgen_locks.up.sql (relative to lockgen.yaml)",
-		RunsMigration:   "migrations/0002_lockgen_runs.up.sql (relative to lockgen.yaml)",
-		QueuesMigration: "migrations/0003_lockgen_queues.up.sql (relative to lockgen.yaml)",
+		DB:               s.db,
+		LocksTable:       "lockgen_locks",
+		RunsTable:        "lockgen_runs",
+		QueuesTable:      "lockgen_queues",
+		Migrations:       "migrations/ (relative to lockgen.yaml)",
+		LocksMigration:   "migrations/0001_lockgen_locks.up.sql (relative to lockgen.yaml)",
+		RunsMigration:    "migrations/0002_lockgen_runs.up.sql (relative to lockgen.yaml)",
+		QueuesMigration:  "migrations/0003_lockgen_queues.up.sql (relative to lockgen.yaml)",
+		HistoryMigration: "migrations/0004_lockgen_runs_history.up.sql (relative to lockgen.yaml)",
 	}
 }
 

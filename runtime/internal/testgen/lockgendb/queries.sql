@@ -255,6 +255,7 @@ WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
 -- fails with error 1193, which means "not Galera".
 SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera;
 
+
 -- name: RunInsert :execresult
 -- RunInsert enqueues a run, due delay_us after the database clock. A run
 -- that would repeat a scheduled tick or the unique key of an unfinished
@@ -312,7 +313,9 @@ FOR UPDATE SKIP LOCKED;
 -- MySQL sometimes read the state index instead, through every available
 -- run, keeping their entries locked, which deadlocked with other claims).
 UPDATE lockgen_runs FORCE INDEX (PRIMARY)
-SET state     = 'running',
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'started', 'attempt', attempt + 1, 'worker', sqlc.arg(worker))),
+    state     = 'running',
     attempt   = attempt + 1,
     claim_ref = CONCAT(id, ':', claim + 1),
     claim     = claim + 1,
@@ -345,7 +348,9 @@ WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND stat
 -- cut off); a run rescued and made due again, claimed again or retried
 -- since is left alone. It locks the runs in primary key order.
 UPDATE lockgen_runs FORCE INDEX (PRIMARY)
-SET state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', attempt, 'worker', worker)),
+    state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
 WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state IN ('running', 'orphaned');
 
 -- name: RunFail :execrows
@@ -354,10 +359,12 @@ WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND stat
 -- discarded when it has no attempts left (an orphaned run never has). The
 -- error text is kept either way.
 UPDATE lockgen_runs
-SET state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(attempt >= max_attempts, 'discarded', 'failed'), 'attempt', attempt, 'worker', worker, 'error', LEFT(sqlc.narg(last_error), 1000))),
+    state       = IF(attempt >= max_attempts, 'discarded', 'available'),
     finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
     run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(backoff_us) AS SIGNED) MICROSECOND),
-    last_error  = sqlc.arg(last_error),
+    last_error  = sqlc.narg(last_error),
     deadline    = NULL
 WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
 
@@ -367,7 +374,9 @@ WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'or
 -- with the claim: discarded at once, whatever attempts are left, with the
 -- error text kept.
 UPDATE lockgen_runs
-SET state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = sqlc.arg(last_error), deadline = NULL
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'discarded', 'attempt', attempt, 'worker', worker, 'error', LEFT(sqlc.narg(last_error), 1000))),
+    state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = sqlc.narg(last_error), deadline = NULL
 WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
 
 -- name: RunSnooze :execrows
@@ -377,7 +386,9 @@ WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'or
 -- stays orphaned (its handler never ran; a retry runs it): making it
 -- available could collide with a newer run's unique key.
 UPDATE lockgen_runs
-SET state    = 'available',
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'snoozed', 'attempt', attempt, 'worker', worker)),
+    state    = 'available',
     attempt  = attempt - 1,
     run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
     deadline = NULL
@@ -427,7 +438,9 @@ FOR UPDATE SKIP LOCKED;
 -- locks the runs in primary key order (FORCE INDEX: the state index also
 -- matches). MySQL assigns left to right: nothing below reads state.
 UPDATE lockgen_runs FORCE INDEX (PRIMARY)
-SET state       = IF(attempt >= max_attempts, 'orphaned', 'available'),
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(attempt >= max_attempts, 'orphaned', 'rescued'), 'attempt', attempt, 'worker', worker)),
+    state       = IF(attempt >= max_attempts, 'orphaned', 'available'),
     finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
     run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
     last_error  = IF(attempt >= max_attempts,
@@ -473,7 +486,9 @@ WHERE id IN (sqlc.slice(ids)) AND state IN ('completed', 'discarded', 'orphaned'
 -- sure: until then it is neither retried nor pruned. finished_at is
 -- assigned before state, which MySQL assigns left to right.
 UPDATE lockgen_runs
-SET finished_at = IF(state = 'running', GREATEST(deadline, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'cancelled', 'attempt', attempt, 'worker', IF(state = 'running', worker, ''))),
+    finished_at = IF(state = 'running', GREATEST(deadline, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
     deadline    = NULL,
     state       = 'cancelled'
 WHERE id = sqlc.arg(id) AND state IN ('available', 'running');
@@ -487,7 +502,9 @@ WHERE id = sqlc.arg(id) AND state IN ('available', 'running');
 -- deadline then) has passed, when its handler has been told: a retry
 -- never runs it twice at once.
 UPDATE lockgen_runs
-SET state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'retried', 'attempt', attempt)),
+    state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
 WHERE id = sqlc.arg(id) AND state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
 
 -- name: RunGet :one

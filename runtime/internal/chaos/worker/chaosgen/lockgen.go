@@ -163,9 +163,10 @@ type Locks struct {
 // not touch the database.
 //
 // The tables chaos_locks, chaos_runs and chaos_queues must exist: apply
-// migrations/0001_chaos_locks.up.sql, migrations/0002_chaos_runs.up.sql and
-// migrations/0003_chaos_queues.up.sql (relative to lockgen.yaml) with your
-// migration tool. With github.com/go-sql-driver/mysql, open db with
+// migrations/0001_chaos_locks.up.sql, migrations/0002_chaos_runs.up.sql,
+// migrations/0003_chaos_queues.up.sql and
+// migrations/0004_chaos_runs_history.up.sql (relative to lockgen.yaml) with
+// your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
 // The session and row locks (session, row) keep a connection of db for the

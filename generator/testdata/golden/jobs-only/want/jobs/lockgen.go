@@ -76,9 +76,9 @@ type Locks struct {
 //
 // The tables jobsdemo_locks, jobsdemo_runs and jobsdemo_queues must exist:
 // apply migrations/0001_jobsdemo_locks.up.sql,
-// migrations/0002_jobsdemo_runs.up.sql and
-// migrations/0003_jobsdemo_queues.up.sql (relative to lockgen.yaml) with your
-// migration tool. With github.com/go-sql-driver/mysql, open db with
+// migrations/0002_jobsdemo_runs.up.sql, migrations/0003_jobsdemo_queues.up.sql
+// and migrations/0004_jobsdemo_runs_history.up.sql (relative to lockgen.yaml)
+// with your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
 // New fails with an error wrapping ErrInvalid when db is nil or an option is

@@ -51,6 +51,9 @@ CREATE TABLE IF NOT EXISTS jobsdemo_runs (
     -- generated one: MySQL forbids generated columns that read an
     -- AUTO_INCREMENT column (error 3109).
     claim_ref    VARCHAR(41)  NULL,
+    -- history: the run's log of state changes (JSON), which migration 0004
+    -- adds (templates/history_add.sql.tmpl says what it holds).
+    history      JSON         NULL,
     -- dedupe is what no two runs of a job may share (the unique index
     -- jobsdemo_runs_dedupe): "t" and the tick of a scheduled run, for
     -- ever, so that a tick runs once however many nodes insert it; or "u"

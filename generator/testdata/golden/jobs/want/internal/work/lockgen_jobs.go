@@ -238,7 +238,7 @@ func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
 	return l.jobs.Get(ctx, id)
 }
 
-// CancelRun cancels run id if it has not started; false when it is running or finished.
+// CancelRun cancels run id if it is due or running (its handler's context is cancelled at the next heartbeat); false when it has finished.
 func (l *Locks) CancelRun(ctx context.Context, id int64) (bool, error) {
 	return l.jobs.Cancel(ctx, id)
 }
