@@ -88,6 +88,11 @@ func Generate(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	name, api, err := openAPI(s, m.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	files[name] = api
 	return &Result{Dir: dir, Files: files, leftovers: leftoverFiles(s)}, nil
 }
 

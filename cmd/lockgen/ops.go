@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/lockgen/lockgen/generator"
 	"github.com/lockgen/lockgen/generator/spec"
 	"github.com/lockgen/lockgen/runtime/ops"
 )
@@ -155,7 +156,7 @@ func (t target) open(out *streams, name string) (*ops.Ops, func(), int) {
 	db := sql.OpenDB(c)
 	db.SetMaxOpenConns(8)
 	db.SetMaxIdleConns(8) // `serve`'s clients reuse them instead of reconnecting
-	o, err := ops.New(db, opsConfig(s))
+	o, err := ops.New(db, generator.OpsConfig(s))
 	if err != nil {
 		_ = db.Close()
 		fmt.Fprintf(out.stderr, "lockgen %s: %s: %v\n", name, file, err)
@@ -181,26 +182,6 @@ func findSpec() (string, bool) {
 		}
 		dir = parent
 	}
-}
-
-// opsConfig is what the operations layer needs of a spec.
-func opsConfig(s *spec.Spec) ops.Config {
-	cfg := ops.Config{TablePrefix: s.TablePrefix}
-	for _, l := range s.Locks {
-		cfg.Locks = append(cfg.Locks, ops.Lock{Name: l.Name, Strategy: l.Strategy, Keyed: l.Key != nil, Leader: l.Leader})
-	}
-	for _, j := range s.Jobs {
-		job := ops.Job{Name: j.Name, Queue: j.Queue, Schedule: j.Schedule, Timezone: j.Timezone,
-			MaxAttempts: j.MaxAttempts, Timeout: j.Timeout, Priority: j.Priority}
-		for _, a := range j.Args {
-			job.Args = append(job.Args, ops.Arg{Name: a.Name, Type: a.Type})
-		}
-		cfg.Jobs = append(cfg.Jobs, job)
-	}
-	for _, q := range s.Queues {
-		cfg.Queues = append(cfg.Queues, q.Name)
-	}
-	return cfg
 }
 
 // opsError reports an operation's error: exit 2 for bad input, 1 otherwise.

@@ -15,9 +15,11 @@ const rescueLimit = 1000
 // database clock. A late outcome of an orphaned run's claim is still
 // recorded; nothing claims it again unless an operator retries it. Every
 // worker with a RescueEvery rescues, in its loop between claims (the
-// heartbeats go on apart from it: a rescue waiting on a row lock an admin
-// transaction holds does not delay them). The statement locks each run by
-// primary key, so rescuers and the runs' workers never both change a run.
+// heartbeats go on apart from it). A rescue locks the runs it changes by
+// primary key with SKIP LOCKED, in a short READ COMMITTED transaction, so
+// rescuers and the runs' workers never both change a run, and a rescue
+// never waits on a row that another rescue, a heartbeat, a completion or an
+// operator's transaction holds: that run is left for a later round.
 type rescuer struct {
 	w *Worker
 	// failures counts the rescues in a row that failed, for the log.

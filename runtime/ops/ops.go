@@ -94,6 +94,22 @@ func New(db *sql.DB, cfg Config) (*Ops, error) {
 	if db == nil {
 		return nil, invalid("db", "ops.New needs a database pool")
 	}
+	return build(db, cfg)
+}
+
+// OpenAPI is the OpenAPI description of the HTTP API for cfg (see
+// Ops.OpenAPI), without a database: what `lockgen generate` writes beside
+// the generated code. It fails as New does on a bad cfg.
+func OpenAPI(cfg Config) (map[string]any, error) {
+	o, err := build(nil, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return o.OpenAPI(), nil
+}
+
+// build is New without the check of db.
+func build(db *sql.DB, cfg Config) (*Ops, error) {
 	if cfg.TablePrefix == "" {
 		cfg.TablePrefix = DefaultTablePrefix
 	}
