@@ -142,11 +142,10 @@ func sameRaw(a, b json.RawMessage) bool {
 
 // TestUndecodableArgsFailTheRunNotTheWorker: runs whose args someone else
 // wrote in a form the handler's type cannot decode (not JSON, a string
-// where an int64 is declared, a bad time) fail each attempt without
-// running the handler, with an error naming the job and the run; they are
-// retried like any failure (a node of another version may decode them)
-// until their max attempts, then discarded with that error kept, never
-// retried for ever. The worker goes on: a good run enqueued after them
+// where an int64 is declared, a bad time) fail for good at their first
+// attempt without running the handler (a permanent error: no attempt
+// decodes them better), discarded with an error naming the job and the run
+// kept, never retried. The worker goes on: a good run enqueued after them
 // completes.
 func TestUndecodableArgsFailTheRunNotTheWorker(t *testing.T) {
 	tdb := testdb.New(t)
@@ -182,7 +181,7 @@ func TestUndecodableArgsFailTheRunNotTheWorker(t *testing.T) {
 	bad = append(bad, id)
 	for _, id := range bad {
 		info := waitState(t, j, id, jobs.RunDiscarded)
-		assert.Equal(t, 3, info.Attempt, "run %d: every attempt, and no more", id)
+		assert.Equal(t, 1, info.Attempt, "run %d: discarded at its first attempt of 3 (no attempt decodes them better)", id)
 		assert.Contains(t, info.LastError, fmt.Sprintf(`decode args of job "send_sms" run %d: `, id))
 	}
 	assert.Zero(t, calls.Load(), "the handler never ran with undecodable args")
@@ -196,6 +195,6 @@ func TestUndecodableArgsFailTheRunNotTheWorker(t *testing.T) {
 		info, err := j.Get(ctx, id)
 		require.NoError(t, err)
 		assert.Equal(t, jobs.RunDiscarded, info.State, "run %d stays discarded", id)
-		assert.Equal(t, 3, info.Attempt)
+		assert.Equal(t, 1, info.Attempt)
 	}
 }
