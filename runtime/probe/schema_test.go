@@ -34,7 +34,14 @@ func TestSchemasMatchTheMigrations(t *testing.T) {
 				columns = append(columns, m[1])
 			}
 		}
-		assert.Equal(t, columns, want.Columns, want.Table)
+		wantColumns := want.Columns
+		if want.Table == "lockgen_runs" {
+			// The schema's CREATE TABLE has the column migration 0004 adds
+			// (RunsHistorySchema), after claim_ref.
+			i := slices.Index(wantColumns, "claim_ref") + 1
+			wantColumns = slices.Concat(wantColumns[:i], RunsHistorySchema(want.Table).Columns, wantColumns[i:])
+		}
+		assert.Equal(t, wantColumns, columns, want.Table)
 		var names []string
 		for _, i := range want.Indexes {
 			names = append(names, i.Name)
@@ -47,6 +54,7 @@ func TestSchemasMatchTheMigrations(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, r.Lacks(LocksSchema("lockgen_locks")))
 	assert.Empty(t, r.Lacks(RunsSchema("lockgen_runs")))
+	assert.Empty(t, r.Lacks(RunsHistorySchema("lockgen_runs")))
 	assert.Empty(t, r.Lacks(QueuesSchema("lockgen_queues")))
 	assert.True(t, r.Tables["lockgen_queues"])
 	assert.True(t, slices.Contains(r.Columns["lockgen_runs"], "claim_ref"))
