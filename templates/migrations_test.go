@@ -89,12 +89,7 @@ func tables(t *testing.T, db *sql.DB) []string {
 // again on the test server, without an error or a warning, and leave
 // exactly the lock, runs and queues tables.
 func TestMigrationsApplyRollBackAndReapply(t *testing.T) {
-	data := Data{Header: Header, Prefix: "acme_"}
-	render := func(name string) []byte {
-		b, err := Render(name, data)
-		require.NoError(t, err)
-		return b
-	}
+	render := acmeRenderer(t)
 	type migration struct{ name, up, down string }
 	formats := map[string][]migration{
 		"golang-migrate": {
@@ -142,12 +137,7 @@ func TestMigrationsApplyRollBackAndReapply(t *testing.T) {
 // takes migration 0003 in place, in both formats: the queues table appears
 // beside the untouched runs; 0003's down removes only the queues table.
 func TestQueuesMigrationUpgradesAnOldDatabase(t *testing.T) {
-	data := Data{Header: Header, Prefix: "acme_"}
-	render := func(name string) []byte {
-		b, err := Render(name, data)
-		require.NoError(t, err)
-		return b
-	}
+	render := acmeRenderer(t)
 	type step struct{ old, up, down string }
 	formats := map[string]step{
 		"golang-migrate": {string(render(LocksUp)) + string(render(RunsUp)), string(render(QueuesUp)), string(render(QueuesDown))},
@@ -183,12 +173,7 @@ func TestQueuesMigrationUpgradesAnOldDatabase(t *testing.T) {
 // formats: the runs table gains the history column (NULL for the old run,
 // which a history append then starts), and 0004's down removes only it.
 func TestHistoryMigrationUpgradesAnOldDatabase(t *testing.T) {
-	data := Data{Header: Header, Prefix: "acme_"}
-	render := func(name string) []byte {
-		b, err := Render(name, data)
-		require.NoError(t, err)
-		return b
-	}
+	render := acmeRenderer(t)
 	type step struct{ old, up, down string }
 	formats := map[string]step{
 		"golang-migrate": {string(render(LocksUp)) + string(render(RunsUp)) + string(render(QueuesUp)), string(render(HistoryUp)), string(render(HistoryDown))},
@@ -232,4 +217,15 @@ func columns(t *testing.T, db *sql.DB, table string, names ...string) []string {
 		}
 	}
 	return out
+}
+
+// acmeRenderer renders templates for the prefix "acme_", failing t on an
+// error.
+func acmeRenderer(t *testing.T) func(name string) []byte {
+	return func(name string) []byte {
+		t.Helper()
+		b, err := Render(name, Data{Header: Header, Prefix: "acme_"})
+		require.NoError(t, err)
+		return b
+	}
 }
