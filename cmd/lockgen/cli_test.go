@@ -205,7 +205,7 @@ func TestCheckStale(t *testing.T) {
 	assert.Equal(t, exitFail, code)
 	assert.Contains(t, stdout, down+": missing\n")
 	assert.Contains(t, stdout, wrappers+": stale\n-9: package locks // edited\n+9: package locks\n")
-	assert.Equal(t, "lockgen: 2 of 9 generated files are stale or missing; run `go tool lockgen generate -f "+specPath+"`\n", stderr)
+	assert.Equal(t, "lockgen: 2 of 10 generated files are stale or missing; run `go tool lockgen generate -f "+specPath+"`\n", stderr)
 	assert.Less(t, strings.Count(stdout, "\n"), 10, "the diff is short")
 
 	code, _, _ = lockgen("generate", "-f", specPath)
@@ -237,7 +237,7 @@ func TestSwitchingMigrationsFormat(t *testing.T) {
 		up+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n")
 	assert.Contains(t, stdout, filepath.Join(dir, "internal", "locks", "lockgen.go")+": stale\n", "its doc names the migration")
 	assert.Contains(t, stdout, filepath.Join(dir, "internal", "locks", "lockgendb", "lockgen_store.go")+": stale\n", "its Server names the migration")
-	assert.Equal(t, "lockgen: 3 of 8 generated files are stale or missing and 2 files lockgen no longer generates are left over; run `"+self+" generate -f "+specPath+"`\n", stderr)
+	assert.Equal(t, "lockgen: 3 of 9 generated files are stale or missing and 2 files lockgen no longer generates are left over; run `"+self+" generate -f "+specPath+"`\n", stderr)
 
 	code, stdout, stderr = lockgen("generate", "-f", specPath)
 	require.Equal(t, exitOK, code, stderr)
