@@ -291,7 +291,8 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	paths := doc["paths"].(map[string]any)
 	var id int64
 	require.NoError(t, db.QueryRow("SELECT MAX(id) FROM lockgen_runs").Scan(&id))
-	body := map[string]string{"/api/v1/jobs/test/runs": `{"args": {"n": 1}}`, "/api/v1/jobs/mail/runs": `{}`, "/api/v1/runs/retry": `{"state": "discarded"}`}
+	body := map[string]string{"/api/v1/jobs/test/runs": `{"args": {"n": 1}}`, "/api/v1/jobs/mail/runs": `{}`, "/api/v1/runs/retry": `{"state": "discarded"}`,
+		"/api/v1/jobs/test/runs/batch": `{"runs": [{"args": {"n": 1}}, {"args": {"n": 2}}]}`, "/api/v1/jobs/mail/runs/batch": `{"runs": [{}]}`}
 	calls := 0
 	for p, item := range paths {
 		for method, op := range item.(map[string]any) {
@@ -306,7 +307,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 			calls++
 		}
 	}
-	assert.Equal(t, 13, calls, "eleven endpoints and a push per job")
+	assert.Equal(t, 15, calls, "eleven endpoints and a push and a batch push per job")
 	args := doc["components"].(map[string]any)["schemas"].(map[string]any)["TestArgs"].(map[string]any)
 	assert.Equal(t, map[string]any{"n": map[string]any{"type": "integer", "format": "int64"}}, args["properties"])
 	assert.Equal(t, false, args["additionalProperties"])

@@ -27,6 +27,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("POST /api/v1/queues/{queue}/pause", h.queueChange((*ops.Ops).PauseQueue))
 	h.mux.HandleFunc("POST /api/v1/queues/{queue}/resume", h.queueChange((*ops.Ops).ResumeQueue))
 	h.mux.HandleFunc("POST /api/v1/jobs/{job}/runs", h.push)
+	h.mux.HandleFunc("POST /api/v1/jobs/{job}/runs/batch", h.pushMany)
 	h.mux.HandleFunc("GET /api/v1/runs", h.runs)
 	h.mux.HandleFunc("GET /api/v1/runs/{id}", h.run)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", h.runChange((*ops.Ops).CancelRun))
@@ -100,6 +101,21 @@ func (h *handler) push(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	h.answer(w, r, status, pushed, err)
+}
+
+// POST /api/v1/jobs/{job}/runs/batch with {"runs": [ops.Push, …]}: 201
+// {"items": [{"id", "existing"}, …]} in the order given, all or none.
+func (h *handler) pushMany(w http.ResponseWriter, r *http.Request) {
+	var batch struct {
+		Runs []ops.Push `json:"runs"`
+	}
+	if !h.jsonWrite(w, r, &batch) {
+		return
+	}
+	pushed, err := h.ops.PushMany(r.Context(), r.PathValue("job"), batch.Runs)
+	h.answer(w, r, http.StatusCreated, struct {
+		Items []ops.Pushed `json:"items"`
+	}{pushed}, err)
 }
 
 // GET /api/v1/runs?job=&queue=&state=&after=&limit=

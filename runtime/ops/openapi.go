@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"fmt"
 	"math"
 	"strings"
 )
@@ -97,6 +98,14 @@ func (o *Ops) OpenAPI() map[string]any {
 			"responses": merge(obj{
 				"201": answer("the new run", ref("Pushed")),
 				"200": answer("the unfinished run of the job with the same unique key", ref("Pushed")),
+			}, errors("400", "401", "403", "413", "500"))}}
+		schemas[name+"PushBatch"] = obj{"type": "object", "additionalProperties": false, "required": []any{"runs"}, "properties": obj{
+			"runs": obj{"type": "array", "minItems": 1, "maxItems": MaxPushBatch, "items": ref(name + "Push")}}}
+		paths["/api/v1/jobs/"+j.Name+"/runs/batch"] = obj{"post": obj{"operationId": "pushMany" + name,
+			"summary": fmt.Sprintf("enqueue 1 to %d runs of %s in one transaction (all or none)", MaxPushBatch, j.Name), "security": write,
+			"requestBody": merge(jsonBody(ref(name+"PushBatch")), obj{"required": true}),
+			"responses": merge(obj{
+				"201": answer("each run, in the order given: new, or the unfinished run with the same unique key", ref("PushedBatch")),
 			}, errors("400", "401", "403", "413", "500"))}}
 	}
 	return obj{
@@ -220,7 +229,8 @@ func baseSchemas() obj {
 			"job": str, "queue": str, "state": obj{"type": "string", "enum": retryStates},
 			"finished_after": when, "finished_before": when,
 		}},
-		"Retried": object([]any{"retried", "skipped_unique_key", "more"}, obj{"retried": i64, "skipped_unique_key": i64, "more": boolean}),
-		"Pushed":  object([]any{"id", "existing"}, obj{"id": i64, "existing": boolean}),
+		"Retried":     object([]any{"retried", "skipped_unique_key", "more"}, obj{"retried": i64, "skipped_unique_key": i64, "more": boolean}),
+		"Pushed":      object([]any{"id", "existing"}, obj{"id": i64, "existing": boolean}),
+		"PushedBatch": object([]any{"items"}, obj{"items": list(ref("Pushed"))}),
 	}
 }

@@ -3,7 +3,9 @@ package ops
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
@@ -52,6 +55,9 @@ type Pushed struct {
 // MaxDelay is the longest delay a Push may ask for.
 const MaxDelay = 10 * 365 * 24 * time.Hour
 
+// MaxPushBatch is the most runs one PushMany takes.
+const MaxPushBatch = 1000
+
 // Push enqueues a run of a declared job, with the job's queue, max
 // attempts, timeout and priority unless p overrides them. Every field is
 // checked first (an *Error naming it, "args.<name>" for an argument);
@@ -61,47 +67,131 @@ func (o *Ops) Push(ctx context.Context, job string, p Push) (Pushed, error) {
 	if err := o.checkJob(job); err != nil {
 		return Pushed{}, err
 	}
-	j := o.job(job)
-	args, err := checkArgs(j, p.Args)
+	row, err := o.prepare(o.job(job), p)
 	if err != nil {
 		return Pushed{}, err
+	}
+	ctx, cancel := o.bounded(ctx)
+	defer cancel()
+	pushed, err := row.insert(ctx, o.db)
+	if err != nil {
+		return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
+	}
+	return pushed, nil
+}
+
+// PushMany enqueues runs of a declared job, one per element of ps (1 to
+// MaxPushBatch), in one transaction: all of them or, on any error, none.
+// Every run is checked first, an *Error naming the field of the run that
+// is wrong ("runs[3].args.order_id"). Runs with the unique key of an
+// unfinished run of the job, or of an earlier run of ps, answer that run
+// (Existing). The answer is in the order of ps.
+func (o *Ops) PushMany(ctx context.Context, job string, ps []Push) ([]Pushed, error) {
+	if err := o.checkJob(job); err != nil {
+		return nil, err
+	}
+	if len(ps) < 1 || len(ps) > MaxPushBatch {
+		return nil, invalid("runs", "runs must hold 1 to %d runs, got %d", MaxPushBatch, len(ps))
+	}
+	j := o.job(job)
+	rows := make([]pushRow, len(ps))
+	for i, p := range ps {
+		row, err := o.prepare(j, p)
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, &Error{Code: e.Code, Field: fmt.Sprintf("runs[%d].%s", i, e.Field), Message: fmt.Sprintf("runs[%d]: %s", i, e.Message)}
+		}
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = row
+	}
+	ctx, cancel := o.bounded(ctx)
+	defer cancel()
+	out := make([]Pushed, len(rows))
+	err := driver.InTx(ctx, o.db, func(conn *sql.Conn) error {
+		for i, row := range rows {
+			pushed, err := row.insert(ctx, conn)
+			if err != nil {
+				return err
+			}
+			out[i] = pushed
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ops: push %d runs of %s: %w", len(rows), job, err)
+	}
+	return out, nil
+}
+
+// pushRow is a checked Push: its statement and the statement's arguments.
+type pushRow struct {
+	stmt string
+	args []any
+}
+
+// insert runs the row's INSERT on db (a pool or a transaction's
+// connection).
+func (r pushRow) insert(ctx context.Context, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}) (Pushed, error) {
+	res, err := db.ExecContext(ctx, r.stmt, r.args...)
+	if err != nil {
+		return Pushed{}, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return Pushed{}, err
+	}
+	affected, err := res.RowsAffected()
+	if err != nil {
+		return Pushed{}, err
+	}
+	return Pushed{ID: id, Existing: affected == 0}, nil
+}
+
+// prepare checks p against job j and returns its INSERT, or an *Error
+// naming the field that is wrong.
+func (o *Ops) prepare(j Job, p Push) (pushRow, error) {
+	args, err := checkArgs(j, p.Args)
+	if err != nil {
+		return pushRow{}, err
 	}
 	var delay time.Duration
 	switch {
 	case p.Delay != "" && p.RunAt != nil:
-		return Pushed{}, invalid("delay", "give delay or run_at, not both")
+		return pushRow{}, invalid("delay", "give delay or run_at, not both")
 	case p.Delay != "":
 		if delay, err = time.ParseDuration(p.Delay); err != nil || delay < 0 || delay > MaxDelay {
-			return Pushed{}, invalid("delay", "delay must be a Go duration such as \"30s\" or \"2h45m\", from 0 to 10 years")
+			return pushRow{}, invalid("delay", "delay must be a Go duration such as \"30s\" or \"2h45m\", from 0 to 10 years")
 		}
 	case p.RunAt != nil && p.RunAt.After(time.Now().Add(MaxDelay)):
 		// A sanity bound on the input, like delay's: the run's due time
 		// itself is the database clock's (a past run_at is due now).
-		return Pushed{}, invalid("run_at", "run_at must be at most 10 years ahead")
+		return pushRow{}, invalid("run_at", "run_at must be at most 10 years ahead")
 	}
 	priority, maxAttempts := j.Priority, j.MaxAttempts
 	if p.Priority != nil {
 		priority = *p.Priority
 	}
 	if priority < -jobs.MaxPriority || priority > jobs.MaxPriority {
-		return Pushed{}, invalid("priority", "priority must be from -%d to %d", jobs.MaxPriority, jobs.MaxPriority)
+		return pushRow{}, invalid("priority", "priority must be from -%d to %d", jobs.MaxPriority, jobs.MaxPriority)
 	}
 	if p.MaxAttempts != nil {
 		maxAttempts = *p.MaxAttempts
 	}
 	if maxAttempts < 1 || maxAttempts > math.MaxInt32 {
-		return Pushed{}, invalid("max_attempts", "max_attempts must be at least 1")
+		return pushRow{}, invalid("max_attempts", "max_attempts must be at least 1")
 	}
 	if p.UniqueKey != "" {
 		switch {
 		case len(p.UniqueKey) > jobs.MaxUniqueKey || !utf8.ValidString(p.UniqueKey):
-			return Pushed{}, invalid("unique_key", "unique_key must be at most %d bytes of UTF-8", jobs.MaxUniqueKey)
+			return pushRow{}, invalid("unique_key", "unique_key must be at most %d bytes of UTF-8", jobs.MaxUniqueKey)
 		case strings.HasSuffix(p.UniqueKey, " "):
-			return Pushed{}, invalid("unique_key", "unique_key must not end in a space (the table's collation ignores it)")
+			return pushRow{}, invalid("unique_key", "unique_key must not end in a space (the table's collation ignores it)")
 		}
 	}
-	ctx, cancel := o.bounded(ctx)
-	defer cancel()
 	var unique any
 	if p.UniqueKey != "" {
 		unique = p.UniqueKey
@@ -110,19 +200,7 @@ func (o *Ops) Push(ctx context.Context, job string, p Push) (Pushed, error) {
 	if p.RunAt != nil {
 		stmt, when = o.q.runPushAt, p.RunAt.UnixMicro()
 	}
-	res, err := o.db.ExecContext(ctx, stmt, job, j.Queue, priority, when, string(args), maxAttempts, j.Timeout.Microseconds(), unique)
-	if err != nil {
-		return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
-	}
-	id, err := res.LastInsertId()
-	if err != nil {
-		return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
-	}
-	affected, err := res.RowsAffected()
-	if err != nil {
-		return Pushed{}, fmt.Errorf("ops: push %s: %w", job, err)
-	}
-	return Pushed{ID: id, Existing: affected == 0}, nil
+	return pushRow{stmt: stmt, args: []any{j.Name, j.Queue, priority, when, string(args), maxAttempts, j.Timeout.Microseconds(), unique}}, nil
 }
 
 // job returns the declared job, its defaults filled in.

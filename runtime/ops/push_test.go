@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -201,4 +202,50 @@ func TestGeneratedOpsConfigDescribesThePackage(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, st.Locks, 1)
 	assert.Equal(t, "test", st.Locks[0].Name)
+}
+
+// TestPushManyIsAllOrNone: a batch push enqueues every run in the order
+// given, a unique key repeated within the batch or held by an unfinished
+// run answers that run; a batch with one bad run is refused naming it
+// (runs[i].field) and writes nothing; an empty or oversized batch is
+// refused.
+func TestPushManyIsAllOrNone(t *testing.T) {
+	cfg := deployment
+	cfg.Jobs = append(slices.Clone(cfg.Jobs), typed)
+	f := newFixture(t, cfg)
+	ctx := context.Background()
+	held, err := f.ops.Push(ctx, "typed", ops.Push{UniqueKey: "held"})
+	require.NoError(t, err)
+	count := func() (n int) {
+		require.NoError(t, f.db.QueryRow("SELECT COUNT(*) FROM lockgen_runs").Scan(&n))
+		return n
+	}
+	before := count()
+	pushed, err := f.ops.PushMany(ctx, "typed", []ops.Push{
+		{Args: json.RawMessage(`{"id": 1}`)}, {Args: json.RawMessage(`{"id": 2}`), UniqueKey: "k"},
+		{Args: json.RawMessage(`{"id": 3}`), UniqueKey: "k"}, {UniqueKey: "held"},
+	})
+	require.NoError(t, err)
+	require.Len(t, pushed, 4)
+	assert.False(t, pushed[0].Existing)
+	assert.False(t, pushed[1].Existing)
+	assert.Equal(t, ops.Pushed{ID: pushed[1].ID, Existing: true}, pushed[2], "the same key earlier in the batch")
+	assert.Equal(t, ops.Pushed{ID: held.ID, Existing: true}, pushed[3], "the key of an unfinished run")
+	assert.Less(t, pushed[0].ID, pushed[1].ID, "in the order given")
+	assert.Equal(t, before+2, count())
+	r, err := f.ops.Run(ctx, pushed[1].ID)
+	require.NoError(t, err)
+	assert.Contains(t, string(r.Args), `"id":2`)
+
+	before = count()
+	_, err = f.ops.PushMany(ctx, "typed", []ops.Push{{Args: json.RawMessage(`{"id": 4}`)}, {Args: json.RawMessage(`{"id": "five"}`)}})
+	requireCode(t, err, ops.CodeInvalid, "runs[1].args.id")
+	assert.Equal(t, before, count(), "nothing written")
+	_, err = f.ops.PushMany(ctx, "typed", nil)
+	requireCode(t, err, ops.CodeInvalid, "runs")
+	_, err = f.ops.PushMany(ctx, "typed", make([]ops.Push, ops.MaxPushBatch+1))
+	requireCode(t, err, ops.CodeInvalid, "runs")
+	_, err = f.ops.PushMany(ctx, "nope", []ops.Push{{}})
+	requireCode(t, err, ops.CodeInvalid, "job")
+	assert.Equal(t, before, count())
 }

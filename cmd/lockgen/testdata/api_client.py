@@ -77,6 +77,13 @@ expect(status == 201 and pushed["existing"] is False, "a push answers 201 with t
 status, again = call("POST", "/api/v1/jobs/send_receipt/runs", token=TOKEN,
                      body=json.dumps({"args": {"order_id": 99}, "unique_key": "py-99"}).encode())
 expect(status == 200 and again == {"id": pushed["id"], "existing": True}, "the same unique key answers the existing run", again)
+status, batch = call("POST", "/api/v1/jobs/send_receipt/runs/batch", token=TOKEN,
+                    body=json.dumps({"runs": [{"args": {"order_id": 100}}, {"args": {"order_id": 101}, "unique_key": "py-99"}]}).encode())
+expect(status == 201 and len(batch["items"]) == 2 and batch["items"][1] == {"id": pushed["id"], "existing": True},
+       "a batch push answers each run in order, the repeated unique key with the existing run", batch)
+status, err = call("POST", "/api/v1/jobs/send_receipt/runs/batch", token=TOKEN,
+                   body=json.dumps({"runs": [{"args": {"order_id": 102}}, {"args": {"order_id": "x"}}]}).encode())
+expect(status == 400 and err["error"]["field"] == "runs[1].args.order_id", "a batch with one bad run is 400 naming runs[1].args.order_id", err)
 status, run = call("GET", "/api/v1/runs/%d" % pushed["id"])
 expect(status == 200 and run["args"] == {"order_id": 99} and run["queue"] == "mail", "the pushed run has its args and its job's queue", run)
 status, err = call("POST", "/api/v1/jobs/send_receipt/runs", token=TOKEN, body=b'{"args": {"order_id": "x"}}')
