@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,13 +84,32 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 		}
 		hs[job] = h.JobHandler
 	}
+	for _, name := range cfg.Worker.NodeQueues {
+		if _, ok := byQueue[name]; !ok {
+			return fmt.Errorf("%w: OnlyQueues names queue %q, which is not configured (the queues: %s)", runtime.ErrInvalid, name, queueNames(cfg.Queues))
+		}
+	}
+	for name, n := range cfg.Worker.NodeConcurrency {
+		if _, ok := byQueue[name]; !ok {
+			return fmt.Errorf("%w: QueueConcurrency names queue %q, which is not configured (the queues: %s)", runtime.ErrInvalid, name, queueNames(cfg.Queues))
+		}
+		if n <= 0 {
+			return fmt.Errorf("%w: QueueConcurrency of queue %q must be positive, got %d", runtime.ErrInvalid, name, n)
+		}
+	}
 	var workers []*Worker
 	for _, q := range cfg.Queues {
 		if len(byQueue[q.Name]) == 0 {
 			continue
 		}
+		if len(cfg.Worker.NodeQueues) > 0 && !slices.Contains(cfg.Worker.NodeQueues, q.Name) {
+			continue // another node works it
+		}
 		wc := cfg.Worker
 		wc.Queue, wc.Handlers, wc.Concurrency = q.Name, byQueue[q.Name], q.Concurrency
+		if n, ok := cfg.Worker.NodeConcurrency[q.Name]; ok {
+			wc.Concurrency = n
+		}
 		w, err := j.NewWorker(wc)
 		if err != nil {
 			return err
@@ -142,6 +162,13 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 		for _, w := range workers {
 			sc.worked = append(sc.worked, w.cfg.Queue)
 		}
+		if len(cfg.Worker.NodeQueues) > 0 {
+			// The configured queues this node leaves are other nodes'
+			// to work: warn only of queues no configuration names.
+			for _, q := range cfg.Queues {
+				sc.worked = append(sc.worked, q.Name)
+			}
+		}
 		run(func(ctx context.Context) error { sc.run(ctx); return nil })
 	}
 	wg.Wait()
@@ -151,4 +178,13 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// queueNames lists the names of qs, for an error.
+func queueNames(qs []QueueConfig) string {
+	names := make([]string, len(qs))
+	for i, q := range qs {
+		names[i] = q.Name
+	}
+	return strings.Join(names, ", ")
 }

@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 	"github.com/lockgen/lockgen/runtime/jobs"
@@ -173,3 +175,80 @@ func TestOperatorCancelsARunningRun(t *testing.T) {
 	assert.Equal(t, jobs.RunCompleted, waitState(t, j, victim, jobs.RunCompleted).State)
 	assert.Equal(t, int32(3), runs.Load(), "the retry ran it once more")
 }
+
+// TestNodesWorkTheQueuesTheyAreGiven: of two nodes with the same
+// configuration (queues mail and default), one given OnlyQueues("mail")
+// and QueueConcurrency("mail", 1) handles only mail runs, one at a time,
+// and the other, given OnlyQueues("default"), only default runs; a node
+// given a queue that is not configured, or a concurrency that is not
+// positive, does not start.
+func TestNodesWorkTheQueuesTheyAreGiven(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	store := lockgendb.NewStore(tdb.Open(t))
+	var mu sync.Mutex
+	handled := map[string][]string{} // node -> queues of the runs it handled
+	var inMail, mostMail atomic.Int32
+	node := func(name string, opts ...jobs.WorkerOption) (*jobs.Client, jobs.NodeConfig) {
+		handle := func(ctx context.Context, run *jobs.Run) error {
+			if run.Queue == "mail" {
+				n := inMail.Add(1)
+				defer inMail.Add(-1)
+				for m := mostMail.Load(); n > m && !mostMail.CompareAndSwap(m, n); m = mostMail.Load() {
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			handled[name] = append(handled[name], run.Queue)
+			return nil
+		}
+		cfg := jobs.NodeConfig{
+			Queues: []jobs.QueueConfig{{Name: "mail", Concurrency: 8}, {Name: jobs.DefaultQueue, Concurrency: 8}},
+			Handlers: map[string]jobs.QueuedHandler{
+				"send": {Queue: "mail", JobHandler: jobs.JobHandler{Handle: handle}},
+				"work": {Queue: jobs.DefaultQueue, JobHandler: jobs.JobHandler{Handle: handle}},
+			},
+			Worker: jobs.WorkerConfig{Lease: 3 * time.Second, PollMin: 5 * time.Millisecond, PollMax: 20 * time.Millisecond},
+		}
+		for _, opt := range opts {
+			opt(&cfg.Worker)
+		}
+		return jobsOn(t, store, name), cfg
+	}
+	a, cfgA := node("a", jobs.OnlyQueues("mail"), jobs.QueueConcurrency("mail", 1))
+	b, cfgB := node("b", jobs.OnlyQueues(jobs.DefaultQueue))
+	startNode(t, a, cfgA)
+	startNode(t, b, cfgB)
+	var ids []int64
+	for i := range 20 {
+		r := jobs.NewRun{Job: "work", Queue: jobs.DefaultQueue, MaxAttempts: 1, Timeout: time.Minute}
+		if i%2 == 0 {
+			r.Job, r.Queue = "send", "mail"
+		}
+		id, err := a.Enqueue(ctx, nil, r)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		waitState(t, a, id, jobs.RunCompleted)
+	}
+	mu.Lock()
+	assert.Equal(t, slices.Repeat([]string{"mail"}, 10), handled["a"], "node a works mail only")
+	assert.Equal(t, slices.Repeat([]string{jobs.DefaultQueue}, 10), handled["b"], "node b works default only")
+	mu.Unlock()
+	assert.Equal(t, int32(1), mostMail.Load(), "one mail handler at a time on node a")
+
+	for opt, want := range map[*jobs.WorkerOption]string{
+		ptr(jobs.OnlyQueues("reports")):          `OnlyQueues names queue "reports", which is not configured (the queues: mail, default)`,
+		ptr(jobs.QueueConcurrency("reports", 2)): `QueueConcurrency names queue "reports", which is not configured (the queues: mail, default)`,
+		ptr(jobs.QueueConcurrency("mail", 0)):    `QueueConcurrency of queue "mail" must be positive, got 0`,
+	} {
+		c, cfg := node("c", *opt)
+		err := c.RunNode(ctx, cfg)
+		require.ErrorIs(t, err, runtime.ErrInvalid)
+		assert.ErrorContains(t, err, want)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

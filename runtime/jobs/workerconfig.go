@@ -87,11 +87,42 @@ type WorkerConfig struct {
 	// their runs are rescued and run again (orphaned on their last
 	// attempt).
 	ShutdownGrace time.Duration
+
+	// NodeQueues and NodeConcurrency are read by RunNode (and so by the
+	// generated RunJobs) from NodeConfig.Worker, and ignored by a Worker:
+	// this node works only the queues in NodeQueues (every configured
+	// queue when empty), with NodeConcurrency[queue] handlers at once
+	// where set instead of the queue's configured concurrency. Set them
+	// with OnlyQueues and QueueConcurrency.
+	NodeQueues      []string
+	NodeConcurrency map[string]int
 }
 
 // WorkerOption changes a WorkerConfig: the generated RunJobs applies its
 // options to NodeConfig.Worker, the template of every queue's worker.
 type WorkerOption func(*WorkerConfig)
+
+// OnlyQueues makes RunNode (the generated RunJobs) work only the named
+// queues on this node, so that, say, one pool of nodes works "mail" and
+// another "reports". A name that is not a configured queue is ErrInvalid
+// when the node starts. Runs of the other queues wait for a node that
+// works them: if no node does, they are never claimed.
+func OnlyQueues(queues ...string) WorkerOption {
+	return func(c *WorkerConfig) { c.NodeQueues = append(c.NodeQueues, queues...) }
+}
+
+// QueueConcurrency sets how many handlers of queue run at once on this
+// node (RunNode, the generated RunJobs), instead of the queue's
+// configured concurrency. n must be positive and queue configured, or the
+// node does not start (ErrInvalid).
+func QueueConcurrency(queue string, n int) WorkerOption {
+	return func(c *WorkerConfig) {
+		if c.NodeConcurrency == nil {
+			c.NodeConcurrency = map[string]int{}
+		}
+		c.NodeConcurrency[queue] = n
+	}
+}
 
 // DefaultShutdownGrace is the default of WorkerConfig.ShutdownGrace.
 const DefaultShutdownGrace = 30 * time.Second
