@@ -92,7 +92,7 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 	}
 	defer guardDB.Close()
 	clock := &chaos.SteppedClock{}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(diagnosis{slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})})
 	locks, err := chaosgen.New(db, runtime.WithClock(clock), runtime.WithLogger(log),
 		runtime.WithOwner(fmt.Sprintf("p%d.%d", proc, inc)))
 	if err != nil {
@@ -362,3 +362,23 @@ func logPool(ctx context.Context, db *sql.DB, path string) {
 		}
 	}
 }
+
+// diagnosis passes on the records at WARN and above, and those at any
+// level about heartbeats and rescues: a heartbeat that skipped busy rows
+// or failed with a transient error (a deadlock, a lock wait timeout) is
+// logged at DEBUG, and those are what tell why a healthy handler's lease
+// ran out.
+type diagnosis struct{ slog.Handler }
+
+func (d diagnosis) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn || strings.Contains(r.Message, "heartbeat") || strings.Contains(r.Message, "rescu") {
+		return d.Handler.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (d diagnosis) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return diagnosis{d.Handler.WithAttrs(attrs)}
+}
+
+func (d diagnosis) WithGroup(name string) slog.Handler { return diagnosis{d.Handler.WithGroup(name)} }
