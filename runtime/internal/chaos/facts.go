@@ -30,14 +30,24 @@ func (c *Controller) dbNow(ctx context.Context) time.Time {
 	return time.Now().UTC()
 }
 
+// lateOutcomeGrace is how long quiet waits after a run was orphaned for
+// the late outcome of its last attempt: a worker whose connections a
+// fault left hanging (a blackhole near the end of the window) gets its
+// pool back after the driver's readTimeout (10 s here) and records the
+// outcome then; the runtime promises that it is recorded, not when.
+const lateOutcomeGrace = 25 * time.Second
+
 // quiet waits, with every fault healed, until no run but the ticks after
-// the window is available or running and every tick of the window has
-// completed, for at most a minute.
+// the window is available or running, no run was orphaned within
+// lateOutcomeGrace, and every tick of the window has completed, for at
+// most a minute.
 func (c *Controller) quiet(ctx context.Context, from, to time.Time) {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		var open, ticks int
-		err := c.admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+database+".chaos_runs WHERE job NOT IN ('tick', 'retained') AND state IN ('available', 'running')").Scan(&open)
+		err := c.admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+database+".chaos_runs WHERE job NOT IN ('tick', 'retained') AND "+
+			"(state IN ('available', 'running') OR (state = 'orphaned' AND finished_at > UTC_TIMESTAMP(6) - INTERVAL ? SECOND))",
+			int(lateOutcomeGrace/time.Second)).Scan(&open)
 		if err == nil {
 			err = c.admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+database+".chaos_runs WHERE job = 'tick' AND state = 'completed' AND scheduled_at > ? AND scheduled_at < ?", from, to).Scan(&ticks)
 		}
