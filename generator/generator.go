@@ -88,7 +88,7 @@ func Generate(ctx context.Context, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	name, api, err := openAPI(s, m.OutDir)
+	name, api, err := openAPI(m.Ops, m.OutDir)
 	if err != nil {
 		return nil, err
 	}

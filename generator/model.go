@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockgen/lockgen/generator/spec"
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/ops"
 	"github.com/lockgen/lockgen/templates"
 )
 
@@ -73,6 +74,9 @@ type model struct {
 	// HistoryMigration is the path of the migration that adds the runs'
 	// history column, empty without jobs.
 	HistoryMigration string
+	// Ops is what the operations layer needs of the spec (OpsConfig):
+	// printed as the package's OpsConfig, and the source of openapi.json.
+	Ops ops.Config
 	// RunsTable and QueuesTable are the runs and queues tables' names;
 	// empty without jobs.
 	RunsTable, QueuesTable string
@@ -175,6 +179,7 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 	for _, lk := range s.Locks {
 		m.Locks = append(m.Locks, resolveLock(lk))
 	}
+	m.Ops = OpsConfig(s)
 	if len(s.Jobs) > 0 {
 		m.Jobs, m.Queues = resolveJobs(s), s.Queues
 		m.RunsTable = s.TablePrefix + runsTableBaseName

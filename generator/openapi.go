@@ -37,12 +37,12 @@ func OpsConfig(s *spec.Spec) ops.Config {
 	return cfg
 }
 
-// openAPI renders openapi.json for s into the package directory outDir:
+// openAPI renders openapi.json for cfg into the package directory outDir:
 // the document GET /api/v1/openapi.json answers, plus "x-generated" (the
 // generated-code header, which JSON has no comment for), indented, keys
 // sorted, so the same spec gives the same bytes.
-func openAPI(s *spec.Spec, outDir string) (string, []byte, error) {
-	doc, err := ops.OpenAPI(OpsConfig(s))
+func openAPI(cfg ops.Config, outDir string) (string, []byte, error) {
+	doc, err := ops.OpenAPI(cfg)
 	if err != nil {
 		return "", nil, fmt.Errorf("render %s: %w", openAPIFile, err)
 	}

@@ -7,27 +7,29 @@ const opsPath = runtimePath + "/ops"
 
 // opsConfig adds OpsConfig to lockgen.go: the package's declarations as the
 // operations layer (runtime/ops) needs them, so that an application can
-// mount the HTTP API (lockgenapi) without restating its lockgen.yaml.
+// mount the HTTP API (lockgenapi) without restating its lockgen.yaml. It
+// prints m.Ops, the value OpsConfig gives the CLI and openapi.json.
 func opsConfig(f *jen.File, m *model) {
 	op := func(name string) *jen.Statement { return jen.Qual(opsPath, name) }
-	fields := []kv{{"TablePrefix", jen.Lit(m.TablePrefix)}}
-	if len(m.Locks) > 0 {
+	cfg := m.Ops
+	fields := []kv{{"TablePrefix", jen.Lit(cfg.TablePrefix)}}
+	if len(cfg.Locks) > 0 {
 		var locks []jen.Code
-		for _, lk := range m.Locks {
+		for _, lk := range cfg.Locks {
 			l := []kv{{"Name", jen.Lit(lk.Name)}, {"Strategy", jen.Lit(lk.Strategy)}}
-			if lk.Key != nil {
+			if lk.Keyed {
 				l = append(l, kv{"Keyed", jen.True()})
 			}
-			if lk.Leader != nil {
+			if lk.Leader {
 				l = append(l, kv{"Leader", jen.True()})
 			}
 			locks = append(locks, values(l...))
 		}
 		fields = append(fields, kv{"Locks", jen.Index().Add(op("Lock")).Add(list(locks))})
 	}
-	if len(m.Jobs) > 0 {
+	if len(cfg.Jobs) > 0 {
 		var jobs []jen.Code
-		for _, j := range m.Jobs {
+		for _, j := range cfg.Jobs {
 			jf := []kv{{"Name", jen.Lit(j.Name)}, {"Queue", jen.Lit(j.Queue)}}
 			if j.Schedule != "" {
 				jf = append(jf, kv{"Schedule", jen.Lit(j.Schedule)}, kv{"Timezone", jen.Lit(j.Timezone)})
@@ -47,8 +49,8 @@ func opsConfig(f *jen.File, m *model) {
 		}
 		fields = append(fields, kv{"Jobs", jen.Index().Add(op("Job")).Add(list(jobs))})
 		var queues []jen.Code
-		for _, q := range m.Queues {
-			queues = append(queues, jen.Lit(q.Name))
+		for _, q := range cfg.Queues {
+			queues = append(queues, jen.Lit(q))
 		}
 		if len(queues) > 0 {
 			fields = append(fields, kv{"Queues", jen.Index().String().Add(list(queues))})
