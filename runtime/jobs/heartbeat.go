@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
@@ -137,11 +138,13 @@ func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 				}
 			}
 			if len(hb.Busy) > 0 {
-				busy := make([]int64, 0, min(len(hb.Busy), 20))
-				for _, c := range hb.Busy[:cap(busy)] {
-					busy = append(busy, c.ID)
+				if w.jobs.log.Enabled(ctx, slog.LevelDebug) {
+					busy := make([]int64, 0, min(len(hb.Busy), 20))
+					for _, c := range hb.Busy[:cap(busy)] {
+						busy = append(busy, c.ID)
+					}
+					w.jobs.log.Debug("lockgen: run heartbeat skipped runs whose rows another transaction holds", "queue", w.cfg.Queue, "runs", len(hb.Busy), "run_ids", busy)
 				}
-				w.jobs.log.Debug("lockgen: run heartbeat skipped runs whose rows another transaction holds", "queue", w.cfg.Queue, "runs", len(hb.Busy), "run_ids", busy)
 				next = min(next, h.retry(sent))
 			}
 		}
