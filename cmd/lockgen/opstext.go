@@ -186,13 +186,21 @@ func writeRun(w io.Writer, r *ops.Run) {
 	}
 	fmt.Fprintf(w, "args:\n  %s\n", args.String())
 	if len(r.History) > 0 {
-		fmt.Fprintf(w, "history:\n")
-		hw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		var table bytes.Buffer
+		hw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 		for _, e := range r.History {
 			at := e.At
 			fmt.Fprintf(hw, "  %s\t%s\t%s\t%s\t%s\n", stamp(&at), e.Event, attemptOf(e.Attempt), e.Worker, firstLine(e.Error))
 		}
 		_ = hw.Flush()
+		fmt.Fprintf(w, "history:\n")
+		for _, line := range strings.SplitAfter(table.String(), "\n") {
+			// Empty trailing cells (no attempt, worker or error) pad
+			// nothing at the end of a line.
+			if trimmed := strings.TrimRight(line, " \n"); trimmed != "" {
+				fmt.Fprintln(w, trimmed)
+			}
+		}
 	}
 }
 
