@@ -113,9 +113,7 @@ func schemas(f probe.Feature, target driver.Target) []schema {
 		if target.QueuesTable != "" {
 			s = append(s, schema{probe.QueuesSchema(target.QueuesTable), migrationOf(target.QueuesMigration, target), false})
 		}
-		if target.HistoryMigration != "" {
-			s = append(s, schema{probe.RunsHistorySchema(target.RunsTable), migrationOf(target.HistoryMigration, target), true})
-		}
+		s = append(s, schema{probe.RunsHistorySchema(target.RunsTable), migrationOf(target.HistoryMigration, target), true})
 	}
 	return s
 }
