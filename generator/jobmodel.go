@@ -25,6 +25,9 @@ type jobModel struct {
 	// CatchUpConst is the runtime constant of a scheduled job's catch-up
 	// policy ("CatchUpOne"); empty for a job that is not scheduled.
 	CatchUpConst string
+	// External is true for a job of an external queue: handled outside Go,
+	// so JobHandlers has no method for it.
+	External bool
 }
 
 // catchUpConsts are the runtime constants of the spec's catch-up policies.
@@ -38,6 +41,9 @@ func resolveJobs(s *spec.Spec) []jobModel {
 	var jobs []jobModel
 	for _, j := range s.Jobs {
 		jm := jobModel{Job: j, NameConst: j.GoName + "Job", RunVar: spec.LowerCamelCase(j.Name) + "Run"}
+		for _, q := range s.Queues {
+			jm.External = jm.External || (q.Name == j.Queue && q.External)
+		}
 		if len(j.Args) > 0 {
 			jm.ArgsType = j.GoName + "Args"
 		}

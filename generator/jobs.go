@@ -51,9 +51,12 @@ func jobsGo(m *model) *jen.File {
 	f.Comment(comment(fmt.Sprintf("JobHandlers handles the jobs declared in %s, one method per job, so a missing handler is a compile error. "+
 		"A method returning nil completes the run; an error or a panic fails the attempt, which is retried with backoff until the job's "+
 		"max attempts, then discarded with the error kept. Delivery is at least once (a run whose worker died is run again): "+
-		"use run.ID and run.Attempt to make handlers idempotent. ctx is cancelled at the job's timeout.", m.SpecName)))
+		"use run.ID and run.Attempt to make handlers idempotent. ctx is cancelled at the job's timeout."+m.externalJobsDoc(), m.SpecName)))
 	f.Type().Id("JobHandlers").InterfaceFunc(func(g *jen.Group) {
 		for _, j := range m.Jobs {
+			if j.External {
+				continue // handled over HTTP
+			}
 			g.Comment(j.handlerDoc())
 			params := []jen.Code{ctx(), jen.Id("run").Op("*").Id("Run")}
 			if j.ArgsType != "" {
@@ -177,11 +180,19 @@ func jobsGo(m *model) *jen.File {
 		)
 		// Fields in the order the runtime declares them; map entries in
 		// spec order (jen.Dict would sort both).
-		var queues, handlers, retention []jen.Code
+		var queues, external, handlers, retention []jen.Code
 		for _, q := range m.Queues {
+			if q.External {
+				external = append(external, jen.Lit(q.Name))
+				continue
+			}
 			queues = append(queues, values(kv{"Name", jen.Lit(q.Name)}, kv{"Concurrency", jen.Lit(q.Concurrency)}))
 		}
 		for _, j := range m.Jobs {
+			retention = append(retention, values(kv{"Job", jen.Id(j.NameConst)}, kv{"Keep", durationExpr(j.Retention)}))
+			if j.External {
+				continue
+			}
 			var handle jen.Code = jen.Id("h").Dot(j.GoName)
 			if j.ArgsType != "" {
 				handle = jb("HandleArgs").Call(jen.Id("h").Dot(j.GoName))
@@ -190,13 +201,16 @@ func jobsGo(m *model) *jen.File {
 				kv{"Queue", jen.Lit(j.Queue)},
 				kv{"JobHandler", literal(jb("JobHandler"), j.handlerFields(handle)...)},
 			)))
-			retention = append(retention, values(kv{"Job", jen.Id(j.NameConst)}, kv{"Keep", durationExpr(j.Retention)}))
 		}
-		g.Id("cfg").Op(":=").Add(literal(jb("NodeConfig"),
-			kv{"Queues", jen.Index().Add(jb("QueueConfig")).Add(list(queues))},
-			kv{"Handlers", jen.Map(jen.String()).Add(jb("QueuedHandler")).Add(list(handlers))},
-			kv{"Retention", jen.Index().Add(jb("Retention")).Add(list(retention))},
-		))
+		fields := []kv{
+			{"Queues", jen.Index().Add(jb("QueueConfig")).Add(list(queues))},
+			{"Handlers", jen.Map(jen.String()).Add(jb("QueuedHandler")).Add(list(handlers))},
+		}
+		if len(external) > 0 {
+			fields = append(fields, kv{"External", jen.Index().String().Add(list(external))})
+		}
+		fields = append(fields, kv{"Retention", jen.Index().Add(jb("Retention")).Add(list(retention))})
+		g.Id("cfg").Op(":=").Add(literal(jb("NodeConfig"), fields...))
 		for _, j := range m.Jobs {
 			if !j.Scheduled() {
 				continue
@@ -229,4 +243,18 @@ func (j jobModel) handlerFields(handle jen.Code) []kv {
 		kvs = append(kvs, kv{"Singleton", jen.True()})
 	}
 	return kvs
+}
+
+// externalJobsDoc tells JobHandlers' readers which jobs it leaves out.
+func (m *model) externalJobsDoc() string {
+	var names []string
+	for _, j := range m.Jobs {
+		if j.External {
+			names = append(names, j.Name)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " The jobs of external queues (" + prose.And(names) + ") have no method: consumers of the HTTP API handle them."
 }

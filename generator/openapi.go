@@ -26,6 +26,9 @@ func OpsConfig(s *spec.Spec) ops.Config {
 	for _, j := range s.Jobs {
 		job := ops.Job{Name: j.Name, Queue: j.Queue, Schedule: j.Schedule, Timezone: j.Timezone,
 			MaxAttempts: j.MaxAttempts, Timeout: j.Timeout, Priority: j.Priority}
+		if j.BackoffInitial != spec.DefaultBackoffInitial || j.BackoffMax != spec.DefaultBackoffMax {
+			job.BackoffInitial, job.BackoffMax = j.BackoffInitial, j.BackoffMax
+		}
 		for _, a := range j.Args {
 			job.Args = append(job.Args, ops.Arg{Name: a.Name, Type: a.Type})
 		}

@@ -45,6 +45,9 @@ func opsConfig(f *jen.File, m *model) {
 			if j.Priority != 0 {
 				jf = append(jf, kv{"Priority", jen.Lit(j.Priority)})
 			}
+			if j.BackoffInitial != 0 || j.BackoffMax != 0 {
+				jf = append(jf, kv{"BackoffInitial", durationExpr(j.BackoffInitial)}, kv{"BackoffMax", durationExpr(j.BackoffMax)})
+			}
 			jobs = append(jobs, values(jf...))
 		}
 		fields = append(fields, kv{"Jobs", jen.Index().Add(op("Job")).Add(list(jobs))})

@@ -25,6 +25,12 @@
 //	POST /api/v1/runs/{id}/cancel
 //	POST /api/v1/runs/{id}/retry
 //	POST /api/v1/runs/retry             retry many (ops.RetryFilter)
+//	POST /api/v1/queues/{queue}/claim   consume: claim due runs, waiting up
+//	                                    to "wait" for one (ops.Claim)
+//	POST /api/v1/runs/{id}/heartbeat    keep a claimed run (ops.Heartbeat)
+//	POST /api/v1/runs/{id}/complete     its attempt succeeded (ops.Complete)
+//	POST /api/v1/runs/{id}/fail         it failed: retry, fail for good or
+//	                                    snooze (ops.Fail)
 //	GET  /api/v1/openapi.json           this API in OpenAPI 3.1, with a JSON
 //	                                    Schema of each job's arguments
 //
@@ -37,7 +43,10 @@
 // Every answer is JSON. An error is {"error": {"code", "field", "message"}}:
 // 400 invalid (field names the parameter; a JSON body must be one object
 // with no unknown field), 401/403, 404 not_found, 409 conflict (the run's
-// state does not allow the change), 413 for a body over 1 MiB, 500
+// state does not allow the change, or a consumer's claim is no longer
+// current) or cancelled (an operator cancelled the consumer's run), 413
+// for a body over 1 MiB, 503 unavailable (with Retry-After: a run's row is
+// held for a moment, or the handler has no store to consume with), 500
 // internal (the database failed; the message says no more, the log says
 // what).
 package lockgenapi
@@ -146,6 +155,9 @@ func (h *handler) answer(w http.ResponseWriter, r *http.Request, status int, v a
 	if err != nil {
 		var oe *ops.Error
 		if errors.As(err, &oe) {
+			if oe.Code == ops.CodeUnavailable {
+				w.Header().Set("Retry-After", "1")
+			}
 			writeError(w, statusOf(oe.Code), oe)
 			return
 		}
@@ -168,8 +180,10 @@ func statusOf(c ops.Code) int {
 		return http.StatusBadRequest
 	case ops.CodeNotFound:
 		return http.StatusNotFound
-	case ops.CodeConflict:
+	case ops.CodeConflict, ops.CodeCancelled:
 		return http.StatusConflict
+	case ops.CodeUnavailable:
+		return http.StatusServiceUnavailable
 	case ops.CodeForbidden:
 		return http.StatusForbidden
 	}

@@ -196,6 +196,19 @@ func TestBadInputIs4xxNamingTheField(t *testing.T) {
 		{"POST", "/api/v1/jobs/test/runs", `{"args": {"n": 1}`, 400, "invalid", ""},
 		{"POST", "/api/v1/runs/retry", `{}`, 400, "invalid", "state"},
 		{"POST", "/api/v1/runs/retry", `{"state": "discarded", "finished_after": "yesterday"}`, 400, "invalid", "finished_after"},
+		{"POST", "/api/v1/queues/nope/claim", `{"worker": "w"}`, 400, "invalid", "queue"},
+		{"POST", "/api/v1/queues/default/claim", `{}`, 400, "invalid", "worker"},
+		{"POST", "/api/v1/queues/default/claim", `{"worker": "w", "limit": "5"}`, 400, "invalid", "limit"},
+		{"POST", "/api/v1/queues/default/claim", `{"worker": "w", "limit": 1000}`, 400, "invalid", "limit"},
+		{"POST", "/api/v1/queues/default/claim", `{"worker": "w", "wait": "2h"}`, 400, "invalid", "wait"},
+		{"POST", "/api/v1/queues/default/claim", `{"worker": "w", "lease": "1ms"}`, 400, "invalid", "lease"},
+		{"POST", "/api/v1/queues/default/claim", `{"worker": "w", "wiat": "1s"}`, 400, "invalid", "wiat"},
+		{"POST", "/api/v1/runs/1/heartbeat", `{"claim": "x"}`, 400, "invalid", "claim"},
+		{"POST", "/api/v1/runs/1/heartbeat", `{}`, 400, "invalid", "claim"},
+		{"POST", "/api/v1/runs/abc/complete", `{"claim": 1}`, 400, "invalid", "id"},
+		{"POST", "/api/v1/runs/99999999/complete", `{"claim": 1}`, 404, "not_found", "id"},
+		{"POST", "/api/v1/runs/1/fail", `{"claim": 1, "snooze": "1s", "error": "x"}`, 400, "invalid", "snooze"},
+		{"POST", "/api/v1/runs/1/fail", `{"claim": 1, "retry": "no"}`, 400, "invalid", "retry"},
 	} {
 		status, doc := call(t, srv, c.method, c.path, bearer, strings.NewReader(c.body))
 		assert.Equal(t, c.status, status, "%s %s: %v", c.method, c.path, doc)
@@ -292,7 +305,9 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	var id int64
 	require.NoError(t, db.QueryRow("SELECT MAX(id) FROM lockgen_runs").Scan(&id))
 	body := map[string]string{"/api/v1/jobs/test/runs": `{"args": {"n": 1}}`, "/api/v1/jobs/mail/runs": `{}`, "/api/v1/runs/retry": `{"state": "discarded"}`,
-		"/api/v1/jobs/test/runs/batch": `{"runs": [{"args": {"n": 1}}, {"args": {"n": 2}}]}`, "/api/v1/jobs/mail/runs/batch": `{"runs": [{}]}`}
+		"/api/v1/jobs/test/runs/batch": `{"runs": [{"args": {"n": 1}}, {"args": {"n": 2}}]}`, "/api/v1/jobs/mail/runs/batch": `{"runs": [{}]}`,
+		"/api/v1/queues/{queue}/claim": `{"worker": "w"}`, "/api/v1/runs/{id}/heartbeat": `{"claim": 1}`, "/api/v1/runs/{id}/complete": `{"claim": 1}`,
+		"/api/v1/runs/{id}/fail": `{"claim": 1}`}
 	calls := 0
 	for p, item := range paths {
 		for method, op := range item.(map[string]any) {
@@ -307,8 +322,65 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 			calls++
 		}
 	}
-	assert.Equal(t, 15, calls, "eleven endpoints and a push and a batch push per job")
+	assert.Equal(t, 19, calls, "fifteen endpoints and a push and a batch push per job")
 	args := doc["components"].(map[string]any)["schemas"].(map[string]any)["TestArgs"].(map[string]any)
 	assert.Equal(t, map[string]any{"n": map[string]any{"type": "integer", "format": "int64"}}, args["properties"])
 	assert.Equal(t, false, args["additionalProperties"])
+}
+
+// TestConsumeOverHTTP: a consumer claims, heartbeats and completes over
+// HTTP; a heartbeat or outcome of a claim that is no longer current is 409,
+// and one of a run an operator cancelled says so.
+func TestConsumeOverHTTP(t *testing.T) {
+	srv, db := server(t, lockgenapi.Options{WriteToken: token})
+	bearer := "Bearer " + token
+	status, doc := call(t, srv, "POST", "/api/v1/queues/default/claim", "", strings.NewReader(`{"worker": "w"}`))
+	assert.Equal(t, 401, status, "a claim needs the token: %v", doc)
+
+	status, doc = call(t, srv, "POST", "/api/v1/queues/default/claim", bearer, strings.NewReader(`{"worker": "py@host", "limit": 10, "lease": "1m"}`))
+	require.Equal(t, 200, status, doc)
+	items := doc["items"].([]any)
+	require.Len(t, items, 2, "the two runs of queue default")
+	first := items[0].(map[string]any)
+	id, claim := int64(first["id"].(float64)), int64(first["claim"].(float64))
+	assert.Equal(t, "test", first["job"])
+	assert.Contains(t, first["args"], "n")
+	assert.Equal(t, float64(1), first["attempt"])
+	assert.NotEmpty(t, first["deadline"])
+	second := items[1].(map[string]any)
+	id2, claim2 := int64(second["id"].(float64)), int64(second["claim"].(float64))
+
+	status, doc = call(t, srv, "POST", "/api/v1/queues/default/claim", bearer, strings.NewReader(`{"worker": "other", "wait": "200ms"}`))
+	require.Equal(t, 200, status, doc)
+	assert.Empty(t, doc["items"], "both are claimed: an empty list after the wait")
+
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/heartbeat", id), bearer, strings.NewReader(fmt.Sprintf(`{"claim": %d, "lease": "2m"}`, claim)))
+	require.Equal(t, 200, status, doc)
+	assert.Equal(t, float64(id), doc["id"])
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/complete", id), bearer, strings.NewReader(fmt.Sprintf(`{"claim": %d}`, claim)))
+	require.Equal(t, 200, status, doc)
+	assert.Equal(t, "completed", doc["state"])
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/complete", id), bearer, strings.NewReader(fmt.Sprintf(`{"claim": %d}`, claim)))
+	assert.Equal(t, 409, status, doc)
+	code, field := errorOf(doc)
+	assert.Equal(t, "conflict", code)
+	assert.Equal(t, "claim", field)
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/heartbeat", id2), bearer, strings.NewReader(fmt.Sprintf(`{"claim": %d}`, claim2+1)))
+	assert.Equal(t, 409, status, "a claim that never was: %v", doc)
+
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/cancel", id2), bearer, nil)
+	require.Equal(t, 200, status, doc)
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/heartbeat", id2), bearer, strings.NewReader(fmt.Sprintf(`{"claim": %d}`, claim2)))
+	assert.Equal(t, 409, status, doc)
+	code, _ = errorOf(doc)
+	assert.Equal(t, "cancelled", code, "the consumer learns an operator cancelled its run")
+	status, doc = call(t, srv, "POST", fmt.Sprintf("/api/v1/runs/%d/fail", id2), bearer, strings.NewReader(fmt.Sprintf(`{"claim": %d, "error": "stopped"}`, claim2)))
+	assert.Equal(t, 409, status, doc)
+
+	var state, worker string
+	require.NoError(t, db.QueryRow("SELECT state, worker FROM lockgen_runs WHERE id = ?", id).Scan(&state, &worker))
+	assert.Equal(t, "completed", state)
+	assert.Equal(t, "py@host", worker)
+	require.NoError(t, db.QueryRow("SELECT state FROM lockgen_runs WHERE id = ?", id2).Scan(&state))
+	assert.Equal(t, "cancelled", state)
 }

@@ -33,6 +33,10 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/cancel", h.runChange((*ops.Ops).CancelRun))
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/retry", h.runChange((*ops.Ops).RetryRun))
 	h.mux.HandleFunc("POST /api/v1/runs/retry", h.retryMany)
+	h.mux.HandleFunc("POST /api/v1/queues/{queue}/claim", h.claim)
+	h.mux.HandleFunc("POST /api/v1/runs/{id}/heartbeat", h.heartbeat)
+	h.mux.HandleFunc("POST /api/v1/runs/{id}/complete", h.complete)
+	h.mux.HandleFunc("POST /api/v1/runs/{id}/fail", h.fail)
 	h.mux.HandleFunc("GET /api/v1/openapi.json", h.openapi)
 }
 
@@ -168,6 +172,68 @@ func (h *handler) retryMany(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := h.ops.RetryRuns(r.Context(), f)
 	h.answer(w, r, http.StatusOK, n, err)
+}
+
+// POST /api/v1/queues/{queue}/claim with an ops.ClaimRequest: 200
+// {"items": [ops.Claimed, …]}, empty when nothing was due within the wait.
+func (h *handler) claim(w http.ResponseWriter, r *http.Request) {
+	var req ops.ClaimRequest
+	if !h.jsonWrite(w, r, &req) {
+		return
+	}
+	runs, err := h.ops.Claim(r.Context(), r.PathValue("queue"), req)
+	if runs == nil {
+		runs = []ops.Claimed{}
+	}
+	h.answer(w, r, http.StatusOK, struct {
+		Items []ops.Claimed `json:"items"`
+	}{runs}, err)
+}
+
+// POST /api/v1/runs/{id}/heartbeat with an ops.HeartbeatRequest: 200
+// {"id", "claim", "deadline"}; 409 when the claim is no longer current
+// (code "cancelled" when an operator cancelled the run).
+func (h *handler) heartbeat(w http.ResponseWriter, r *http.Request) {
+	var req ops.HeartbeatRequest
+	id, ok := h.runIDBody(w, r, &req)
+	if !ok {
+		return
+	}
+	hb, err := h.ops.Heartbeat(r.Context(), id, req)
+	h.answer(w, r, http.StatusOK, hb, err)
+}
+
+// POST /api/v1/runs/{id}/complete with {"claim"}: the run, completed.
+func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Claim int64 `json:"claim"`
+	}
+	id, ok := h.runIDBody(w, r, &req)
+	if !ok {
+		return
+	}
+	run, err := h.ops.Complete(r.Context(), id, req.Claim)
+	h.answer(w, r, http.StatusOK, run, err)
+}
+
+// POST /api/v1/runs/{id}/fail with an ops.FailRequest: the run after the
+// failure (available again, discarded, or snoozed).
+func (h *handler) fail(w http.ResponseWriter, r *http.Request) {
+	var req ops.FailRequest
+	id, ok := h.runIDBody(w, r, &req)
+	if !ok {
+		return
+	}
+	run, err := h.ops.Fail(r.Context(), id, req)
+	h.answer(w, r, http.StatusOK, run, err)
+}
+
+// runIDBody checks a write on a run that carries a JSON body.
+func (h *handler) runIDBody(w http.ResponseWriter, r *http.Request, v any) (int64, bool) {
+	if !h.jsonWrite(w, r, v) {
+		return 0, false
+	}
+	return h.runID(w, r)
 }
 
 // query parses the query string, refusing parameters the endpoint does not

@@ -11,8 +11,8 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
-	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // namespacedStore names its session locks under a namespace of its own,

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
-	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestNoStatementWarns runs every query lockgen generates (each method of

@@ -153,10 +153,18 @@ func (t target) open(out *streams, name string) (*ops.Ops, func(), int) {
 		fmt.Fprintf(out.stderr, "lockgen %s: bad DSN: the driver refused its settings\n", name)
 		return nil, nil, exitUsage
 	}
-	db := sql.OpenDB(c)
-	db.SetMaxOpenConns(8)
-	db.SetMaxIdleConns(8) // `serve`'s clients reuse them instead of reconnecting
-	o, err := ops.New(db, generator.OpsConfig(s))
+	opsCfg := generator.OpsConfig(s)
+	// The pool runs the store lockgen generates for the default prefix on
+	// the spec's tables: what consumers over HTTP claim and record with.
+	renamed, err := ops.Connector(c, opsCfg.TablePrefix)
+	if err != nil {
+		fmt.Fprintf(out.stderr, "lockgen %s: %s: %v\n", name, file, err)
+		return nil, nil, exitUsage
+	}
+	db := sql.OpenDB(renamed)
+	db.SetMaxOpenConns(32) // long polls of `serve` hold none while they wait
+	db.SetMaxIdleConns(32) // `serve`'s clients reuse them instead of reconnecting
+	o, err := ops.New(db, opsCfg)
 	if err != nil {
 		_ = db.Close()
 		fmt.Fprintf(out.stderr, "lockgen %s: %s: %v\n", name, file, err)

@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,4 +229,111 @@ func TestServeAnswersAPythonClient(t *testing.T) {
 	require.NoError(t, err, "python client:\n%s", out)
 	assert.True(t, strings.HasSuffix(string(out), "all checks passed\n"), "%s", out)
 	assert.GreaterOrEqual(t, strings.Count(string(out), "ok: "), 28, "%s", out)
+}
+
+// consumerSpec declares a queue worked outside Go, on tables of a prefix
+// of their own: `lockgen serve` claims and records with the store lockgen
+// generates for the default prefix, renamed (ops.Connector).
+const consumerSpec = `version: 1
+package: images
+table_prefix: pyq_
+queues:
+  - { name: images, external: true }
+jobs:
+  - name: resize
+    queue: images
+    args: { image_id: int64, width: int32 }
+    max_attempts: 3
+    backoff: { initial: 100ms, max: 1s }
+`
+
+// TestServeFeedsAPythonConsumer runs `lockgen serve` as a process and a
+// consumer written in Python (standard library only) against it: it pushes
+// six runs, a first consumer claims three and is killed (SIGKILL) while it
+// holds them, and a second one works all six, heartbeating past its lease
+// and failing one attempt for a retry. The killed consumer's runs are
+// rescued and run once more; every run completes exactly once.
+func TestServeFeedsAPythonConsumer(t *testing.T) {
+	db := sqltest.New(t, "lockgen_consume_")
+	schema, err := templates.Render(templates.Schema, templates.Data{Header: templates.Header, Prefix: "pyq_", Jobs: true})
+	require.NoError(t, err)
+	cfg := db.Config.Clone()
+	cfg.MultiStatements = true
+	conn := sqltest.Open(t, cfg)
+	_, err = conn.Exec(string(schema))
+	require.NoError(t, err)
+	spec := filepath.Join(t.TempDir(), "lockgen.yaml")
+	require.NoError(t, os.WriteFile(spec, []byte(consumerSpec), 0o644))
+	python, err := exec.LookPath("python3")
+	require.NoError(t, err, "python3 is missing: `make test` installs it (.ci/ensure-python3)")
+
+	const token = "consumer-token"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	serve := exec.CommandContext(ctx, os.Args[0], "serve", "-addr", "127.0.0.1:0", "-dsn", db.Config.FormatDSN(), "-f", spec, "-write-token", token)
+	serve.Env = append(os.Environ(), cliChildEnv+"=1")
+	stderr, err := serve.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, serve.Start())
+	defer func() {
+		_ = serve.Process.Signal(os.Interrupt)
+		_ = serve.Wait()
+	}()
+	lines := bufio.NewScanner(stderr)
+	require.True(t, lines.Scan(), "serve printed nothing")
+	m := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+) `).FindStringSubmatch(lines.Text())
+	require.NotNil(t, m, "first line: %q", lines.Text())
+	go func() {
+		for lines.Scan() {
+			t.Log("serve: " + lines.Text())
+		}
+	}()
+	consumer := func(args ...string) *exec.Cmd {
+		return exec.CommandContext(ctx, python, append([]string{"testdata/api_consumer.py", m[1], token}, args...)...)
+	}
+
+	out, err := consumer("push", "6").CombinedOutput()
+	require.NoError(t, err, "push:\n%s", out)
+
+	hang := consumer("hang")
+	hangOut, err := hang.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, hang.Start())
+	held := bufio.NewScanner(hangOut)
+	var claimed []string
+	for held.Scan() {
+		if ids, ok := strings.CutPrefix(held.Text(), "claimed "); ok {
+			claimed = strings.Fields(ids)
+			break
+		}
+	}
+	require.Len(t, claimed, 3, "the hanging consumer claimed three runs")
+	require.NoError(t, hang.Process.Kill()) // SIGKILL while it holds them
+	_ = hang.Wait()
+
+	out, err = consumer("work", "6").CombinedOutput()
+	require.NoError(t, err, "work:\n%s", out)
+	assert.True(t, strings.HasSuffix(string(out), "all checks passed\n"), "%s", out)
+
+	rows, err := conn.Query("SELECT id, state, attempt, worker, history FROM pyq_runs ORDER BY id")
+	require.NoError(t, err)
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var id int64
+		var state, worker, history string
+		var attempt int
+		require.NoError(t, rows.Scan(&id, &state, &attempt, &worker, &history))
+		n++
+		assert.Equal(t, "completed", state, "run %d", id)
+		assert.Equal(t, 1, strings.Count(history, `"event": "completed"`), "run %d completed once: %s", id, history)
+		assert.Contains(t, worker, "py-work@", "run %d", id)
+		if slices.Contains(claimed, strconv.FormatInt(id, 10)) {
+			assert.Equal(t, 2, attempt, "run %d of the killed consumer ran once more", id)
+			assert.Contains(t, history, `"event": "rescued"`, "run %d", id)
+			assert.Contains(t, history, "py-hang@", "run %d's history names the killed consumer", id)
+		}
+	}
+	require.NoError(t, rows.Err())
+	assert.Equal(t, 6, n)
 }

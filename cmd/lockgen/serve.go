@@ -23,10 +23,14 @@ func serveCommand() *command {
 		name:    "serve",
 		args:    "[-addr 127.0.0.1:8080] [-dsn DSN] [-f lockgen.yaml] [-write-token TOKEN]",
 		summary: "serve the HTTP/JSON API for operators and other languages",
-		doc: `Serve answers the HTTP/JSON API under /api/v1 (status, locks, queues, runs;
-pause, resume, cancel, retry) for the deployment that lockgen.yaml (-f;
-default: the lockgen.yaml here or in the nearest directory above) and the
-DSN (-dsn, default $LOCKGEN_DSN) name, until SIGINT or SIGTERM.
+		doc: `Serve answers the HTTP/JSON API under /api/v1 (status, locks, queues,
+runs; pause, resume, push, cancel, retry; consume: claim, heartbeat,
+complete, fail) for the deployment that lockgen.yaml (-f; default: the
+lockgen.yaml here or in the nearest directory above) and the DSN (-dsn,
+default $LOCKGEN_DSN) name, until SIGINT or SIGTERM. Consumers over HTTP
+get the Go workers' guarantees: their runs are leased, and the runs of a
+consumer that stops heartbeating are rescued (by serve's claims, and by
+any Go worker).
 
 It is read-only unless given a write token (-write-token, default
 $LOCKGEN_WRITE_TOKEN): every write then needs the header
@@ -59,6 +63,7 @@ open to whoever reaches it.` + "\n\nExit status 0 after a signal, 1 when it cann
 					WriteTimeout:      60 * time.Second,
 					IdleTimeout:       2 * time.Minute,
 				}
+				srv.RegisterOnShutdown(o.StopWaiting) // long polls answer at once
 				mode := "read-only"
 				if *token != "" {
 					mode = "writes need the write token"

@@ -860,11 +860,20 @@ jobs:
 		},
 	},
 	{
+		name: "external queue with a concurrency, or a job with one",
+		yaml: "version: 1\npackage: locks\nqueues:\n  - {name: py, external: true, concurrency: 5}\n  - {name: rb, external: yes}\njobs:\n  - {name: x, queue: py, concurrency: 1}\n",
+		want: []string{
+			`lockgen.yaml:4:32: external queue "py" takes no concurrency (remove concurrency: the consumers of an external queue decide how many of its runs they handle at once)`,
+			`lockgen.yaml:5:26: external must be true or false, not "yes" (e.g. external: true)`,
+			`lockgen.yaml:7:26: job "x" is in external queue "py", which takes no job concurrency (remove concurrency, or move the job to a queue the Go workers work: only they keep a job to one run at a time)`,
+		},
+	},
+	{
 		name: "unknown queue keys",
 		yaml: "version: 1\npackage: locks\nqueues:\n  - {name: mail, concurency: 10, size: 5}\n  - {concurrency: 1}\njobs:\n  - name: x\n",
 		want: []string{
 			`lockgen.yaml:4:18: unknown key "concurency" (did you mean "concurrency"?)`,
-			`lockgen.yaml:4:34: unknown key "size" (valid keys: name, concurrency)`,
+			`lockgen.yaml:4:34: unknown key "size" (valid keys: name, concurrency, external)`,
 			`lockgen.yaml:5:5: missing required key "name" (add it, e.g. name: mail)`,
 		},
 	},

@@ -60,6 +60,7 @@ var backoffFields = []field{
 var queueFields = []field{
 	{name: "name", required: true, example: "name: mail"},
 	{name: "concurrency", example: "concurrency: 10"},
+	{name: "external", example: "external: true"},
 }
 
 // argTypes are the spec spellings of arg types other than json(...), with
@@ -217,6 +218,10 @@ func (l *loader) job(n *yaml.Node, seen *nameSet, qs *queueSet) Job {
 	}
 	if v, ok := fields["concurrency"]; ok {
 		j.Concurrency = l.jobConcurrency(v)
+		if j.Concurrency != 0 && qs.external(j.Queue) {
+			l.errorf(v.key, "remove concurrency, or move the job to a queue the Go workers work: only they keep a job to one run at a time",
+				"job %q is in external queue %q, which takes no job concurrency", j.Name, j.Queue)
+		}
 	}
 	return j
 }

@@ -19,6 +19,16 @@ type queueSet struct {
 	checkable bool
 }
 
+// external reports whether name is a declared external queue.
+func (qs *queueSet) external(name string) bool {
+	for _, q := range qs.list {
+		if q.Name == name {
+			return q.External
+		}
+	}
+	return false
+}
+
 // queues validates the list of queues; v.key is nil when there is none.
 func (l *loader) queues(v value, hasJobs bool) *queueSet {
 	qs := &queueSet{checkable: true}
@@ -68,6 +78,13 @@ func (l *loader) queue(n *yaml.Node, seen map[string]*yaml.Node, qs *queueSet) Q
 	}
 	if v, ok := fields["concurrency"]; ok {
 		q.Concurrency = l.intRange(v, minQueueConcurrent, maxQueueConcurrent, "how many of its runs each node handles at once")
+	}
+	if v, ok := fields["external"]; ok {
+		q.External, _ = l.boolean(v)
+		if c, ok := fields["concurrency"]; ok && q.External {
+			l.errorf(c.key, "remove concurrency: the consumers of an external queue decide how many of its runs they handle at once",
+				"external queue %q takes no concurrency", q.Name)
+		}
 	}
 	return q
 }

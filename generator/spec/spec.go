@@ -309,4 +309,11 @@ type Queue struct {
 	// Concurrency is how many of the queue's runs each node handles at
 	// once: 1 to 10000. Default 100.
 	Concurrency int
+	// External marks a queue worked outside the Go program, by consumers
+	// of the HTTP API (lockgen serve, or lockgenapi mounted by the
+	// application): the generated JobHandlers has no method for its jobs
+	// and RunJobs claims none of its runs (it still inserts their
+	// scheduled ticks and prunes them). It takes no concurrency, and its
+	// jobs none.
+	External bool
 }

@@ -300,16 +300,21 @@ func (r *completer) fail(o outcome) error {
 	return err
 }
 
-// maxErrorText bounds the error text kept with a run (the column is a TEXT).
-const maxErrorText = 60000
+// MaxErrorText bounds the error text kept with a run (the column is a
+// TEXT).
+const MaxErrorText = 60000
 
-// errorText is err's text as the runs table keeps it: valid UTF-8 (a
-// strict server rejects anything else, and the outcome would never be
-// recorded), cut at a character boundary to maxErrorText bytes.
-func errorText(err error) string {
-	text := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	if len(text) > maxErrorText {
-		n := maxErrorText
+// errorText is err's text as the runs table keeps it (ErrorText).
+func errorText(err error) string { return ErrorText(err.Error()) }
+
+// ErrorText is a failed attempt's error text as the runs table keeps it:
+// valid UTF-8 (a strict server rejects anything else, and the outcome
+// would never be recorded), cut at a character boundary to MaxErrorText
+// bytes.
+func ErrorText(text string) string {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	if len(text) > MaxErrorText {
+		n := MaxErrorText
 		for n > 0 && !utf8.RuneStart(text[n]) {
 			n--
 		}
@@ -321,18 +326,24 @@ func errorText(err error) string {
 // backoff is the delay before attempt+1 of a run of job.
 func (w *Worker) backoff(job string, attempt int) time.Duration {
 	h := w.cfg.Handlers[job]
-	initial, maxD := h.BackoffInitial, h.BackoffMax
+	return Backoff(h.BackoffInitial, h.BackoffMax, attempt)
+}
+
+// Backoff is the delay before attempt+1 of a run whose job retries after
+// initial·2^(attempt-1), at most maxDelay (1 s and 1 h when not positive),
+// with jitter: a uniform draw from the upper half of that delay.
+func Backoff(initial, maxDelay time.Duration, attempt int) time.Duration {
 	if initial <= 0 {
 		initial = time.Second
 	}
-	if maxD <= 0 {
-		maxD = time.Hour
+	if maxDelay <= 0 {
+		maxDelay = time.Hour
 	}
 	d := initial
-	for i := 1; i < attempt && d < maxD; i++ {
+	for i := 1; i < attempt && d < maxDelay; i++ {
 		d *= 2
 	}
-	d = min(d, maxD)
+	d = min(d, maxDelay)
 	half := d / 2
 	return half + rand.N(half+1)
 }

@@ -37,6 +37,11 @@ type NodeConfig struct {
 	Queues []QueueConfig
 	// Handlers maps every job to its handler and the queue it is in.
 	Handlers map[string]QueuedHandler
+	// External are the queues worked outside Go, by consumers of the HTTP
+	// API (lockgen.yaml's external: true): no worker claims their runs,
+	// and the node does not warn of them as stranded. Their scheduled
+	// jobs' ticks are inserted and their runs pruned all the same.
+	External []string
 	// Scheduled are the scheduled jobs. A job's Retention, when zero, is
 	// taken from its entry in Retention (the shortest Keep if several).
 	Scheduled []ScheduledJob
@@ -76,6 +81,11 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 	byQueue := map[string]map[string]JobHandler{}
 	for _, q := range cfg.Queues {
 		byQueue[q.Name] = map[string]JobHandler{}
+	}
+	for _, q := range cfg.External {
+		if _, ok := byQueue[q]; ok {
+			return fmt.Errorf("%w: queue %q is both worked here and external", runtime.ErrInvalid, q)
+		}
 	}
 	for job, h := range cfg.Handlers {
 		hs, ok := byQueue[h.Queue]
@@ -162,6 +172,7 @@ func (j *Client) RunNode(ctx context.Context, cfg NodeConfig) error {
 		for _, w := range workers {
 			sc.worked = append(sc.worked, w.cfg.Queue)
 		}
+		sc.worked = append(sc.worked, cfg.External...) // HTTP consumers claim them
 		if len(cfg.Worker.NodeQueues) > 0 {
 			// The configured queues this node leaves are other nodes'
 			// to work: warn only of queues no configuration names.

@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/genstore"
+	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
-	"github.com/lockgen/lockgen/runtime/internal/testgen"
-	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testkit"
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
@@ -23,10 +23,10 @@ import (
 // parseTime, a missing migration, a nil transaction, a run in the wrong
 // queue) must fail at once and say so, at every entry point.
 
-// testHandlers implements the generated testgen.JobHandlers.
+// testHandlers implements the generated genstore.JobHandlers.
 type testHandlers struct{}
 
-func (testHandlers) Test(context.Context, *jobs.Run, testgen.TestArgs) error { return nil }
+func (testHandlers) Test(context.Context, *jobs.Run, genstore.TestArgs) error { return nil }
 
 // noParseTime opens the test database without parseTime=true.
 func noParseTime(t *testing.T, tdb *testdb.DB) *sql.DB {
@@ -56,7 +56,7 @@ func TestRunJobsFailsAtOnceWhenItCannotStart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tdb := testdb.New(t)
-			l, err := testgen.New(tc.open(t, tdb))
+			l, err := genstore.New(tc.open(t, tdb))
 			require.NoError(t, err)
 			// Generous: the probe takes a few statements on a loaded
 			// machine; the bug waited for the whole of ctx.
@@ -180,13 +180,13 @@ func TestEveryEntryPointRefusesAConnectionWithoutParseTime(t *testing.T) {
 			})
 		}},
 		{"generated JobRun", func(t *testing.T) error {
-			l, err := testgen.New(bad)
+			l, err := genstore.New(bad)
 			require.NoError(t, err)
 			_, err = l.JobRun(ctx, id)
 			return err
 		}},
 		{"generated TestLockHolder", func(t *testing.T) error {
-			l, err := testgen.New(bad)
+			l, err := genstore.New(bad)
 			require.NoError(t, err)
 			_, err = l.TestLockHolder(ctx)
 			return err
@@ -207,9 +207,9 @@ func TestEnqueueTxRefusesANilTransaction(t *testing.T) {
 	ctx := context.Background()
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
-	l, err := testgen.New(db)
+	l, err := genstore.New(db)
 	require.NoError(t, err)
-	_, err = l.EnqueueTestTx(ctx, nil, testgen.TestArgs{N: 1})
+	_, err = l.EnqueueTestTx(ctx, nil, genstore.TestArgs{N: 1})
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	assert.ErrorContains(t, err, "EnqueueTestTx needs a transaction")
 	var n int
@@ -218,7 +218,7 @@ func TestEnqueueTxRefusesANilTransaction(t *testing.T) {
 
 	tx, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	_, err = l.EnqueueTestTx(ctx, tx, testgen.TestArgs{N: 1})
+	_, err = l.EnqueueTestTx(ctx, tx, genstore.TestArgs{N: 1})
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback())
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM lockgen_runs").Scan(&n))
@@ -230,9 +230,9 @@ func TestEnqueueTxRefusesANilTransaction(t *testing.T) {
 // leave it to workers without its handler, or to none.
 func TestEnqueueRefusesAnOptionThatMovesTheRun(t *testing.T) {
 	ctx := context.Background()
-	l, err := testgen.New(testdb.New(t).Open(t))
+	l, err := genstore.New(testdb.New(t).Open(t))
 	require.NoError(t, err)
-	_, err = l.EnqueueTest(ctx, testgen.TestArgs{N: 1}, func(r *jobs.NewRun) { r.Queue = "elsewhere" })
+	_, err = l.EnqueueTest(ctx, genstore.TestArgs{N: 1}, func(r *jobs.NewRun) { r.Queue = "elsewhere" })
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	assert.ErrorContains(t, err, `job "test" is declared in queue "default"`)
 }
@@ -263,7 +263,8 @@ func TestRunInTheWrongQueueSaysWhereItsJobIs(t *testing.T) {
 
 // TestRunNodeWarnsOfRunsInAQueueNoWorkerWorks: a due run in a queue no
 // worker works used to sit there in silence for ever. RunNode warns of it
-// as it starts (and every PruneEvery), naming the queue and the job.
+// as it starts (and every PruneEvery), naming the queue and the job; a
+// queue declared external is left to its HTTP consumers in silence.
 func TestRunNodeWarnsOfRunsInAQueueNoWorkerWorks(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t).Open(t)
@@ -277,9 +278,16 @@ func TestRunNodeWarnsOfRunsInAQueueNoWorkerWorks(t *testing.T) {
 	r.Queue = "nowhere"
 	_, err = j.Enqueue(ctx, nil, r)
 	require.NoError(t, err)
+	// A queue worked over HTTP (lockgen.yaml's external: true) is neither
+	// claimed nor warned of.
+	ext := newRun("e")
+	ext.Queue = "by_http"
+	extID, err := j.Enqueue(ctx, nil, ext)
+	require.NoError(t, err)
 	stopNode(t, j, jobs.NodeConfig{
 		Queues:   []jobs.QueueConfig{{Name: "qa"}},
 		Handlers: map[string]jobs.QueuedHandler{"a": {Queue: "qa", JobHandler: jobs.JobHandler{Handle: func(context.Context, *jobs.Run) error { return nil }}}},
+		External: []string{"by_http"},
 	})
 	deadline := time.After(90 * time.Second) // a record comes at start; generous for a loaded machine
 	for {
@@ -287,10 +295,16 @@ func TestRunNodeWarnsOfRunsInAQueueNoWorkerWorks(t *testing.T) {
 		case rec := <-warnings:
 			attrs := map[string]string{}
 			rec.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+			assert.NotEqual(t, "by_http", attrs["queue"], "an external queue is warned of: %s", rec.Message)
 			if rec.Level == slog.LevelWarn && attrs["queue"] == "nowhere" {
 				assert.Equal(t, "a", attrs["job"])
 				assert.Equal(t, "1", attrs["due_runs"])
 				assert.True(t, strings.Contains(rec.Message, "no worker"), rec.Message)
+				info, err := j.Get(ctx, extID)
+				require.NoError(t, err)
+				assert.Equal(t, jobs.RunAvailable, info.State, "no worker claims a run of an external queue")
+				err = j.RunNode(ctx, jobs.NodeConfig{Queues: []jobs.QueueConfig{{Name: "qa"}}, External: []string{"qa"}})
+				assert.ErrorIs(t, err, runtime.ErrInvalid, "a queue both worked and external")
 				return
 			}
 		case <-deadline:
@@ -337,7 +351,7 @@ func TestServerNamesWhatATableLacks(t *testing.T) {
 	tdb := testdb.New(t)
 	tdb.Exec(t, "ALTER TABLE lockgen_runs DROP COLUMN claim_ref, DROP INDEX lockgen_runs_claim")
 	tdb.Exec(t, "ALTER TABLE lockgen_runs DROP INDEX lockgen_runs_dedupe, ADD KEY lockgen_runs_dedupe (job, dedupe)")
-	l, err := testgen.New(tdb.Open(t))
+	l, err := genstore.New(tdb.Open(t))
 	require.NoError(t, err)
 	migration := "migration " + lockgendb.Store{}.Server().RunsMigration
 
@@ -348,7 +362,7 @@ func TestServerNamesWhatATableLacks(t *testing.T) {
 		"index UNIQUE KEY lockgen_runs_dedupe (job, dedupe) (it has KEY lockgen_runs_dedupe (job, dedupe))"} {
 		assert.ErrorContains(t, err, part)
 	}
-	_, err = l.EnqueueTest(ctx, testgen.TestArgs{N: 1})
+	_, err = l.EnqueueTest(ctx, genstore.TestArgs{N: 1})
 	require.ErrorIs(t, err, runtime.ErrInvalid)
 	assert.ErrorContains(t, err, "column claim_ref")
 	runCtx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -360,13 +374,13 @@ func TestServerNamesWhatATableLacks(t *testing.T) {
 
 	tdb.Exec(t, "ALTER TABLE lockgen_runs ADD COLUMN claim_ref VARCHAR(41) NULL, ADD KEY lockgen_runs_claim (queue, state, priority DESC, run_at), "+
 		"DROP INDEX lockgen_runs_dedupe, ADD UNIQUE KEY lockgen_runs_dedupe (job, dedupe)")
-	_, err = l.EnqueueTest(ctx, testgen.TestArgs{N: 1})
+	_, err = l.EnqueueTest(ctx, genstore.TestArgs{N: 1})
 	require.NoError(t, err, "the table matches again: the refusal was not kept")
 
 	// The lock table too, with its own migration.
 	tdb2 := testdb.New(t)
 	tdb2.Exec(t, "ALTER TABLE lockgen_locks DROP COLUMN holding")
-	l2, err := testgen.New(tdb2.Open(t))
+	l2, err := genstore.New(tdb2.Open(t))
 	require.NoError(t, err)
 	_, err = l2.TryTestLock(ctx)
 	require.ErrorIs(t, err, runtime.ErrInvalid)

@@ -8,9 +8,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
@@ -45,6 +48,13 @@ type Config struct {
 	// CountCap is how many index entries one count reads at most
 	// (DefaultCountCap when 0).
 	CountCap int
+	// Store claims, heartbeats and records runs for consumers over HTTP
+	// (Claim, Heartbeat, Complete, Fail): in an application, its generated
+	// store (lockgendb.NewStore(db)). When nil, New uses the store lockgen
+	// generates for the default table prefix, on db; with another prefix,
+	// db must then be opened with Connector, or those operations answer
+	// CodeUnavailable.
+	Store driver.JobStore
 }
 
 // Lock is a declared lock.
@@ -71,16 +81,26 @@ type Job struct {
 	MaxAttempts int           `json:"max_attempts,omitempty"`
 	Timeout     time.Duration `json:"-"`
 	Priority    int           `json:"priority,omitempty"`
+	// BackoffInitial and BackoffMax bound the wait before a retry of a
+	// run that failed over HTTP, as for a Go handler (jobs.Backoff; 1 s and
+	// 1 h when 0).
+	BackoffInitial time.Duration `json:"-"`
+	BackoffMax     time.Duration `json:"-"`
 }
 
 // Ops runs the operations against one database. It is safe for concurrent
 // use.
 type Ops struct {
-	db        *sql.DB
-	cfg       Config
-	q         queries
-	queues    []string // declared queues, sorted
-	schedules map[string]jobs.Schedule
+	db     *sql.DB
+	cfg    Config
+	q      queries
+	store  driver.JobStore // nil: consuming over HTTP is unavailable
+	rescue rescueGate
+	// stopWaiting is closed by StopWaiting.
+	stopWaiting chan struct{}
+	stopOnce    sync.Once
+	queues      []string // declared queues, sorted
+	schedules   map[string]jobs.Schedule
 }
 
 // prefixPattern is what a table prefix may hold: it is pasted into SQL.
@@ -122,7 +142,21 @@ func build(db *sql.DB, cfg Config) (*Ops, error) {
 	if cfg.CountCap <= 0 {
 		cfg.CountCap = DefaultCountCap
 	}
-	o := &Ops{db: db, cfg: cfg, q: render(cfg.TablePrefix), schedules: map[string]jobs.Schedule{}}
+	// A pool opened with Connector renames the default tables to its
+	// prefix: the layer's own SQL then names the default tables too.
+	sqlPrefix := cfg.TablePrefix
+	if db != nil {
+		switch p := connectorPrefix(db.Driver()); {
+		case p != DefaultTablePrefix && p != cfg.TablePrefix:
+			return nil, invalid("table_prefix", "the pool renames the tables to prefix %q, not the configured %q", p, cfg.TablePrefix)
+		case p != DefaultTablePrefix:
+			sqlPrefix = DefaultTablePrefix
+		}
+	}
+	o := &Ops{db: db, cfg: cfg, q: render(sqlPrefix), store: cfg.Store, schedules: map[string]jobs.Schedule{}, stopWaiting: make(chan struct{})}
+	if o.store == nil && db != nil && sqlPrefix == DefaultTablePrefix {
+		o.store = lockgendb.NewStore(db)
+	}
 	queues := slices.Clone(cfg.Queues)
 	for _, j := range cfg.Jobs {
 		if j.Queue == "" {
@@ -161,6 +195,13 @@ const (
 	CodeConflict Code = "conflict"
 	// CodeForbidden: the door refused a write (HTTP 403).
 	CodeForbidden Code = "forbidden"
+	// CodeCancelled: an operator cancelled the run a consumer works on:
+	// it should stop (HTTP 409).
+	CodeCancelled Code = "cancelled"
+	// CodeUnavailable: the operation cannot be done now (HTTP 503): the
+	// run's row is held by another transaction for a moment, or the layer
+	// was built without a store to consume with.
+	CodeUnavailable Code = "unavailable"
 )
 
 // Error is an operation refused because of its input or the state of what
@@ -186,6 +227,10 @@ func (e *Error) Is(target error) bool {
 		return e.Code == CodeConflict
 	case ErrForbidden:
 		return e.Code == CodeForbidden
+	case ErrCancelled:
+		return e.Code == CodeCancelled
+	case ErrUnavailable:
+		return e.Code == CodeUnavailable
 	}
 	return false
 }
@@ -196,6 +241,9 @@ var (
 	ErrNotFound  = errors.New("ops: not found")
 	ErrConflict  = errors.New("ops: conflict")
 	ErrForbidden = errors.New("ops: forbidden")
+	// ErrCancelled is a consumer's run cancelled by an operator.
+	ErrCancelled   = errors.New("ops: cancelled")
+	ErrUnavailable = errors.New("ops: unavailable")
 )
 
 func invalid(field, format string, args ...any) *Error {

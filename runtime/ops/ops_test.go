@@ -11,12 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
-	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 	"github.com/lockgen/lockgen/runtime/jobs"
 	"github.com/lockgen/lockgen/runtime/ops"
 )
@@ -356,9 +357,15 @@ func TestCancelRetryAndPauseChangeOneRowEach(t *testing.T) {
 
 // TestNewRefusesABadPrefix: the prefix is pasted into SQL.
 func TestNewRefusesABadPrefix(t *testing.T) {
-	_, err := ops.New(&sql.DB{}, ops.Config{TablePrefix: "x; DROP TABLE y; --"})
+	c, err := mysql.NewConnector(mysql.NewConfig()) // connects to nothing
+	require.NoError(t, err)
+	db := sql.OpenDB(c)
+	defer db.Close()
+	_, err = ops.New(db, ops.Config{TablePrefix: "x; DROP TABLE y; --"})
 	requireCode(t, err, ops.CodeInvalid, "table_prefix")
-	_, err = ops.New(&sql.DB{}, ops.Config{Jobs: []ops.Job{{Name: "j", Schedule: "every day"}}})
+	_, err = ops.Connector(c, "x; DROP TABLE y; --")
+	requireCode(t, err, ops.CodeInvalid, "table_prefix")
+	_, err = ops.New(db, ops.Config{Jobs: []ops.Job{{Name: "j", Schedule: "every day"}}})
 	requireCode(t, err, ops.CodeInvalid, "jobs")
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockgen/lockgen/runtime/internal/testgen"
+	"github.com/lockgen/lockgen/runtime/internal/genstore"
 	"github.com/lockgen/lockgen/runtime/jobs"
 	"github.com/lockgen/lockgen/runtime/ops"
 )
@@ -187,7 +187,7 @@ func TestPushRefusesBadInputNamingTheField(t *testing.T) {
 // generates carries what Push and Status need: the job's queue, arguments
 // and defaults, and the locks.
 func TestGeneratedOpsConfigDescribesThePackage(t *testing.T) {
-	f := newFixture(t, testgen.OpsConfig())
+	f := newFixture(t, genstore.OpsConfig())
 	ctx := context.Background()
 	pushed, err := f.ops.Push(ctx, "test", ops.Push{Args: json.RawMessage(`{"n": 3}`)})
 	require.NoError(t, err)

@@ -247,11 +247,7 @@ func (o *Ops) run(ctx context.Context, id int64) (*Run, error) {
 		return nil, fmt.Errorf("ops: run %d: %w", id, err)
 	}
 	r.Claim, r.TimeoutMS = claim, timeoutUs/1000
-	if json.Valid([]byte(args)) {
-		r.Args = json.RawMessage(args)
-	} else {
-		r.Args, _ = json.Marshal(args) // stored by hand: shown as a string
-	}
+	r.Args = argsJSON([]byte(args))
 	if history.Valid {
 		if err := json.Unmarshal([]byte(history.String), &r.History); err != nil {
 			return nil, fmt.Errorf("ops: run %d: its history is not what lockgen writes: %w", id, err)

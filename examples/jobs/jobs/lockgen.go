@@ -151,8 +151,10 @@ func OpsConfig() ops.Config {
 					{Name: "order_id", Type: "int64"},
 					{Name: "email", Type: "string"},
 				},
-				MaxAttempts: 3,
-				Timeout:     10 * time.Minute,
+				MaxAttempts:    3,
+				Timeout:        10 * time.Minute,
+				BackoffInitial: 50 * time.Millisecond,
+				BackoffMax:     time.Second,
 			},
 		},
 		Queues: []string{

@@ -5,7 +5,7 @@
 // connections, and the runs table's claims. Run checks the lock
 // statements and RunJobs the job statements, so a store generated without
 // jobs runs Run alone. The runtime's tests run both against the store
-// lockgen generates for them (runtime/internal/testgen), and the jobs
+// lockgen generates for them (runtime/internal/genstore), and the jobs
 // example against its own (table prefix jobsdemo_).
 //
 // It is for lockgen's own tests; it is not a stable API.

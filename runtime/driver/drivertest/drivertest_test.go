@@ -5,12 +5,12 @@ import (
 
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/driver/drivertest"
+	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
-	"github.com/lockgen/lockgen/runtime/internal/testgen/lockgendb"
 )
 
 // TestGeneratedStore runs the suite against the store lockgen generates for
-// the default table prefix (runtime/internal/testgen), on a fresh database
+// the default table prefix (runtime/internal/genstore), on a fresh database
 // per subtest, as the least-privilege user applications use.
 func TestGeneratedStore(t *testing.T) {
 	drivertest.Run(t, func(t *testing.T) driver.Store { return lockgendb.NewStore(testdb.New(t).Open(t)) })

@@ -108,8 +108,8 @@ type Locks struct {
 
 // New returns the locks and jobs declared in lockgen.yaml, running their
 // statements on db, never inside a transaction of yours unless you pass it to
-// EnqueueSendSMSTx, EnqueueReindexTx or EnqueueRebuildCacheTx. It does not
-// touch the database.
+// EnqueueSendSMSTx, EnqueueReindexTx, EnqueueRebuildCacheTx or
+// EnqueueSyncPartnerTx. It does not touch the database.
 //
 // The tables lockgen_locks, lockgen_runs and lockgen_queues must exist: apply
 // migrations/0001_lockgen_locks.up.sql, migrations/0002_lockgen_runs.up.sql,
@@ -130,7 +130,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	l := &Locks{client: client}
-	if l.jobs, err = jobs.NewClient(client, store, jobs.WithQueues("default", "mail")); err != nil {
+	if l.jobs, err = jobs.NewClient(client, store, jobs.WithQueues("default", "mail", "partner")); err != nil {
 		return nil, err
 	}
 	if l.masterLock, err = client.Lock(runtime.LockConfig{
@@ -208,9 +208,11 @@ func OpsConfig() ops.Config {
 					{Name: "tags", Type: "[]string"},
 					{Name: "raw", Type: "json"},
 				},
-				MaxAttempts: 5,
-				Timeout:     10 * time.Minute,
-				Priority:    10,
+				MaxAttempts:    5,
+				Timeout:        10 * time.Minute,
+				Priority:       10,
+				BackoffInitial: 2 * time.Second,
+				BackoffMax:     5 * time.Minute,
 			},
 			{
 				Name:     "reindex",
@@ -229,10 +231,20 @@ func OpsConfig() ops.Config {
 				MaxAttempts: 25,
 				Timeout:     10 * time.Minute,
 			},
+			{
+				Name:  "sync_partner",
+				Queue: "partner",
+				Args: []ops.Arg{
+					{Name: "partner_id", Type: "int64"},
+				},
+				MaxAttempts: 25,
+				Timeout:     10 * time.Minute,
+			},
 		},
 		Queues: []string{
 			"default",
 			"mail",
+			"partner",
 		},
 	}
 }

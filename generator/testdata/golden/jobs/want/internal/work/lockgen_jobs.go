@@ -23,6 +23,8 @@ const (
 	ReindexJob = "reindex"
 	// RebuildCacheJob is the name of the rebuild_cache job.
 	RebuildCacheJob = "rebuild_cache"
+	// SyncPartnerJob is the name of the sync_partner job.
+	SyncPartnerJob = "sync_partner"
 )
 
 // SendSMSArgs are the arguments of the send_sms job, stored as JSON in its
@@ -43,6 +45,12 @@ type SendSMSArgs struct {
 // runs.
 type ReindexArgs struct {
 	Reason string `json:"reason"`
+}
+
+// SyncPartnerArgs are the arguments of the sync_partner job, stored as JSON in
+// its runs.
+type SyncPartnerArgs struct {
+	PartnerID int64 `json:"partner_id"`
 }
 
 // Run is the attempt of a run a handler is given: its ID, Attempt and
@@ -121,7 +129,8 @@ func WithUniqueKey(key string) EnqueueOption {
 // backoff until the job's max attempts, then discarded with the error kept.
 // Delivery is at least once (a run whose worker died is run again): use run.ID
 // and run.Attempt to make handlers idempotent. ctx is cancelled at the job's
-// timeout.
+// timeout. The jobs of external queues (sync_partner) have no method:
+// consumers of the HTTP API handle them.
 type JobHandlers interface {
 	// NightlyReport handles a run of nightly_report (scheduled "0 3 * * *" in Asia/Shanghai; timeout 30m, 3 attempts). It is a cluster-wide singleton: one run at a time, holding the lock lockgen_job:nightly_report.
 	NightlyReport(ctx context.Context, run *Run) error
@@ -160,6 +169,13 @@ var (
 	rebuildCacheRun = jobs.NewRun{
 		Job:         RebuildCacheJob,
 		Queue:       "default",
+		MaxAttempts: 25,
+		Timeout:     10 * time.Minute,
+	}
+	// syncPartnerRun is a run of sync_partner with its declared defaults.
+	syncPartnerRun = jobs.NewRun{
+		Job:         SyncPartnerJob,
+		Queue:       "partner",
 		MaxAttempts: 25,
 		Timeout:     10 * time.Minute,
 	}
@@ -233,6 +249,31 @@ func (l *Locks) EnqueueRebuildCacheTx(ctx context.Context, tx *sql.Tx, opts ...E
 	return jobs.EnqueueArgs(ctx, l.jobs, tx, rebuildCacheRun, struct{}{}, opts...)
 }
 
+// EnqueueSyncPartner enqueues a run of sync_partner, due now unless an option
+// says otherwise (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts),
+// and returns its ID; with a unique key that an unfinished run already has,
+// that run's ID. An error means the run may or may not exist.
+func (l *Locks) EnqueueSyncPartner(ctx context.Context, args SyncPartnerArgs, opts ...EnqueueOption) (int64, error) {
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, syncPartnerRun, args, opts...)
+}
+
+// EnqueueSyncPartnerTx is EnqueueSyncPartner in tx: the run exists only if tx
+// commits. A nil tx is an error wrapping ErrInvalid (use EnqueueSyncPartner
+// outside a transaction).
+func (l *Locks) EnqueueSyncPartnerTx(ctx context.Context, tx *sql.Tx, args SyncPartnerArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueSyncPartnerTx needs a transaction (nil tx); use EnqueueSyncPartner outside one", runtime.ErrInvalid)
+	}
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, syncPartnerRun, args, opts...)
+}
+
+// EnqueueSyncPartnerMany enqueues one run of sync_partner per element of args,
+// 500 per statement, with opts applied to each. Every run is checked before
+// any is inserted; an error means later batches may not exist.
+func (l *Locks) EnqueueSyncPartnerMany(ctx context.Context, args []SyncPartnerArgs, opts ...EnqueueOption) error {
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, syncPartnerRun, args, opts...)
+}
+
 // JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
 func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
 	return l.jobs.Get(ctx, id)
@@ -259,7 +300,7 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // already under way may still take runs). Running runs finish and their
 // outcomes are recorded; enqueues go on, and the pause is kept in the database
 // until ResumeQueue. An error wrapping ErrInvalid for a queue that no declared
-// job uses (they use "default" and "mail").
+// job uses (they use "default", "mail" and "partner").
 func (l *Locks) PauseQueue(ctx context.Context, queue string) error {
 	return l.jobs.PauseQueue(ctx, queue)
 }
@@ -341,6 +382,9 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 				},
 			},
 		},
+		External: []string{
+			"partner",
+		},
 		Retention: []jobs.Retention{
 			{
 				Job:  NightlyReportJob,
@@ -356,6 +400,10 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 			{
 				Job:  RebuildCacheJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  SyncPartnerJob,
 				Keep: 168 * time.Hour,
 			},
 		},

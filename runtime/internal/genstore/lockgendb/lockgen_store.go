@@ -14,7 +14,7 @@ import (
 
 // Store implements driver.Store and driver.JobStore
 // (github.com/lockgen/lockgen/runtime/driver) with the queries of this
-// package, for the generated package testgen, which is what applications use.
+// package, for the generated package genstore, which is what applications use.
 // Each call of the lease strategy is one autocommit statement on the pool; the
 // session strategy pins one connection of the pool per holding (see
 // sessionConn), and the row strategy one connection and transaction (see
