@@ -56,12 +56,12 @@ test-ensure: ## check that the ensure scripts start the project's server beside 
 chaos: db ## the chaos harness against MariaDB, then MySQL: CHAOS_DURATION (default 3m) of faults each, CHAOS_SEED to replay a plan
 	@GO=$(GO) ./.ci/chaos $${CHAOS_DURATION:-3m}
 
-bench: mariadb ## print the lock round-trip table, the handoff latency per strategy, the jobs table and HTTP push against in-process push (MariaDB)
+bench: mariadb ## print the lock round-trip table, the handoff latency per strategy, the jobs table and HTTP push and consume against in-process (MariaDB)
 	cd examples && $(GO) run ./bench
 	cd runtime && $(GO) test -run '^$$' -bench Handoff -benchtime 500x .
 	cd runtime && $(GO) test -run '^$$' -bench Hold10kLeases -benchtime 1x .
 	cd runtime && $(GO) test -run '^$$' -bench JobsTable -benchtime 1x -timeout 20m ./jobs
-	cd lockgenapi && $(GO) test -run '^$$' -bench PushTable -benchtime 1x .
+	cd lockgenapi && $(GO) test -run '^$$' -bench HTTPTable -benchtime 1x .
 
 bench-mysql: db ## the same tables against MySQL (LOCKGEN_TEST_MYSQL_DSN, default 127.0.0.1:3307)
 	$(MAKE) bench LOCKGEN_DSN="$(MYSQL_DSN)" LOCKGEN_TEST_DSN="$(MYSQL_DSN)"

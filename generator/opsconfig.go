@@ -68,6 +68,11 @@ func opsConfig(f *jen.File, m *model) {
 	f.Comment("\to, err := ops.New(db, " + m.Package + ".OpsConfig())")
 	f.Comment("\th := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})")
 	f.Comment("\tmux.Handle(\"/lockgen/\", http.StripPrefix(\"/lockgen\", h))")
+	if len(cfg.Jobs) > 0 {
+		f.Comment("")
+		f.Comment("Consumers over HTTP claim and record runs with the package's store: set")
+		f.Comment("Store (cfg := OpsConfig(); cfg.Store = " + m.DBPackage + ".NewStore(db)) before ops.New.")
+	}
 	f.Func().Id("OpsConfig").Params().Add(op("Config")).Block(
 		jen.Return(literal(op("Config"), fields...)),
 	)

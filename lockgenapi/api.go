@@ -29,6 +29,7 @@
 //	                                    to "wait" for one (ops.Claim)
 //	POST /api/v1/runs/{id}/heartbeat    keep a claimed run (ops.Heartbeat)
 //	POST /api/v1/runs/{id}/complete     its attempt succeeded (ops.Complete)
+//	POST /api/v1/runs/complete          many succeeded (ops.CompleteMany)
 //	POST /api/v1/runs/{id}/fail         it failed: retry, fail for good or
 //	                                    snooze (ops.Fail)
 //	GET  /api/v1/openapi.json           this API in OpenAPI 3.1, with a JSON

@@ -209,6 +209,8 @@ func TestBadInputIs4xxNamingTheField(t *testing.T) {
 		{"POST", "/api/v1/runs/99999999/complete", `{"claim": 1}`, 404, "not_found", "id"},
 		{"POST", "/api/v1/runs/1/fail", `{"claim": 1, "snooze": "1s", "error": "x"}`, 400, "invalid", "snooze"},
 		{"POST", "/api/v1/runs/1/fail", `{"claim": 1, "retry": "no"}`, 400, "invalid", "retry"},
+		{"POST", "/api/v1/runs/complete", `{"runs": []}`, 400, "invalid", "runs"},
+		{"POST", "/api/v1/runs/complete", `{"runs": [{"id": 1}]}`, 400, "invalid", "runs[0].claim"},
 	} {
 		status, doc := call(t, srv, c.method, c.path, bearer, strings.NewReader(c.body))
 		assert.Equal(t, c.status, status, "%s %s: %v", c.method, c.path, doc)
@@ -307,7 +309,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 	body := map[string]string{"/api/v1/jobs/test/runs": `{"args": {"n": 1}}`, "/api/v1/jobs/mail/runs": `{}`, "/api/v1/runs/retry": `{"state": "discarded"}`,
 		"/api/v1/jobs/test/runs/batch": `{"runs": [{"args": {"n": 1}}, {"args": {"n": 2}}]}`, "/api/v1/jobs/mail/runs/batch": `{"runs": [{}]}`,
 		"/api/v1/queues/{queue}/claim": `{"worker": "w"}`, "/api/v1/runs/{id}/heartbeat": `{"claim": 1}`, "/api/v1/runs/{id}/complete": `{"claim": 1}`,
-		"/api/v1/runs/{id}/fail": `{"claim": 1}`}
+		"/api/v1/runs/{id}/fail": `{"claim": 1}`, "/api/v1/runs/complete": `{"runs": [{"id": 1, "claim": 1}]}`}
 	calls := 0
 	for p, item := range paths {
 		for method, op := range item.(map[string]any) {
@@ -322,7 +324,7 @@ func TestOpenAPIDescribesEveryEndpoint(t *testing.T) {
 			calls++
 		}
 	}
-	assert.Equal(t, 19, calls, "fifteen endpoints and a push and a batch push per job")
+	assert.Equal(t, 20, calls, "sixteen endpoints and a push and a batch push per job")
 	args := doc["components"].(map[string]any)["schemas"].(map[string]any)["TestArgs"].(map[string]any)
 	assert.Equal(t, map[string]any{"n": map[string]any{"type": "integer", "format": "int64"}}, args["properties"])
 	assert.Equal(t, false, args["additionalProperties"])

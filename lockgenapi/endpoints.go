@@ -36,6 +36,7 @@ func (h *handler) routes() {
 	h.mux.HandleFunc("POST /api/v1/queues/{queue}/claim", h.claim)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/heartbeat", h.heartbeat)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/complete", h.complete)
+	h.mux.HandleFunc("POST /api/v1/runs/complete", h.completeMany)
 	h.mux.HandleFunc("POST /api/v1/runs/{id}/fail", h.fail)
 	h.mux.HandleFunc("GET /api/v1/openapi.json", h.openapi)
 }
@@ -214,6 +215,19 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	run, err := h.ops.Complete(r.Context(), id, req.Claim)
 	h.answer(w, r, http.StatusOK, run, err)
+}
+
+// POST /api/v1/runs/complete with {"runs": [{"id", "claim"}, …]}: 200
+// {"completed", "conflicts": [{"id", "state", "claim"}, …]}.
+func (h *handler) completeMany(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Runs []ops.ClaimRef `json:"runs"`
+	}
+	if !h.jsonWrite(w, r, &req) {
+		return
+	}
+	done, err := h.ops.CompleteMany(r.Context(), req.Runs)
+	h.answer(w, r, http.StatusOK, done, err)
 }
 
 // POST /api/v1/runs/{id}/fail with an ops.FailRequest: the run after the

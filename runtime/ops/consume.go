@@ -279,6 +279,89 @@ func (o *Ops) Complete(ctx context.Context, id, claim int64) (*Run, error) {
 	return o.run(ctx, id)
 }
 
+// ClaimRef names one claimed attempt: a run and its claim.
+type ClaimRef struct {
+	ID    int64 `json:"id"`
+	Claim int64 `json:"claim"`
+}
+
+// Completed is the answer to CompleteMany: how many runs it completed, and
+// the runs of the request that are not completed with the claim given
+// (rescued, claimed again, cancelled, pruned: state "" and claim 0 for a
+// run that no longer exists).
+type Completed struct {
+	Completed int64      `json:"completed"`
+	Conflicts []Conflict `json:"conflicts"`
+}
+
+// Conflict is a run an outcome did not match: its state and claim now.
+type Conflict struct {
+	ID    int64  `json:"id"`
+	State string `json:"state"`
+	Claim int64  `json:"claim"`
+}
+
+// CompleteMany is Complete for up to MaxClaim attempts in one statement: a
+// consumer that claimed a batch records it in one round trip. Each run is
+// completed if it still holds its claim; the others are listed as
+// conflicts, and nothing is written to them.
+func (o *Ops) CompleteMany(ctx context.Context, refs []ClaimRef) (Completed, error) {
+	if len(refs) < 1 || len(refs) > MaxClaim {
+		return Completed{}, invalid("runs", "runs must hold 1 to %d claims, got %d", MaxClaim, len(refs))
+	}
+	claims := make([]driver.Claim, len(refs))
+	for i, r := range refs {
+		if err := checkClaim(r.ID, r.Claim); err != nil {
+			e := err.(*Error)
+			return Completed{}, &Error{Code: e.Code, Field: fmt.Sprintf("runs[%d].%s", i, e.Field), Message: fmt.Sprintf("runs[%d]: %s", i, e.Message)}
+		}
+		claims[i] = driver.Claim{ID: r.ID, Claim: r.Claim}
+	}
+	if err := o.canConsume(); err != nil {
+		return Completed{}, err
+	}
+	ctx, cancel := o.bounded(ctx)
+	defer cancel()
+	n, err := o.store.RunsComplete(ctx, claims)
+	if err != nil {
+		return Completed{}, fmt.Errorf("ops: complete %d runs: %w", len(claims), err)
+	}
+	out := Completed{Completed: n, Conflicts: []Conflict{}}
+	if n == int64(len(claims)) {
+		return out, nil
+	}
+	args := make([]any, len(refs))
+	for i, r := range refs {
+		args[i] = r.ID
+	}
+	rows, err := o.db.QueryContext(ctx, o.q.runsClaims+inList(len(args)), args...)
+	if err != nil {
+		return out, fmt.Errorf("ops: complete %d runs: %w", len(claims), err)
+	}
+	defer rows.Close()
+	now := map[int64]Conflict{}
+	for rows.Next() {
+		var c Conflict
+		if err := rows.Scan(&c.ID, &c.State, &c.Claim); err != nil {
+			return out, fmt.Errorf("ops: complete %d runs: %w", len(claims), err)
+		}
+		now[c.ID] = c
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("ops: complete %d runs: %w", len(claims), err)
+	}
+	for _, r := range refs {
+		c, ok := now[r.ID]
+		if !ok {
+			c = Conflict{ID: r.ID}
+		}
+		if c.State != string(driver.RunCompleted) || c.Claim != r.Claim {
+			out.Conflicts = append(out.Conflicts, c)
+		}
+	}
+	return out, nil
+}
+
 // Fail records that a consumer's attempt did not succeed: retried after
 // the job's backoff while attempts are left (discarded otherwise), failed
 // for good when req.Retry is false, or snoozed. The run must still hold

@@ -310,3 +310,46 @@ func TestConsumeOnAnotherTablePrefix(t *testing.T) {
 	_, err = ops.New(odb, deploy)
 	assert.Equal(t, ops.CodeInvalid, codeOf(t, err), "a pool renaming to another prefix")
 }
+
+func TestConsumeCompleteManyListsTheConflicts(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, deployment)
+	for i := 0; i < 3; i++ {
+		f.enqueue(t, jobs.NewRun{Job: "mail", Queue: "mail"})
+	}
+	got, err := f.ops.Claim(ctx, "mail", ops.ClaimRequest{Worker: "w", Limit: 3})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	_, err = f.ops.CancelRun(ctx, got[1].ID)
+	require.NoError(t, err)
+	refs := []ops.ClaimRef{{ID: got[0].ID, Claim: got[0].Claim}, {ID: got[1].ID, Claim: got[1].Claim}, {ID: got[2].ID, Claim: got[2].Claim}, {ID: 1 << 40, Claim: 1}}
+	done, err := f.ops.CompleteMany(ctx, refs)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), done.Completed)
+	assert.Equal(t, []ops.Conflict{{ID: got[1].ID, State: "cancelled", Claim: got[1].Claim}, {ID: 1 << 40}}, done.Conflicts)
+	for _, i := range []int{0, 2} {
+		r, err := f.ops.Run(ctx, got[i].ID)
+		require.NoError(t, err)
+		assert.Equal(t, "completed", r.State)
+	}
+	done, err = f.ops.CompleteMany(ctx, refs[:1])
+	require.NoError(t, err)
+	assert.Equal(t, int64(0), done.Completed, "already completed")
+	assert.Empty(t, done.Conflicts, "it is completed with that claim")
+
+	for name, tc := range map[string]struct {
+		refs  []ops.ClaimRef
+		field string
+	}{
+		"none":     {nil, "runs"},
+		"too many": {make([]ops.ClaimRef, ops.MaxClaim+1), "runs"},
+		"no claim": {[]ops.ClaimRef{{ID: 1, Claim: 1}, {ID: 2}}, "runs[1].claim"},
+		"bad id":   {[]ops.ClaimRef{{ID: -1, Claim: 1}}, "runs[0].id"},
+	} {
+		_, err := f.ops.CompleteMany(ctx, tc.refs)
+		var e *ops.Error
+		require.True(t, errors.As(err, &e), name)
+		assert.Equal(t, ops.CodeInvalid, e.Code, name)
+		assert.Equal(t, tc.field, e.Field, name)
+	}
+}

@@ -17,6 +17,7 @@ func (o *Ops) Statements() map[string][]any {
 		"runsScan":          {q.runsScan, 1500, ScanLimit},
 		"runsList":          {q.runsList + inList(3), 10, 11, 12},
 		"runGet":            {q.runGet, 10},
+		"runsClaims":        {q.runsClaims + inList(2), 10, 11},
 		"retryScan":         {q.retryScan, "discarded", "test", "2000-01-01 00:00:00", "2000-01-01 00:00:00", 0, "9999-01-01 00:00:00", 500},
 	}
 }

@@ -99,6 +99,10 @@ func (o *Ops) OpenAPI() map[string]any {
 			"parameters":  []any{runID},
 			"requestBody": merge(jsonBody(ref("ClaimRef")), obj{"required": true}),
 			"responses":   merge(obj{"200": answer("the completed run", ref("Run"))}, errors("400", "401", "403", "404", "409", "413", "500", "503"))}},
+		"/api/v1/runs/complete": obj{"post": obj{"operationId": "completeRuns", "security": write,
+			"summary":     fmt.Sprintf("1 to %d claimed attempts succeeded, recorded in one statement; the runs that no longer hold their claim are listed as conflicts", MaxClaim),
+			"requestBody": merge(jsonBody(ref("ClaimRefBatch")), obj{"required": true}),
+			"responses":   merge(obj{"200": answer("how many runs were completed, and the conflicts", ref("Completed"))}, errors("400", "401", "403", "413", "500", "503"))}},
 		"/api/v1/runs/{id}/fail": obj{"post": obj{"operationId": "failRun", "security": write,
 			"summary":     "a claimed attempt failed: retried after the job's backoff while attempts are left, failed for good with retry false, or snoozed; 409 when the claim is no longer current",
 			"parameters":  []any{runID},
@@ -265,6 +269,11 @@ func baseSchemas() obj {
 			"timeout_ms": i64, "scheduled_at": when, "run_at": when, "created_at": when}),
 		"ClaimedBatch": object([]any{"items"}, obj{"items": list(ref("Claimed"))}),
 		"ClaimRef":     obj{"type": "object", "additionalProperties": false, "required": []any{"claim"}, "properties": obj{"claim": i64}},
+		"ClaimRefBatch": obj{"type": "object", "additionalProperties": false, "required": []any{"runs"}, "properties": obj{
+			"runs": obj{"type": "array", "minItems": 1, "maxItems": MaxClaim, "items": obj{"type": "object", "additionalProperties": false,
+				"required": []any{"id", "claim"}, "properties": obj{"id": i64, "claim": i64}}}}},
+		"Completed": object([]any{"completed", "conflicts"}, obj{"completed": i64, "conflicts": list(object([]any{"id", "state", "claim"},
+			obj{"id": i64, "state": str, "claim": i64}))}),
 		"HeartbeatRequest": obj{"type": "object", "additionalProperties": false, "required": []any{"claim"}, "properties": obj{
 			"claim": i64, "lease": obj{"type": "string", "description": "a Go duration: the new lease from now"}}},
 		"Heartbeated": object([]any{"id", "claim", "deadline"}, obj{"id": i64, "claim": i64, "deadline": when}),

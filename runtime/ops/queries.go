@@ -46,7 +46,10 @@ type queries struct {
 	// id, newest first; runsGet the listed columns of the runs of an IN
 	// list (appended); runGet one run in full.
 	runsScan, runsList, runGet string
-	runCancel, runRetry        string
+	// runsClaims reads the state and claim of the runs of an IN list
+	// (appended).
+	runsClaims          string
+	runCancel, runRetry string
 	// runPush enqueues a run due after a delay in µs; runPushAt one due at
 	// a time in µs since the Unix epoch (no time zone involved), or now. A run with the unique key of an unfinished run of its job is
 	// not inserted: LastInsertId is then that run's id, and no row is
@@ -83,6 +86,7 @@ UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND s
 		runsScan:    r.Replace("SELECT id, job, queue, state FROM {runs} WHERE id < ? ORDER BY id DESC LIMIT ?"),
 		runsList:    r.Replace("SELECT " + runCols + " FROM {runs} WHERE id IN "),
 		runGet:      r.Replace("SELECT " + runCols + ", args, claim, timeout_us, history FROM {runs} WHERE id = ?"),
+		runsClaims:  r.Replace("SELECT id, state, claim FROM {runs} WHERE id IN "),
 		runCancel: r.Replace("UPDATE {runs} SET " + historySet("'event', 'cancelled', 'attempt', attempt, 'worker', IF(state = 'running', worker, '')") + ", finished_at = IF(state = 'running', GREATEST(deadline, {now}), {now}), deadline = NULL, state = 'cancelled' " +
 			"WHERE id = ? AND state IN ('available', 'running')"),
 		runPush: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, created_at)

@@ -132,6 +132,9 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 //	o, err := ops.New(db, jobs.OpsConfig())
 //	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
 //	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+//
+// Consumers over HTTP claim and record runs with the package's store: set
+// Store (cfg := OpsConfig(); cfg.Store = lockgendb.NewStore(db)) before ops.New.
 func OpsConfig() ops.Config {
 	return ops.Config{
 		TablePrefix: "jobsdemo_",

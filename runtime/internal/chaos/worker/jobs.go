@@ -77,8 +77,8 @@ func (p *pruner) prune(ctx context.Context) {
 	}
 }
 
-// enqueue enqueues a delayed job, and now and then a singleton, a long or
-// a one-attempt job, and records each ID the database gave back.
+// enqueue enqueues a delayed job, and now and then a singleton, a long, a
+// one-attempt job or one worked by the consumer of the external queue, and records each ID the database gave back.
 func (w *worker) enqueue(ctx context.Context) {
 	if w.quiet.Load() {
 		w.sleep(ctx, 100*time.Millisecond)
@@ -99,6 +99,9 @@ func (w *worker) enqueue(ctx context.Context) {
 	case n < 14:
 		job = chaosgen.OnceJob
 		id, err = w.locks.EnqueueOnce(ctx, chaosgen.OnceArgs{Proc: int64(w.proc), Seq: w.seq}, delay)
+	case n < 20:
+		job = chaosgen.RemoteJob
+		id, err = w.locks.EnqueueRemote(ctx, chaosgen.RemoteArgs{Proc: int64(w.proc), Seq: w.seq}, delay)
 	default:
 		id, err = w.locks.EnqueueDelayed(ctx, chaosgen.DelayedArgs{Proc: int64(w.proc), Seq: w.seq}, delay)
 	}

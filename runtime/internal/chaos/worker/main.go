@@ -135,6 +135,11 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 		return err
 	}
 	loop(pruner.prune)
+	cons, err := newConsumer(w, db, fmt.Sprintf("p%d.%d-http", proc, inc))
+	if err != nil {
+		return err
+	}
+	loop(cons.consume)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

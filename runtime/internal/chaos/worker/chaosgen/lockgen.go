@@ -159,8 +159,8 @@ type Locks struct {
 
 // New returns the locks and jobs declared in lockgen.yaml, running their
 // statements on db, never inside a transaction of yours unless you pass it to
-// EnqueueSingleTx, EnqueueDelayedTx, EnqueueLongTx or EnqueueOnceTx. It does
-// not touch the database.
+// EnqueueSingleTx, EnqueueDelayedTx, EnqueueLongTx, EnqueueOnceTx or
+// EnqueueRemoteTx. It does not touch the database.
 //
 // The tables chaos_locks, chaos_runs and chaos_queues must exist: apply
 // migrations/0001_chaos_locks.up.sql, migrations/0002_chaos_runs.up.sql,
@@ -187,7 +187,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	l := &Locks{client: client}
-	if l.jobs, err = jobs.NewClient(client, store, jobs.WithQueues("default")); err != nil {
+	if l.jobs, err = jobs.NewClient(client, store, jobs.WithQueues("default", "remote")); err != nil {
 		return nil, err
 	}
 	if l.leaderLock, err = client.Lock(runtime.LockConfig{
@@ -286,6 +286,9 @@ func (l *Locks) CheckServer(ctx context.Context) error {
 //	o, err := ops.New(db, chaosgen.OpsConfig())
 //	h := lockgenapi.New(o, lockgenapi.Options{Authorize: adminsOnly})
 //	mux.Handle("/lockgen/", http.StripPrefix("/lockgen", h))
+//
+// Consumers over HTTP claim and record runs with the package's store: set
+// Store (cfg := OpsConfig(); cfg.Store = lockgendb.NewStore(db)) before ops.New.
 func OpsConfig() ops.Config {
 	return ops.Config{
 		TablePrefix: "chaos_",
@@ -388,9 +391,22 @@ func OpsConfig() ops.Config {
 				MaxAttempts: 1,
 				Timeout:     2 * time.Second,
 			},
+			{
+				Name:  "remote",
+				Queue: "remote",
+				Args: []ops.Arg{
+					{Name: "proc", Type: "int64"},
+					{Name: "seq", Type: "int64"},
+				},
+				MaxAttempts:    20,
+				Timeout:        10 * time.Minute,
+				BackoffInitial: 100 * time.Millisecond,
+				BackoffMax:     time.Second,
+			},
 		},
 		Queues: []string{
 			"default",
+			"remote",
 		},
 	}
 }

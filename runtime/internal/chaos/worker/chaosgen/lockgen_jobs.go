@@ -26,6 +26,8 @@ const (
 	LongJob = "long"
 	// OnceJob is the name of the once job.
 	OnceJob = "once"
+	// RemoteJob is the name of the remote job.
+	RemoteJob = "remote"
 )
 
 // SingleArgs are the arguments of the single job, stored as JSON in its runs.
@@ -49,6 +51,12 @@ type LongArgs struct {
 
 // OnceArgs are the arguments of the once job, stored as JSON in its runs.
 type OnceArgs struct {
+	Proc int64 `json:"proc"`
+	Seq  int64 `json:"seq"`
+}
+
+// RemoteArgs are the arguments of the remote job, stored as JSON in its runs.
+type RemoteArgs struct {
 	Proc int64 `json:"proc"`
 	Seq  int64 `json:"seq"`
 }
@@ -129,7 +137,8 @@ func WithUniqueKey(key string) EnqueueOption {
 // backoff until the job's max attempts, then discarded with the error kept.
 // Delivery is at least once (a run whose worker died is run again): use run.ID
 // and run.Attempt to make handlers idempotent. ctx is cancelled at the job's
-// timeout.
+// timeout. The jobs of external queues (remote) have no method: consumers of
+// the HTTP API handle them.
 type JobHandlers interface {
 	// Tick handles a run of tick (scheduled "@every 1s" in UTC; timeout 10m, 20 attempts).
 	Tick(ctx context.Context, run *Run) error
@@ -187,6 +196,13 @@ var (
 		Queue:       "default",
 		MaxAttempts: 1,
 		Timeout:     2 * time.Second,
+	}
+	// remoteRun is a run of remote with its declared defaults.
+	remoteRun = jobs.NewRun{
+		Job:         RemoteJob,
+		Queue:       "remote",
+		MaxAttempts: 20,
+		Timeout:     10 * time.Minute,
 	}
 )
 
@@ -288,6 +304,31 @@ func (l *Locks) EnqueueOnceMany(ctx context.Context, args []OnceArgs, opts ...En
 	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, onceRun, args, opts...)
 }
 
+// EnqueueRemote enqueues a run of remote, due now unless an option says
+// otherwise (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and
+// returns its ID; with a unique key that an unfinished run already has, that
+// run's ID. An error means the run may or may not exist.
+func (l *Locks) EnqueueRemote(ctx context.Context, args RemoteArgs, opts ...EnqueueOption) (int64, error) {
+	return jobs.EnqueueArgs(ctx, l.jobs, nil, remoteRun, args, opts...)
+}
+
+// EnqueueRemoteTx is EnqueueRemote in tx: the run exists only if tx commits. A
+// nil tx is an error wrapping ErrInvalid (use EnqueueRemote outside a
+// transaction).
+func (l *Locks) EnqueueRemoteTx(ctx context.Context, tx *sql.Tx, args RemoteArgs, opts ...EnqueueOption) (int64, error) {
+	if tx == nil {
+		return 0, fmt.Errorf("%w: EnqueueRemoteTx needs a transaction (nil tx); use EnqueueRemote outside one", runtime.ErrInvalid)
+	}
+	return jobs.EnqueueArgs(ctx, l.jobs, tx, remoteRun, args, opts...)
+}
+
+// EnqueueRemoteMany enqueues one run of remote per element of args, 500 per
+// statement, with opts applied to each. Every run is checked before any is
+// inserted; an error means later batches may not exist.
+func (l *Locks) EnqueueRemoteMany(ctx context.Context, args []RemoteArgs, opts ...EnqueueOption) error {
+	return jobs.EnqueueArgsMany(ctx, l.jobs, nil, remoteRun, args, opts...)
+}
+
 // JobRun reads run id; an error wrapping ErrRunNotFound when there is none (it may have been pruned).
 func (l *Locks) JobRun(ctx context.Context, id int64) (RunInfo, error) {
 	return l.jobs.Get(ctx, id)
@@ -314,7 +355,7 @@ func (l *Locks) RetryRun(ctx context.Context, id int64) (bool, error) {
 // already under way may still take runs). Running runs finish and their
 // outcomes are recorded; enqueues go on, and the pause is kept in the database
 // until ResumeQueue. An error wrapping ErrInvalid for a queue that no declared
-// job uses (they use "default").
+// job uses (they use "default" and "remote").
 func (l *Locks) PauseQueue(ctx context.Context, queue string) error {
 	return l.jobs.PauseQueue(ctx, queue)
 }
@@ -408,6 +449,9 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 				},
 			},
 		},
+		External: []string{
+			"remote",
+		},
 		Retention: []jobs.Retention{
 			{
 				Job:  TickJob,
@@ -431,6 +475,10 @@ func (l *Locks) RunJobs(ctx context.Context, h JobHandlers, opts ...WorkerOption
 			},
 			{
 				Job:  OnceJob,
+				Keep: 168 * time.Hour,
+			},
+			{
+				Job:  RemoteJob,
 				Keep: 168 * time.Hour,
 			},
 		},

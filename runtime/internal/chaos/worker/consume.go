@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime/internal/chaos/worker/chaosgen"
+	"github.com/lockgen/lockgen/runtime/internal/chaos/worker/chaosgen/lockgendb"
+	"github.com/lockgen/lockgen/runtime/jobs"
+	"github.com/lockgen/lockgen/runtime/ops"
+)
+
+// consumerLease is the lease the consumer claims and heartbeats with; it
+// heartbeats every third of it.
+const consumerLease = 2 * time.Second
+
+// consumer works the external queue remote as a program in another
+// language does over HTTP: through package ops, the layer whose Claim,
+// Heartbeat, Complete and Fail the API's endpoints call (in-process here:
+// the faults are the database's, not the HTTP hop's). Like a careful
+// consumer it stops working on a run once consumerLease has passed since
+// it sent the last claim or heartbeat that succeeded: the database may have
+// rescued the run by then.
+type consumer struct {
+	w     *worker
+	ops   *ops.Ops
+	owner string
+}
+
+func newConsumer(w *worker, db *sql.DB, owner string) (*consumer, error) {
+	cfg := chaosgen.OpsConfig()
+	cfg.Store = lockgendb.NewStore(db)
+	o, err := ops.New(db, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &consumer{w: w, ops: o, owner: owner}, nil
+}
+
+// consume claims up to 4 runs, waiting up to 2 s, and works them at once.
+func (c *consumer) consume(ctx context.Context) {
+	sent := time.Now()
+	runs, err := c.ops.Claim(ctx, "remote", ops.ClaimRequest{Worker: c.owner, Limit: 4, Wait: "2s", Lease: consumerLease.String()})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.w.fail("consume claim", err)
+			c.w.sleep(ctx, 100*time.Millisecond)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.work(ctx, r, sent)
+		}()
+	}
+	wg.Wait()
+}
+
+// work runs one claimed attempt: the handler, heartbeats beside it, then
+// its outcome, retried until it is recorded or refused.
+func (c *consumer) work(ctx context.Context, r ops.Claimed, sent time.Time) {
+	hctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var mu sync.Mutex
+	deadline := sent.Add(consumerLease) // only ever moves later
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { // the local lease: work stops when it passes, whatever a heartbeat in flight does
+		defer bg.Done()
+		for {
+			mu.Lock()
+			left := time.Until(deadline)
+			mu.Unlock()
+			if left <= 0 {
+				stop(errors.New("consumer: the lease passed with no heartbeat"))
+				return
+			}
+			t := time.NewTimer(left)
+			select {
+			case <-hctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	go func() { // heartbeats, every third of the lease
+		defer bg.Done()
+		t := time.NewTicker(consumerLease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			}
+			at := time.Now()
+			_, err := c.ops.Heartbeat(hctx, r.ID, ops.HeartbeatRequest{Claim: r.Claim, Lease: consumerLease.String()})
+			switch {
+			case err == nil:
+				mu.Lock()
+				deadline = at.Add(consumerLease)
+				mu.Unlock()
+			case errors.Is(err, ops.ErrConflict), errors.Is(err, ops.ErrCancelled), errors.Is(err, ops.ErrNotFound):
+				stop(fmt.Errorf("consumer: %w", err))
+				return
+			}
+		}
+	}()
+	run := &jobs.Run{ID: r.ID, Job: r.Job, Claim: r.Claim, Attempt: r.Attempt}
+	err := handlers{c.w}.handle(hctx, run, c.w.between(0, 3*time.Second))
+	stop(nil)
+	bg.Wait()
+	for ctx.Err() == nil {
+		var oerr error
+		if err == nil {
+			_, oerr = c.ops.Complete(ctx, r.ID, r.Claim)
+		} else {
+			_, oerr = c.ops.Fail(ctx, r.ID, ops.FailRequest{Claim: r.Claim, Error: err.Error()})
+		}
+		if oerr == nil || errors.Is(oerr, ops.ErrConflict) || errors.Is(oerr, ops.ErrNotFound) {
+			if oerr != nil {
+				c.w.fail("consume outcome refused", oerr) // counted: the run was rescued meanwhile
+			}
+			return
+		}
+		c.w.sleep(ctx, 100*time.Millisecond)
+	}
+}
