@@ -31,6 +31,10 @@ tools: ## make sure a C compiler (go test -race needs cgo) and python3 (the HTTP
 	@./.ci/ensure-gcc
 	@./.ci/ensure-python3
 
+# The lockgen that regenerates is built with the tag lockgen_bootstrap: without
+# it, lockgen links the store it generates (runtime/ops serves consumers over
+# HTTP with it), and a template change would stop it from building halfway.
+generate: export GOFLAGS := $(strip $(GOFLAGS) -tags=lockgen_bootstrap)
 generate: ## regenerate queries/, the runtime's sqlc package and the examples' code
 	$(GO) test ./templates -run TestQueriesMatchTemplates -update
 	$(GO) run ./cmd/lockgen sqlc generate -f sqlc.yaml

@@ -80,7 +80,7 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.Return(jen.Id("runs"), jen.Nil()),
 	)
 	claimArgs := jen.List(jen.Id("ids"), jen.Id("refs")).Op(":=").Id("claimArgs").Call(jen.Id("claims"))
-	method("// RunsHeartbeat implements driver.JobStore: lock the rows no other\n// transaction holds, then extend those still running with the claims, in\n// one transaction.", "RunsHeartbeat",
+	method("// RunsHeartbeat implements driver.JobStore: read the runs, lock those\n// still running with the claims that no other transaction holds, then\n// extend them, in one transaction.", "RunsHeartbeat",
 		[]jen.Code{ctx(), claims(), jen.Id("lease").Add(dur())}, []jen.Code{dr("Heartbeat"), jen.Error()},
 		jen.Var().Id("hb").Add(dr("Heartbeat")),
 		jen.Comment("A second of idleness ends the session: a heartbeat stranded by a"),
@@ -88,12 +88,24 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.Err().Op(":=").Add(dr("InTxIdle")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Lit(1), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
 			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
 			jen.List(jen.Id("ids"), jen.Id("_")).Op(":=").Id("claimArgs").Call(jen.Id("claims")),
-			jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatLock").Call(jen.Id("ctx"), jen.Id("ids")),
+			jen.Comment("A read without a lock first: a run no longer running with its claim"),
+			jen.Comment("(claimed again, say) is never locked, so a stale heartbeat cannot hold"),
+			jen.Comment("the new claim's row."),
+			jen.List(jen.Id("peek"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatPeek").Call(jen.Id("ctx"), jen.Id("ids")),
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
-			jen.Id("locked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Len(jen.Id("rows"))),
-			jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
-				jen.Id("locked").Index(jen.Id("i")).Op("=").Add(literal(dr("HeartbeatRow"),
+			jen.Id("peeked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Lit(0), jen.Len(jen.Id("peek"))),
+			jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("peek")).Block(
+				jen.Id("peeked").Op("=").Append(jen.Id("peeked"), literal(dr("HeartbeatRow"),
 					kv{"ID", jen.Id("r").Dot("ID")}, kv{"Claim", jen.Id("r").Dot("Claim")}, kv{"Running", jen.Id("r").Dot("State").Op("==").Lit("running")}, kv{"Cancelled", jen.Id("r").Dot("State").Op("==").Lit("cancelled")})),
+			),
+			jen.List(jen.Id("locked"), jen.Id("live")).Op(":=").Add(dr("HeartbeatPlan")).Call(jen.Id("claims"), jen.Id("peeked")),
+			jen.If(jen.Len(jen.Id("live")).Op(">").Lit(0)).Block(
+				jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatLock").Call(jen.Id("ctx"), jen.Id("live")),
+				jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+				jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
+					jen.Id("locked").Op("=").Append(jen.Id("locked"), literal(dr("HeartbeatRow"),
+						kv{"ID", jen.Id("r").Dot("ID")}, kv{"Claim", jen.Id("r").Dot("Claim")}, kv{"Running", jen.Id("r").Dot("State").Op("==").Lit("running")}, kv{"Cancelled", jen.Id("r").Dot("State").Op("==").Lit("cancelled")})),
+				),
 			),
 			jen.Id("hb").Op("=").Add(dr("SortHeartbeat")).Call(jen.Id("claims"), jen.Id("locked")),
 			jen.If(jen.Len(jen.Id("hb").Dot("Extended")).Op("==").Lit(0)).Block(jen.Return(jen.Nil())),

@@ -32,3 +32,24 @@ func TestSortHeartbeat(t *testing.T) {
 		})
 	}
 }
+
+// TestHeartbeatPlan: a heartbeat locks only the runs its read without a
+// lock found running with their claims; the read settles the others
+// (another claim, or not running: gone or cancelled), and a run it did not
+// find is neither (busy).
+func TestHeartbeatPlan(t *testing.T) {
+	c := func(id, claim int64) Claim { return Claim{ID: id, Claim: claim} }
+	claims := []Claim{c(1, 1), c(2, 3), c(3, 1), c(4, 2), c(5, 1)}
+	peeked := []HeartbeatRow{
+		{1, 1, true, false},  // running with its claim: lock it
+		{2, 4, true, false},  // claimed again: settled, never locked
+		{3, 1, false, true},  // cancelled with its claim: settled
+		{4, 2, false, false}, // rescued (available) or finished: settled
+		{9, 1, true, false},  // not asked for
+	}
+	settled, lock := HeartbeatPlan(claims, peeked)
+	assert.Equal(t, []int64{1}, lock)
+	assert.Equal(t, []HeartbeatRow{peeked[1], peeked[2], peeked[3]}, settled)
+	assert.Equal(t, Heartbeat{Gone: []Claim{c(2, 3), c(4, 2)}, Cancelled: []Claim{c(3, 1)}, Busy: []Claim{c(1, 1), c(5, 1)}},
+		SortHeartbeat(claims, settled), "before the lock: run 1 unknown yet, run 5 not found")
+}

@@ -132,7 +132,8 @@ type Heartbeat struct {
 	Busy []Claim
 }
 
-// HeartbeatRow is a run's row as a heartbeat locked it.
+// HeartbeatRow is a run's row as a heartbeat locked it (or, for
+// HeartbeatPlan, read it without a lock).
 type HeartbeatRow struct {
 	ID, Claim int64
 	// Running and Cancelled say the row's state: running, or cancelled
@@ -164,6 +165,28 @@ func SortHeartbeat(claims []Claim, locked []HeartbeatRow) Heartbeat {
 		}
 	}
 	return hb
+}
+
+// HeartbeatPlan splits the claims of a heartbeat by the rows peeked, read
+// without a lock: settled are the rows that tell their claim's fate
+// without a lock (another claim, or a state other than running: a claim
+// never comes back, and a run cancelled with a claim stays so until a
+// retry, which makes the next claim another), for SortHeartbeat; lock are
+// the IDs of the runs still running with their claims, to lock and read
+// again. A claim whose run the peek did not find is in neither (busy).
+func HeartbeatPlan(claims []Claim, peeked []HeartbeatRow) (settled []HeartbeatRow, lock []int64) {
+	want := make(map[int64]int64, len(claims))
+	for _, c := range claims {
+		want[c.ID] = c.Claim
+	}
+	for _, r := range peeked {
+		if claim, ok := want[r.ID]; ok && r.Claim == claim && r.Running {
+			lock = append(lock, r.ID)
+		} else if ok {
+			settled = append(settled, r)
+		}
+	}
+	return settled, lock
 }
 
 // CheckExtended is the error of a heartbeat whose UPDATE extended n of the

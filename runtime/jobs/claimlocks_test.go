@@ -3,14 +3,19 @@ package jobs_test
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/internal/testkit"
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
@@ -76,4 +81,107 @@ func TestClaimLocksOnlyTheRunsItTakes(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// TestStaleHeartbeatHoldsNoRowOfTheNewClaim: a worker cut off while its run
+// was rescued and claimed again still heartbeats its old claim. Its
+// heartbeat locked the run's row by ID, and a heartbeat transaction stuck
+// before its commit (a partition whose server side stays open, a paused
+// process) held that row, so the new claim's heartbeats skipped it as busy
+// until its healthy handler was cancelled (the chaos runs beside a loaded
+// machine). A stale heartbeat now takes no lock on the new claim's row:
+// the new claim is extended while the old one's heartbeat hangs before its
+// commit, and the old claim is told it is gone.
+func TestStaleHeartbeatHoldsNoRowOfTheNewClaim(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	store := lockgendb.NewStore(db)
+	j := jobsOn(t, store, "node")
+	id, err := j.Enqueue(ctx, nil, newRun("stale"))
+	require.NoError(t, err)
+	first, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 1, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	old := driver.Claim{ID: id, Claim: first[0].Claim}
+	var again []driver.Run
+	require.Eventually(t, func() bool {
+		_, err := store.RunsRescue(ctx, 10)
+		require.NoError(t, err)
+		again, err = store.RunsClaim(ctx, jobs.DefaultQueue, "new", 1, time.Minute)
+		require.NoError(t, err)
+		return len(again) == 1
+	}, 20*time.Second, 50*time.Millisecond, "the run is rescued and claimed again")
+	current := driver.Claim{ID: id, Claim: again[0].Claim}
+	require.Greater(t, current.Claim, old.Claim)
+
+	// The cut-off worker's pool holds each transaction's commit until the
+	// test lets it go.
+	gate := &commitGate{release: make(chan struct{})}
+	cutDB := sql.OpenDB(gate.wrap(testkit.Connector(t, tdb.Config)))
+	defer cutDB.Close()
+	cutOff := lockgendb.NewStore(cutDB)
+	stale := make(chan driver.Heartbeat, 1)
+	go func() {
+		hb, err := cutOff.RunsHeartbeat(ctx, []driver.Claim{old}, time.Minute)
+		assert.NoError(t, err)
+		stale <- hb
+	}()
+	require.Eventually(t, gate.waiting.Load, 10*time.Second, 5*time.Millisecond, "the stale heartbeat reaches its commit")
+
+	hb, err := store.RunsHeartbeat(ctx, []driver.Claim{current}, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, []driver.Claim{current}, hb.Extended, "the new claim is extended, not skipped as busy, while the stale heartbeat hangs: %+v", hb)
+	close(gate.release)
+	hb = <-stale
+	assert.Equal(t, []driver.Claim{old}, hb.Gone, "the old claim learns it is gone: %+v", hb)
+}
+
+// commitGate wraps a connector whose connections hold the statement that
+// commits a driver.InTx transaction ("SET SESSION autocommit = 1, …") until
+// release is closed.
+type commitGate struct {
+	release chan struct{}
+	waiting atomic.Bool
+}
+
+func (g *commitGate) wrap(c sqldriver.Connector) sqldriver.Connector { return gatedConnector{c, g} }
+
+type gatedConnector struct {
+	sqldriver.Connector
+	g *commitGate
+}
+
+func (c gatedConnector) Connect(ctx context.Context) (sqldriver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return gatedConn{conn.(mysqlConn), c.g}, nil
+}
+
+// mysqlConn is what database/sql uses of the MySQL driver's connections.
+type mysqlConn interface {
+	sqldriver.Conn
+	sqldriver.ExecerContext
+	sqldriver.QueryerContext
+	sqldriver.ConnBeginTx
+	sqldriver.ConnPrepareContext
+	sqldriver.NamedValueChecker
+	sqldriver.SessionResetter
+	sqldriver.Validator
+}
+
+type gatedConn struct {
+	mysqlConn
+	g *commitGate
+}
+
+func (c gatedConn) ExecContext(ctx context.Context, query string, args []sqldriver.NamedValue) (sqldriver.Result, error) {
+	if strings.HasPrefix(query, "SET SESSION autocommit = 1") {
+		c.g.waiting.Store(true)
+		<-c.g.release
+	}
+	return c.mysqlConn.ExecContext(ctx, query, args)
 }

@@ -69,6 +69,13 @@ type Claimed struct {
 	// a heartbeat extends it; it is never later than the database's own
 	// deadline, so a consumer that heartbeats before it keeps the run.
 	Deadline time.Time `json:"deadline"`
+	// LeaseMS is how long the lease lasts, at least, from when the server
+	// received the claim request (a long poll's wait included): a consumer
+	// works on the run until the time it sent the request plus LeaseMS
+	// (less a margin for its clock), by its own clock, unless a heartbeat
+	// sent before then extends it. After that the run may be rescued and
+	// claimed by another consumer.
+	LeaseMS int64 `json:"lease_ms"`
 	// Timeout is the attempt's time limit as the job declares it (a Go
 	// duration); TimeoutMS the same in milliseconds.
 	Timeout     string     `json:"timeout"`
@@ -85,11 +92,15 @@ type HeartbeatRequest struct {
 	Lease string `json:"lease,omitempty"`
 }
 
-// Heartbeated is the answer to a heartbeat: the lease's new end.
+// Heartbeated is the answer to a heartbeat: the lease's new end, by the
+// database clock (Deadline) and from when the server received the request
+// (LeaseMS, as for Claimed: the consumer's new local deadline is the time
+// it sent the heartbeat plus LeaseMS).
 type Heartbeated struct {
 	ID       int64     `json:"id"`
 	Claim    int64     `json:"claim"`
 	Deadline time.Time `json:"deadline"`
+	LeaseMS  int64     `json:"lease_ms"`
 }
 
 // FailRequest ends a claimed attempt without success.
@@ -140,10 +151,11 @@ func (o *Ops) Claim(ctx context.Context, queue string, req ClaimRequest) ([]Clai
 	if err := o.canConsume(); err != nil {
 		return nil, err
 	}
-	until := time.Now().Add(wait)
+	start := time.Now()
+	until := start.Add(wait)
 	pause := claimPollMin
 	for {
-		runs, err := o.claimOnce(ctx, queue, req.Worker, limit, lease)
+		runs, err := o.claimOnce(ctx, queue, req.Worker, limit, lease, start)
 		if err != nil || len(runs) > 0 {
 			return runs, err
 		}
@@ -174,7 +186,7 @@ func (o *Ops) StopWaiting() {
 }
 
 // claimOnce rescues (at most once per rescueEvery) and claims once.
-func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Claimed, error) {
+func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, lease time.Duration, start time.Time) ([]Claimed, error) {
 	ctx, cancel := o.bounded(ctx)
 	defer cancel()
 	if o.rescue.due(time.Now()) {
@@ -193,6 +205,9 @@ func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, le
 	if err != nil {
 		return nil, fmt.Errorf("ops: claim from %s: %w", queue, err)
 	}
+	// The claim sets each deadline to its database clock plus lease, after
+	// this instant: the lease lasts at least leaseMS from start.
+	leaseMS := (time.Since(start) + lease).Milliseconds()
 	runs, err := o.store.RunsClaim(ctx, queue, worker, limit, lease)
 	if err != nil {
 		return nil, fmt.Errorf("ops: claim from %s: %w", queue, err)
@@ -201,7 +216,7 @@ func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, le
 	for i, r := range runs {
 		out[i] = Claimed{
 			ID: r.ID, Job: r.Job, Queue: r.Queue, Args: argsJSON(r.Args), Priority: r.Priority,
-			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Claim: r.Claim, Deadline: now.Add(lease),
+			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Claim: r.Claim, Deadline: now.Add(lease), LeaseMS: leaseMS,
 			Timeout: r.Timeout.String(), TimeoutMS: r.Timeout.Milliseconds(),
 			RunAt: r.RunAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 		}
@@ -221,6 +236,7 @@ func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, le
 // extended, heartbeat again soon. A database error means the lease may or
 // may not have been extended.
 func (o *Ops) Heartbeat(ctx context.Context, id int64, req HeartbeatRequest) (Heartbeated, error) {
+	start := time.Now()
 	if err := checkClaim(id, req.Claim); err != nil {
 		return Heartbeated{}, err
 	}
@@ -238,13 +254,14 @@ func (o *Ops) Heartbeat(ctx context.Context, id int64, req HeartbeatRequest) (He
 		return Heartbeated{}, fmt.Errorf("ops: heartbeat run %d: %w", id, err)
 	}
 	c := driver.Claim{ID: id, Claim: req.Claim}
+	leaseMS := (time.Since(start) + lease).Milliseconds() // as in claimOnce
 	hb, err := o.store.RunsHeartbeat(ctx, []driver.Claim{c}, lease)
 	if err != nil {
 		return Heartbeated{}, fmt.Errorf("ops: heartbeat run %d: %w", id, err)
 	}
 	switch {
 	case len(hb.Extended) == 1:
-		return Heartbeated{ID: id, Claim: req.Claim, Deadline: now.Add(lease)}, nil
+		return Heartbeated{ID: id, Claim: req.Claim, Deadline: now.Add(lease), LeaseMS: leaseMS}, nil
 	case len(hb.Cancelled) == 1:
 		return Heartbeated{}, &Error{Code: CodeCancelled, Message: fmt.Sprintf("run %d was cancelled by an operator: stop working on it", id)}
 	case len(hb.Busy) == 1:

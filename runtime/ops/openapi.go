@@ -261,11 +261,12 @@ func baseSchemas() obj {
 			"wait":   obj{"type": "string", "description": fmt.Sprintf("a Go duration up to %v: wait this long for a due run when none is", MaxWait)},
 			"lease":  obj{"type": "string", "description": fmt.Sprintf("a Go duration from %v to %v (default %v): how long the claim holds without a heartbeat", MinLease, MaxLease, DefaultLease)},
 		}},
-		"Claimed": object([]any{"id", "job", "queue", "args", "attempt", "max_attempts", "claim", "deadline", "timeout", "timeout_ms", "run_at", "created_at"}, obj{
+		"Claimed": object([]any{"id", "job", "queue", "args", "attempt", "max_attempts", "claim", "deadline", "lease_ms", "timeout", "timeout_ms", "run_at", "created_at"}, obj{
 			"id": i64, "job": str, "queue": str, "args": obj{"description": "the run's JSON arguments"}, "priority": integer,
 			"attempt": integer, "max_attempts": integer, "claim": i64,
 			"deadline":   obj{"type": "string", "format": "date-time", "description": "when the lease ends by the database clock unless a heartbeat extends it"},
 			"timeout":    obj{"type": "string", "description": "the attempt's time limit, a Go duration"},
+			"lease_ms":   obj{"type": "integer", "format": "int64", "description": "how long the lease lasts, at least, from when the server received the request: work on the run until the time you sent it plus lease_ms (less a margin), unless a heartbeat extends it"},
 			"timeout_ms": i64, "scheduled_at": when, "run_at": when, "created_at": when}),
 		"ClaimedBatch": object([]any{"items"}, obj{"items": list(ref("Claimed"))}),
 		"ClaimRef":     obj{"type": "object", "additionalProperties": false, "required": []any{"claim"}, "properties": obj{"claim": i64}},
@@ -276,7 +277,8 @@ func baseSchemas() obj {
 			obj{"id": i64, "state": str, "claim": i64}))}),
 		"HeartbeatRequest": obj{"type": "object", "additionalProperties": false, "required": []any{"claim"}, "properties": obj{
 			"claim": i64, "lease": obj{"type": "string", "description": "a Go duration: the new lease from now"}}},
-		"Heartbeated": object([]any{"id", "claim", "deadline"}, obj{"id": i64, "claim": i64, "deadline": when}),
+		"Heartbeated": object([]any{"id", "claim", "deadline", "lease_ms"}, obj{"id": i64, "claim": i64, "deadline": when,
+			"lease_ms": obj{"type": "integer", "format": "int64", "description": "the new lease from when the server received the heartbeat: work on until the time you sent it plus lease_ms"}}),
 		"FailRequest": obj{"type": "object", "additionalProperties": false, "required": []any{"claim"}, "properties": obj{
 			"claim":  i64,
 			"error":  obj{"type": "string", "description": "what went wrong, kept with the run"},

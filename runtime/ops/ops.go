@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/lockgen/lockgen/runtime/driver"
-	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
@@ -155,7 +154,7 @@ func build(db *sql.DB, cfg Config) (*Ops, error) {
 	}
 	o := &Ops{db: db, cfg: cfg, q: render(sqlPrefix), store: cfg.Store, schedules: map[string]jobs.Schedule{}, stopWaiting: make(chan struct{})}
 	if o.store == nil && db != nil && sqlPrefix == DefaultTablePrefix {
-		o.store = lockgendb.NewStore(db)
+		o.store = defaultStore(db)
 	}
 	queues := slices.Clone(cfg.Queues)
 	for _, j := range cfg.Jobs {

@@ -69,9 +69,12 @@ elif MODE == "work":
     want = int(sys.argv[4])
     done, deadline = set(), time.time() + 90
     while len(done) < want and time.time() < deadline:
+        sent = time.monotonic()
         items = claim(10, "5s", "3s")
         for run in items:
             args = run["args"]
+            expect(run["lease_ms"] >= 3000 and sent + run["lease_ms"] / 1000 > time.monotonic(),
+                   "run %d's lease lasts lease_ms from the claim request" % run["id"], run)
             expect(run["job"] == "resize" and isinstance(args["image_id"], int) and args["width"] == 640,
                    "run %d has its typed args" % run["id"], run)
         # Work past the 3 s lease the claim took, heartbeating every second.
@@ -79,7 +82,8 @@ elif MODE == "work":
             time.sleep(1)
             for run in items:
                 status, hb = call("POST", "/api/v1/runs/%d/heartbeat" % run["id"], {"claim": run["claim"], "lease": "3s"})
-                expect(status == 200 and hb["claim"] == run["claim"], "heartbeat keeps run %d" % run["id"], hb)
+                expect(status == 200 and hb["claim"] == run["claim"] and hb["lease_ms"] >= 3000,
+                       "heartbeat keeps run %d" % run["id"], hb)
         for run in items:
             rid, c = run["id"], run["claim"]
             if run["attempt"] > 1:

@@ -15,16 +15,22 @@ import (
 )
 
 // consumerLease is the lease the consumer claims and heartbeats with; it
-// heartbeats every third of it.
-const consumerLease = 2 * time.Second
+// heartbeats every third of it, and stops consumerMargin before its local
+// deadline (a tenth of the lease, as a Go worker does).
+const (
+	consumerLease  = 2 * time.Second
+	consumerMargin = 200 * time.Millisecond
+)
 
 // consumer works the external queue remote as a program in another
 // language does over HTTP: through package ops, the layer whose Claim,
 // Heartbeat, Complete and Fail the API's endpoints call (in-process here:
 // the faults are the database's, not the HTTP hop's). Like a careful
-// consumer it stops working on a run once consumerLease has passed since
-// it sent the last claim or heartbeat that succeeded: the database may have
-// rescued the run by then.
+// consumer it stops working on a run at its local deadline: the time it
+// sent the last claim or heartbeat that succeeded plus the answer's
+// LeaseMS, less a margin (the database may rescue the run after that), and
+// its handler's context checks that deadline itself, so that a handler
+// that runs first after a pause (SIGSTOP) is not told nil.
 type consumer struct {
 	w     *worker
 	ops   *ops.Ops
@@ -69,7 +75,12 @@ func (c *consumer) work(ctx context.Context, r ops.Claimed, sent time.Time) {
 	hctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	var mu sync.Mutex
-	deadline := sent.Add(consumerLease) // only ever moves later
+	deadline := sent.Add(time.Duration(r.LeaseMS)*time.Millisecond - consumerMargin) // only ever moves later
+	hctx = deadlineContext{Context: hctx, stop: stop, deadline: func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return deadline
+	}}
 	var bg sync.WaitGroup
 	bg.Add(2)
 	go func() { // the local lease: work stops when it passes, whatever a heartbeat in flight does
@@ -79,7 +90,7 @@ func (c *consumer) work(ctx context.Context, r ops.Claimed, sent time.Time) {
 			left := time.Until(deadline)
 			mu.Unlock()
 			if left <= 0 {
-				stop(errors.New("consumer: the lease passed with no heartbeat"))
+				stop(errLeasePassed)
 				return
 			}
 			t := time.NewTimer(left)
@@ -102,11 +113,13 @@ func (c *consumer) work(ctx context.Context, r ops.Claimed, sent time.Time) {
 			case <-t.C:
 			}
 			at := time.Now()
-			_, err := c.ops.Heartbeat(hctx, r.ID, ops.HeartbeatRequest{Claim: r.Claim, Lease: consumerLease.String()})
+			hb, err := c.ops.Heartbeat(hctx, r.ID, ops.HeartbeatRequest{Claim: r.Claim, Lease: consumerLease.String()})
 			switch {
 			case err == nil:
 				mu.Lock()
-				deadline = at.Add(consumerLease)
+				if next := at.Add(time.Duration(hb.LeaseMS)*time.Millisecond - consumerMargin); next.After(deadline) {
+					deadline = next
+				}
 				mu.Unlock()
 			case errors.Is(err, ops.ErrConflict), errors.Is(err, ops.ErrCancelled), errors.Is(err, ops.ErrNotFound):
 				stop(fmt.Errorf("consumer: %w", err))
@@ -133,4 +146,23 @@ func (c *consumer) work(ctx context.Context, r ops.Claimed, sent time.Time) {
 		}
 		c.w.sleep(ctx, 100*time.Millisecond)
 	}
+}
+
+// errLeasePassed is the cause of a handler's context whose local deadline
+// passed.
+var errLeasePassed = errors.New("consumer: the lease passed with no heartbeat")
+
+// deadlineContext is a handler's context that ends at a local deadline it
+// checks itself in Err, whatever its watchdog goroutine has done yet.
+type deadlineContext struct {
+	context.Context
+	stop     context.CancelCauseFunc
+	deadline func() time.Time
+}
+
+func (c deadlineContext) Err() error {
+	if !time.Now().Before(c.deadline()) {
+		c.stop(errLeasePassed)
+	}
+	return c.Context.Err()
 }

@@ -505,9 +505,9 @@ func (s Store) RunsClaim(ctx context.Context, queue, worker string, limit int, l
 	return runs, nil
 }
 
-// RunsHeartbeat implements driver.JobStore: lock the rows no other
-// transaction holds, then extend those still running with the claims, in
-// one transaction.
+// RunsHeartbeat implements driver.JobStore: read the runs, lock those
+// still running with the claims that no other transaction holds, then
+// extend them, in one transaction.
 func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease time.Duration) (driver.Heartbeat, error) {
 	var hb driver.Heartbeat
 	// A second of idleness ends the session: a heartbeat stranded by a
@@ -515,17 +515,35 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 	err := driver.InTxIdle(ctx, s.db, 1, func(conn *sql.Conn) error {
 		qt := New(conn)
 		ids, _ := claimArgs(claims)
-		rows, err := qt.RunsHeartbeatLock(ctx, ids)
+		// A read without a lock first: a run no longer running with its claim
+		// (claimed again, say) is never locked, so a stale heartbeat cannot hold
+		// the new claim's row.
+		peek, err := qt.RunsHeartbeatPeek(ctx, ids)
 		if err != nil {
 			return err
 		}
-		locked := make([]driver.HeartbeatRow, len(rows))
-		for i, r := range rows {
-			locked[i] = driver.HeartbeatRow{
+		peeked := make([]driver.HeartbeatRow, 0, len(peek))
+		for _, r := range peek {
+			peeked = append(peeked, driver.HeartbeatRow{
 				ID:        r.ID,
 				Claim:     r.Claim,
 				Running:   r.State == "running",
 				Cancelled: r.State == "cancelled",
+			})
+		}
+		locked, live := driver.HeartbeatPlan(claims, peeked)
+		if len(live) > 0 {
+			rows, err := qt.RunsHeartbeatLock(ctx, live)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				locked = append(locked, driver.HeartbeatRow{
+					ID:        r.ID,
+					Claim:     r.Claim,
+					Running:   r.State == "running",
+					Cancelled: r.State == "cancelled",
+				})
 			}
 		}
 		hb = driver.SortHeartbeat(claims, locked)

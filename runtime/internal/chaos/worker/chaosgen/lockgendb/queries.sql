@@ -323,12 +323,24 @@ SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(histo
     deadline  = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
 WHERE id IN (sqlc.slice(ids)) AND state = 'available';
 
+-- name: RunsHeartbeatPeek :many
+-- RunsHeartbeatPeek reads, without a lock, the claims and states of the
+-- given runs, first in the transaction that heartbeats them: a run no
+-- longer running with its claim (rescued, claimed again, finished,
+-- cancelled) is settled by this read and never locked, so a stale
+-- heartbeat (of a worker cut off while its run was rescued and claimed
+-- again) takes no lock on the new claim's row, and one stuck on a dead
+-- connection cannot hold the new claim's heartbeats off.
+SELECT id, claim, state
+FROM chaos_runs FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids));
+
 -- name: RunsHeartbeatLock :many
--- RunsHeartbeatLock locks the rows of the given runs that no other
--- transaction holds and reads their claims and states, in the transaction
--- that heartbeats them. SKIP LOCKED: a heartbeat never waits on a row that
--- an operator's transaction or a statement stuck on a dead connection
--- holds, so such a row delays no other run's heartbeat.
+-- RunsHeartbeatLock locks the rows of the given runs (those the peek found
+-- running with their claims) that no other transaction holds and reads
+-- their claims and states again. SKIP LOCKED: a heartbeat never waits on
+-- a row that an operator's transaction or a statement stuck on a dead
+-- connection holds, so such a row delays no other run's heartbeat.
 SELECT id, claim, state
 FROM chaos_runs FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice(ids))
@@ -417,9 +429,13 @@ LIMIT ?;
 -- row that another worker's rescue, an operator's transaction or a
 -- statement stuck on a dead connection holds (rescuers of different
 -- workers used to queue behind each other for seconds, and completions
--- behind them); the held run is left for a later round. READ COMMITTED
--- frees at once the rows that no longer match, so a run whose heartbeat
--- came since is not kept from its next heartbeat.
+-- behind them); the held run is left for a later round. A listed row that
+-- no longer matches stays locked until the rescue ends (a locking read
+-- keeps it, READ COMMITTED or not: measured on both servers), so the rescue
+-- lists only the runs RunsRescuable read as rescuable a moment before, and
+-- a run whose heartbeat came in between is held for this short
+-- transaction at most (its idle bound, a second, if the rescuer is cut
+-- off).
 SELECT id
 FROM chaos_runs FORCE INDEX (PRIMARY)
 WHERE id IN (sqlc.slice(ids)) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)

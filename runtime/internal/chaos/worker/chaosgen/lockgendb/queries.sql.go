@@ -1147,11 +1147,11 @@ type RunsHeartbeatLockRow struct {
 	State string
 }
 
-// RunsHeartbeatLock locks the rows of the given runs that no other
-// transaction holds and reads their claims and states, in the transaction
-// that heartbeats them. SKIP LOCKED: a heartbeat never waits on a row that
-// an operator's transaction or a statement stuck on a dead connection
-// holds, so such a row delays no other run's heartbeat.
+// RunsHeartbeatLock locks the rows of the given runs (those the peek found
+// running with their claims) that no other transaction holds and reads
+// their claims and states again. SKIP LOCKED: a heartbeat never waits on
+// a row that an operator's transaction or a statement stuck on a dead
+// connection holds, so such a row delays no other run's heartbeat.
 func (q *Queries) RunsHeartbeatLock(ctx context.Context, ids []int64) ([]RunsHeartbeatLockRow, error) {
 	query := runsHeartbeatLock
 	var queryParams []interface{}
@@ -1171,6 +1171,58 @@ func (q *Queries) RunsHeartbeatLock(ctx context.Context, ids []int64) ([]RunsHea
 	var items []RunsHeartbeatLockRow
 	for rows.Next() {
 		var i RunsHeartbeatLockRow
+		if err := rows.Scan(&i.ID, &i.Claim, &i.State); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const runsHeartbeatPeek = `-- name: RunsHeartbeatPeek :many
+SELECT id, claim, state
+FROM chaos_runs FORCE INDEX (PRIMARY)
+WHERE id IN (/*SLICE:ids*/?)
+`
+
+type RunsHeartbeatPeekRow struct {
+	ID    int64
+	Claim int64
+	State string
+}
+
+// RunsHeartbeatPeek reads, without a lock, the claims and states of the
+// given runs, first in the transaction that heartbeats them: a run no
+// longer running with its claim (rescued, claimed again, finished,
+// cancelled) is settled by this read and never locked, so a stale
+// heartbeat (of a worker cut off while its run was rescued and claimed
+// again) takes no lock on the new claim's row, and one stuck on a dead
+// connection cannot hold the new claim's heartbeats off.
+func (q *Queries) RunsHeartbeatPeek(ctx context.Context, ids []int64) ([]RunsHeartbeatPeekRow, error) {
+	query := runsHeartbeatPeek
+	var queryParams []interface{}
+	if len(ids) > 0 {
+		for _, v := range ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	rows, err := q.db.QueryContext(ctx, query, queryParams...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RunsHeartbeatPeekRow
+	for rows.Next() {
+		var i RunsHeartbeatPeekRow
 		if err := rows.Scan(&i.ID, &i.Claim, &i.State); err != nil {
 			return nil, err
 		}
@@ -1450,9 +1502,13 @@ FOR UPDATE SKIP LOCKED
 // row that another worker's rescue, an operator's transaction or a
 // statement stuck on a dead connection holds (rescuers of different
 // workers used to queue behind each other for seconds, and completions
-// behind them); the held run is left for a later round. READ COMMITTED
-// frees at once the rows that no longer match, so a run whose heartbeat
-// came since is not kept from its next heartbeat.
+// behind them); the held run is left for a later round. A listed row that
+// no longer matches stays locked until the rescue ends (a locking read
+// keeps it, READ COMMITTED or not: measured on both servers), so the rescue
+// lists only the runs RunsRescuable read as rescuable a moment before, and
+// a run whose heartbeat came in between is held for this short
+// transaction at most (its idle bound, a second, if the rescuer is cut
+// off).
 func (q *Queries) RunsRescueLock(ctx context.Context, ids []int64) ([]int64, error) {
 	query := runsRescueLock
 	var queryParams []interface{}
