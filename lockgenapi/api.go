@@ -1,5 +1,8 @@
 // Package lockgenapi serves lockgen's operations over HTTP/JSON, under
-// /api/v1, for operators and for programs in any language.
+// /api/v1, for operators and for programs in any language, and a dashboard
+// for people at / (ui.go: server-rendered pages embedded in the binary,
+// readable without JavaScript; its writes are forms that carry the write
+// token, or pass the Authorize hook from a page of the same origin).
 //
 // It lives in a Go module of its own, github.com/lockgen/lockgen/lockgenapi,
 // like lockgenprom, so that the runtime keeps its few dependencies. It is a
@@ -94,6 +97,7 @@ func New(o *ops.Ops, opts Options) http.Handler {
 		h.log = slog.Default()
 	}
 	h.routes()
+	h.uiRoutes()
 	return h
 }
 
@@ -105,6 +109,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/api/v1/") && h.pathExists(r) {
 			w.Header().Set("Allow", h.allowed(r))
 			writeError(w, http.StatusMethodNotAllowed, &ops.Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})
+			return
+		}
+		if !strings.HasPrefix(r.URL.Path, "/api/") {
+			h.render(w, r, "error", view{Title: "Not found"}, &ops.Error{Code: ops.CodeNotFound, Message: "There is no page " + r.URL.Path + "."})
 			return
 		}
 		writeError(w, http.StatusNotFound, &ops.Error{Code: ops.CodeNotFound, Message: "no endpoint " + r.URL.Path + " (see /api/v1/status, /api/v1/locks, /api/v1/queues, /api/v1/runs)"})

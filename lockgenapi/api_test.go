@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -385,4 +386,93 @@ func TestConsumeOverHTTP(t *testing.T) {
 	assert.Equal(t, "py@host", worker)
 	require.NoError(t, db.QueryRow("SELECT state FROM lockgen_runs WHERE id = ?", id2).Scan(&state))
 	assert.Equal(t, "cancelled", state)
+}
+
+// TestDashboardPages: every page renders as HTML with its security
+// headers; links keep the prefix the handler is mounted under; a form
+// write needs the write token (or, with an Authorize hook, a request from
+// a page of the same origin) and takes effect only then. The browser tests
+// (dashboardtest) drive the same pages in Chromium.
+func TestDashboardPages(t *testing.T) {
+	srv, db := server(t, lockgenapi.Options{WriteToken: token})
+	var id int64
+	require.NoError(t, db.QueryRow("SELECT MIN(id) FROM lockgen_runs").Scan(&id))
+	get := func(srv *httptest.Server, path string) (int, string, http.Header) {
+		resp, err := srv.Client().Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	for path, want := range map[string][]string{
+		"/":                         {"master", "node-a", "default", "mail", "Pause mail", `name="token"`},
+		"/locks":                    {"orders", "node-a"},
+		"/runs":                     {"test", "mail", "available"},
+		fmt.Sprintf("/runs/%d", id): {"Cancel run", "&#34;n&#34;: 0"},
+		"/schedules":                {"No scheduled jobs"},
+	} {
+		status, body, h := get(srv, path)
+		assert.Equal(t, 200, status, path)
+		assert.Equal(t, "text/html; charset=utf-8", h.Get("Content-Type"), path)
+		assert.Contains(t, h.Get("Content-Security-Policy"), "frame-ancestors 'none'", path)
+		for _, w := range want {
+			assert.Contains(t, body, w, path)
+		}
+	}
+	status, body, _ := get(srv, "/runs/abc")
+	assert.Equal(t, 400, status)
+	assert.Contains(t, body, "a run ID is a positive whole number")
+	status, _, _ = get(srv, "/nope")
+	assert.Equal(t, 404, status)
+
+	mounted := httptest.NewServer(http.StripPrefix("/ops", lockgenapi.New(mustOps(t, db), lockgenapi.Options{})))
+	defer mounted.Close()
+	status, body, _ = get(mounted, "/ops/")
+	assert.Equal(t, 200, status)
+	assert.Contains(t, body, `href="/ops/runs"`, "links keep the mount point")
+	assert.NotContains(t, body, `<form method="post"`, "read-only: no write form")
+
+	post := func(srv *httptest.Server, path string, form url.Values, header map[string]string) *http.Response {
+		req, err := http.NewRequest("POST", srv.URL+path, strings.NewReader(form.Encode()))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		c := *srv.Client()
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	paused := func() bool {
+		var p bool
+		err := db.QueryRow("SELECT paused FROM lockgen_queues WHERE queue = 'mail'").Scan(&p)
+		return err == nil && p
+	}
+	assert.Equal(t, 403, post(srv, "/queues/mail/pause", url.Values{"token": {"wrong"}}, nil).StatusCode)
+	assert.Equal(t, 403, post(srv, "/queues/mail/pause", nil, nil).StatusCode)
+	assert.False(t, paused(), "a refused write changed nothing")
+	resp := post(srv, "/queues/mail/pause", url.Values{"token": {token}}, nil)
+	assert.Equal(t, 303, resp.StatusCode)
+	assert.Equal(t, "/?done=paused", resp.Header.Get("Location"))
+	assert.True(t, paused())
+
+	hooked := httptest.NewServer(lockgenapi.New(mustOps(t, db), lockgenapi.Options{Authorize: func(*http.Request) error { return nil }}))
+	defer hooked.Close()
+	assert.Equal(t, 403, post(hooked, "/queues/mail/resume", nil, nil).StatusCode, "no origin")
+	assert.Equal(t, 403, post(hooked, "/queues/mail/resume", nil, map[string]string{"Sec-Fetch-Site": "cross-site"}).StatusCode)
+	assert.Equal(t, 403, post(hooked, "/queues/mail/resume", nil, map[string]string{"Origin": "https://evil.example"}).StatusCode)
+	assert.True(t, paused(), "refused writes changed nothing")
+	assert.Equal(t, 303, post(hooked, "/queues/mail/resume", nil, map[string]string{"Sec-Fetch-Site": "same-origin"}).StatusCode)
+	assert.False(t, paused())
+}
+
+func mustOps(t *testing.T, db *sql.DB) *ops.Ops {
+	t.Helper()
+	o, err := ops.New(db, config)
+	require.NoError(t, err)
+	return o
 }

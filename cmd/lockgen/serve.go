@@ -22,8 +22,10 @@ func serveCommand() *command {
 	return &command{
 		name:    "serve",
 		args:    "[-addr 127.0.0.1:8080] [-dsn DSN] [-f lockgen.yaml] [-write-token TOKEN]",
-		summary: "serve the HTTP/JSON API for operators and other languages",
-		doc: `Serve answers the HTTP/JSON API under /api/v1 (status, locks, queues,
+		summary: "serve the dashboard and the HTTP/JSON API for operators and other languages",
+		doc: `Serve answers the dashboard at / (overview, locks, runs, a run's history,
+schedules; pause, resume, cancel and retry with the write token) and the
+HTTP/JSON API under /api/v1 (status, locks, queues,
 runs; pause, resume, push, cancel, retry; consume: claim, heartbeat,
 complete, fail) for the deployment that lockgen.yaml (-f; default: the
 lockgen.yaml here or in the nearest directory above) and the DSN (-dsn,
