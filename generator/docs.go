@@ -231,8 +231,13 @@ func (m *model) withOwnerDoc() string {
 }
 
 func (m *model) withObserverDoc() string {
-	return comment("WithObserver sets the observer of acquisitions, releases, renewal failures, lost leases and leadership changes, " +
-		"for metrics: e.g. github.com/lockgen/lockgen/lockgenprom's. Default: none.")
+	doc := "WithObserver sets the observer of acquisitions, releases, renewal failures, lost leases and leadership changes, " +
+		"for metrics: e.g. github.com/lockgen/lockgen/lockgenprom's. Default: none."
+	if len(m.Jobs) > 0 {
+		doc += " When it implements jobs.Observer too (lockgenprom's does), it also hears of the jobs' enqueues, claims, " +
+			"attempts with their outcomes and lateness, and rescues."
+	}
+	return comment(doc)
 }
 
 func (m *model) withLoggerDoc() string {

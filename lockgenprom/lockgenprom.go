@@ -28,9 +28,20 @@
 //	lockgen_leader{lock}                               gauge, 1 or 0
 //	lockgen_held_leases{lock,strategy}                 gauge
 //
+// and for the jobs (it is a [jobs.Observer] too, which the job client
+// finds on the lock client's observer):
+//
+//	lockgen_jobs_enqueued_total{job,queue}             counter
+//	lockgen_jobs_claimed_total{queue}                  counter
+//	lockgen_job_attempts_total{job,queue,outcome}      counter
+//	lockgen_job_duration_seconds{job,queue,outcome}    histogram
+//	lockgen_job_lateness_seconds{job,queue}            histogram, start − due
+//	lockgen_jobs_rescued_total                         counter
+//
 // Label values are bounded: lock names as declared in the spec, strategies
-// ([runtime.StrategyLease], [runtime.StrategySession]) and the fixed
-// [runtime.AcquireResult] values. Keys and owners are never labels, so the
+// ([runtime.StrategyLease], [runtime.StrategySession]), the fixed
+// [runtime.AcquireResult] values, job and queue names as declared and the
+// fixed [jobs.Outcome] values. Keys and owners are never labels, so the
 // number of series does not grow with traffic.
 //
 // lockgen_held_leases goes up by one when an acquisition succeeds and down
@@ -47,6 +58,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -120,10 +132,18 @@ type Observer struct {
 	leasesLost      *prometheus.CounterVec
 	leader          *prometheus.GaugeVec
 	heldLeases      *prometheus.GaugeVec
+
+	enqueued    *prometheus.CounterVec
+	claimed     *prometheus.CounterVec
+	attempts    *prometheus.CounterVec
+	jobDuration *prometheus.HistogramVec
+	lateness    *prometheus.HistogramVec
+	rescued     *prometheus.CounterVec // no labels: appears at the first rescue, like every series
 }
 
 var (
 	_ runtime.Observer     = (*Observer)(nil)
+	_ jobs.Observer        = (*Observer)(nil)
 	_ prometheus.Collector = (*Observer)(nil)
 )
 
@@ -191,6 +211,44 @@ func New(opts ...Option) *Observer {
 			Help:        "Leases acquired and not released yet; a lost lease counts until it is released.",
 			ConstLabels: o.constLabels,
 		}, lockStrategy),
+		enqueued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   o.namespace,
+			Name:        "jobs_enqueued_total",
+			Help:        "Runs enqueued through this client (an existing run answered for its unique key counts too).",
+			ConstLabels: o.constLabels,
+		}, []string{"job", "queue"}),
+		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   o.namespace,
+			Name:        "jobs_claimed_total",
+			Help:        "Runs claimed by this client's workers.",
+			ConstLabels: o.constLabels,
+		}, []string{"queue"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   o.namespace,
+			Name:        "job_attempts_total",
+			Help:        "Handler attempts that ended, by outcome: completed, failed, discarded, snoozed, cancelled or lost.",
+			ConstLabels: o.constLabels,
+		}, []string{"job", "queue", "outcome"}),
+		jobDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace:   o.namespace,
+			Name:        "job_duration_seconds",
+			Help:        "Time handler attempts ran, by outcome.",
+			ConstLabels: o.constLabels,
+			Buckets:     o.holdBuckets,
+		}, []string{"job", "queue", "outcome"}),
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace:   o.namespace,
+			Name:        "job_lateness_seconds",
+			Help:        "Time from a run being due to its attempt starting (this node's clock against the database's due time).",
+			ConstLabels: o.constLabels,
+			Buckets:     o.acquireBuckets,
+		}, []string{"job", "queue"}),
+		rescued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace:   o.namespace,
+			Name:        "jobs_rescued_total",
+			Help:        "Runs of stopped workers made due again or orphaned by this client's rescuers.",
+			ConstLabels: o.constLabels,
+		}, nil),
 	}
 }
 
@@ -203,10 +261,11 @@ func mustIncrease(option string, buckets []float64) {
 }
 
 // collectors lists the Observer's metric vectors, in a fixed order.
-func (o *Observer) collectors() [7]prometheus.Collector {
+func (o *Observer) collectors() [13]prometheus.Collector {
 	return [...]prometheus.Collector{
 		o.acquisitions, o.acquireDuration, o.holdDuration,
 		o.renewFailures, o.leasesLost, o.leader, o.heldLeases,
+		o.enqueued, o.claimed, o.attempts, o.jobDuration, o.lateness, o.rescued,
 	}
 }
 
@@ -263,3 +322,29 @@ func (o *Observer) LeaderChanged(lock string, leader bool) {
 	}
 	o.leader.WithLabelValues(lock).Set(v)
 }
+
+// Enqueued implements jobs.Observer: it counts n enqueued runs.
+func (o *Observer) Enqueued(job, queue string, n int) {
+	o.enqueued.WithLabelValues(job, queue).Add(float64(n))
+}
+
+// Claimed implements jobs.Observer: it counts n claimed runs.
+func (o *Observer) Claimed(queue string, n int) {
+	o.claimed.WithLabelValues(queue).Add(float64(n))
+}
+
+// Started implements jobs.Observer: it observes lateness (a negative one,
+// from clocks apart, as zero).
+func (o *Observer) Started(job, queue string, _ int, lateness time.Duration) {
+	o.lateness.WithLabelValues(job, queue).Observe(max(lateness, 0).Seconds())
+}
+
+// Finished implements jobs.Observer: it counts the attempt by outcome and
+// observes how long it ran.
+func (o *Observer) Finished(job, queue string, _ int, outcome jobs.Outcome, took time.Duration) {
+	o.attempts.WithLabelValues(job, queue, string(outcome)).Inc()
+	o.jobDuration.WithLabelValues(job, queue, string(outcome)).Observe(took.Seconds())
+}
+
+// Rescued implements jobs.Observer: it counts n rescued runs.
+func (o *Observer) Rescued(n int) { o.rescued.WithLabelValues().Add(float64(n)) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockgen/lockgen/lockgenprom"
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/jobs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -454,4 +455,32 @@ func BenchmarkObserver(b *testing.B) {
 			obs.LeaderChanged("master", true)
 		}
 	})
+}
+
+// TestJobMetrics: the jobs' events count by job, queue and outcome, and
+// the durations and lateness land in their histograms.
+func TestJobMetrics(t *testing.T) {
+	obs := lockgenprom.New()
+	reg := registry(t, obs)
+	var jo jobs.Observer = obs
+	jo.Enqueued("send", "mail", 3)
+	jo.Enqueued("send", "mail", 2)
+	jo.Claimed("mail", 4)
+	jo.Started("send", "mail", 1, 250*time.Millisecond)
+	jo.Started("send", "mail", 1, -time.Second) // clocks apart: counted as 0
+	jo.Finished("send", "mail", 1, jobs.OutcomeCompleted, 40*time.Millisecond)
+	jo.Finished("send", "mail", 2, jobs.OutcomeDiscarded, 2*time.Second)
+	jo.Rescued(7)
+
+	assert.Equal(t, 5.0, value(t, reg, "lockgen_jobs_enqueued_total", map[string]string{"job": "send", "queue": "mail"}))
+	assert.Equal(t, 4.0, value(t, reg, "lockgen_jobs_claimed_total", map[string]string{"queue": "mail"}))
+	assert.Equal(t, 1.0, value(t, reg, "lockgen_job_attempts_total", map[string]string{"job": "send", "outcome": "completed"}))
+	assert.Equal(t, 1.0, value(t, reg, "lockgen_job_attempts_total", map[string]string{"job": "send", "outcome": "discarded"}))
+	assert.Equal(t, 7.0, value(t, reg, "lockgen_jobs_rescued_total", nil))
+	d := find(t, reg, "lockgen_job_duration_seconds", map[string]string{"outcome": "discarded"}).GetHistogram()
+	assert.Equal(t, uint64(1), d.GetSampleCount())
+	assert.InDelta(t, 2.0, d.GetSampleSum(), 1e-9)
+	l := find(t, reg, "lockgen_job_lateness_seconds", map[string]string{"job": "send"}).GetHistogram()
+	assert.Equal(t, uint64(2), l.GetSampleCount())
+	assert.InDelta(t, 0.25, l.GetSampleSum(), 1e-9)
 }

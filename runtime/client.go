@@ -134,6 +134,11 @@ func (c *Client) Clock() Clock { return c.clock }
 // slog.Default() by default.
 func (c *Client) Logger() *slog.Logger { return c.logger }
 
+// Observer returns the observer of WithObserver (NopObserver by default):
+// the job client (runtime/jobs) reports to it too when it implements the
+// jobs' Observer.
+func (c *Client) Observer() Observer { return c.observer }
+
 func defaultOwner() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {

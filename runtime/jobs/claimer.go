@@ -118,6 +118,9 @@ func (c *claimer) claimOnce(ctx context.Context, limit int) (runs []Run, othersS
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.w.claimTimeout())
 	defer cancel()
 	runs, err = c.w.jobs.store.RunsClaim(cctx, cfg.Queue, c.w.jobs.owner, limit, cfg.Lease)
+	if len(runs) > 0 {
+		c.w.jobs.obs.Claimed(cfg.Queue, len(runs))
+	}
 	return runs, false, err
 }
 

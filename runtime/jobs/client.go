@@ -75,6 +75,8 @@ type Client struct {
 	declared []string
 	// pauses is the node's view of the paused queues.
 	pauses pauses
+	// obs hears of enqueues, claims, attempts and rescues.
+	obs Observer
 }
 
 // NewClient returns the job client of the node whose lock client is locks,
@@ -93,6 +95,10 @@ func NewClient(locks *runtime.Client, store driver.JobStore, opts ...ClientOptio
 		locks: locks, store: store,
 		owner: locks.Owner(), clock: locks.Clock(), log: locks.Logger(),
 		workers: map[string][]chan struct{}{}, gates: map[string]*claimGate{},
+		obs: NopObserver{},
+	}
+	if obs, ok := locks.Observer().(Observer); ok {
+		j.obs = obs
 	}
 	for _, opt := range opts {
 		opt(j)
@@ -156,6 +162,7 @@ func (j *Client) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, erro
 	if err != nil {
 		return 0, fmt.Errorf("lockgen: enqueue job %q: %w", r.Job, err)
 	}
+	j.obs.Enqueued(r.Job, r.Queue, 1)
 	j.wake(r.Queue)
 	return id, nil
 }
@@ -227,12 +234,30 @@ func (j *Client) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) err
 		if err := j.store.RunInsertMany(ctx, tx, checked[:n]); err != nil {
 			return fmt.Errorf("lockgen: enqueue %d runs: %w", n, err)
 		}
+		j.observeEnqueued(checked[:n])
 		checked = checked[n:]
 	}
 	for q := range queues {
 		j.wake(q)
 	}
 	return nil
+}
+
+// observeEnqueued reports runs to the observer, one call per job and queue.
+func (j *Client) observeEnqueued(runs []NewRun) {
+	type jobQueue struct{ job, queue string }
+	n := map[jobQueue]int{}
+	var order []jobQueue
+	for _, r := range runs {
+		k := jobQueue{r.Job, r.Queue}
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	for _, k := range order {
+		j.obs.Enqueued(k.job, k.queue, n[k])
+	}
 }
 
 // Cancel cancels run id if it is due or running; false when it has

@@ -98,11 +98,19 @@ func (e *executor) start(r *Run, sent time.Time) {
 	e.mu.Unlock()
 	e.live++
 	e.handlers.Add(1)
+	obs, queue := e.w.jobs.obs, e.w.cfg.Queue
+	obs.Started(r.Job, queue, r.Attempt, a.started.Sub(r.RunAt))
 	go func() {
 		defer e.handlers.Done()
 		defer cancel()
 		defer lease.stop()
 		o := outcome{run: r, err: e.w.handle(lease.ctx, r)}
+		took := clock.Now().Sub(a.started)
+		obs.Finished(r.Job, queue, r.Attempt, outcomeOf(lease.ctx, r, o.err), took)
+		if took > r.Timeout {
+			e.log.Warn("lockgen: a handler returned after its timeout: it ignored its cancelled context", "job", r.Job, "queue", queue,
+				"run_id", r.ID, "attempt", r.Attempt, "timeout", r.Timeout, "overrun", took-r.Timeout)
+		}
 		select {
 		case e.results <- o:
 		case <-e.returned:

@@ -44,6 +44,7 @@ func (r *rescuer) rescue(ctx context.Context) {
 		}
 		r.failures = 0
 		if n > 0 {
+			w.jobs.obs.Rescued(int(n))
 			w.jobs.log.Info("lockgen: rescued runs of stopped workers", "runs", n)
 		}
 		if n < rescueLimit {

@@ -113,7 +113,9 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithObserver sets the observer of acquisitions, releases, renewal failures,
 // lost leases and leadership changes, for metrics: e.g.
-// github.com/lockgen/lockgen/lockgenprom's. Default: none.
+// github.com/lockgen/lockgen/lockgenprom's. Default: none. When it implements
+// jobs.Observer too (lockgenprom's does), it also hears of the jobs' enqueues,
+// claims, attempts with their outcomes and lateness, and rescues.
 func WithObserver(obs runtime.Observer) Option {
 	return runtime.WithObserver(obs)
 }
