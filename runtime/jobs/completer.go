@@ -201,7 +201,7 @@ func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 		}
 		for _, o := range os {
 			if r.rejected[o.run]++; r.rejected[o.run] >= recordTries {
-				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued: run again, or orphaned on its last attempt", "job", o.run.Job, "run", o.run.ID, "error", err)
+				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued: run again, or orphaned on its last attempt", "job", o.run.Job, "queue", r.w.cfg.Queue, "run_id", o.run.ID, "attempt", o.run.Attempt, "error", err)
 				done[o.run] = true
 				delete(r.rejected, o.run)
 			}
