@@ -1,0 +1,162 @@
+// Package jobstest helps an application test its jobs, as rivertest helps
+// River's users: run a handler inline with typed arguments, as a worker
+// would run it, and check that code under test enqueued a run of a job
+// with given arguments, in its transaction or after it committed.
+//
+// It reads the runs table directly, with the application's own pool or
+// transaction, so the check sees exactly what a worker would claim.
+package jobstest
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime/jobs"
+)
+
+// Work runs handler once, inline, as a worker runs an attempt: args go
+// through JSON as they would through the runs table (so a type that does
+// not survive the trip fails here too, as a permanent error), the context
+// ends at the run's timeout, and a panic is returned as an error. run's
+// zero fields get a worker's defaults: ID 1, attempt 1 of 1, the job
+// "test", a 10 minute timeout, due and enqueued now.
+func Work[T any](ctx context.Context, handler func(ctx context.Context, run *jobs.Run, args T) error, args T, run jobs.Run) (err error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("jobstest: encode args: %w", err)
+	}
+	run.Args = b
+	if run.ID == 0 {
+		run.ID = 1
+	}
+	if run.Job == "" {
+		run.Job = "test"
+	}
+	if run.Attempt == 0 {
+		run.Attempt = 1
+	}
+	if run.MaxAttempts == 0 {
+		run.MaxAttempts = max(run.Attempt, 1)
+	}
+	if run.Timeout == 0 {
+		run.Timeout = 10 * time.Minute
+	}
+	now := time.Now().UTC()
+	if run.RunAt.IsZero() {
+		run.RunAt = now
+	}
+	if run.CreatedAt.IsZero() {
+		run.CreatedAt = now
+	}
+	ctx, cancel := context.WithTimeout(ctx, run.Timeout)
+	defer cancel()
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("jobstest: handler panicked: %v", p)
+		}
+	}()
+	return jobs.HandleArgs(handler)(ctx, &run)
+}
+
+// Querier is a pool or a transaction: what code under test enqueues with.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Enqueued is a run found in the runs table.
+type Enqueued struct {
+	ID    int64
+	Queue string
+	State string
+	// Args is the run's JSON arguments.
+	Args json.RawMessage
+	// RunAt is when it is due (UTC, the database clock).
+	RunAt time.Time
+}
+
+// prefixPattern is what a table prefix may hold: it is pasted into SQL.
+var prefixPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,40}$`)
+
+// Runs returns the runs of job in the runs table of the given prefix
+// (lockgen.yaml's table_prefix; "lockgen_" by default), oldest first, as q
+// sees them: in a transaction, its uncommitted enqueues too.
+func Runs(ctx context.Context, q Querier, prefix, job string) ([]Enqueued, error) {
+	if prefix == "" {
+		prefix = "lockgen_"
+	}
+	if !prefixPattern.MatchString(prefix) {
+		return nil, fmt.Errorf("jobstest: table prefix %q must be letters, digits and underscores", prefix)
+	}
+	rows, err := q.QueryContext(ctx, "SELECT id, queue, state, args, run_at FROM "+prefix+"runs WHERE job = ? ORDER BY id", job)
+	if err != nil {
+		return nil, fmt.Errorf("jobstest: read the runs of %s: %w", job, err)
+	}
+	defer rows.Close()
+	var out []Enqueued
+	for rows.Next() {
+		var e Enqueued
+		var args []byte
+		if err := rows.Scan(&e.ID, &e.Queue, &e.State, &args, &e.RunAt); err != nil {
+			return nil, fmt.Errorf("jobstest: read the runs of %s: %w", job, err)
+		}
+		e.Args = json.RawMessage(args)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// RequireEnqueued fails t unless q sees a run of job whose arguments are
+// args (compared as JSON, so field order and spacing do not matter), and
+// returns the newest such run. prefix is as for Runs.
+func RequireEnqueued(t testing.TB, q Querier, prefix, job string, args any) Enqueued {
+	t.Helper()
+	want, err := json.Marshal(args)
+	if err != nil {
+		t.Fatalf("jobstest: encode args: %v", err)
+	}
+	runs, err := Runs(context.Background(), q, prefix, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for i := len(runs) - 1; i >= 0; i-- {
+		if jsonEqual(runs[i].Args, want) {
+			return runs[i]
+		}
+		seen = append(seen, string(runs[i].Args))
+	}
+	if len(seen) == 0 {
+		t.Fatalf("jobstest: no run of %s with args %s (it has no run)", job, want)
+	}
+	t.Fatalf("jobstest: no run of %s with args %s (its runs' args, newest first: %s)", job, want, strings.Join(seen, ", "))
+	return Enqueued{}
+}
+
+// RequireNotEnqueued fails t if q sees any run of job.
+func RequireNotEnqueued(t testing.TB, q Querier, prefix, job string) {
+	t.Helper()
+	runs, err := Runs(context.Background(), q, prefix, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) > 0 {
+		t.Fatalf("jobstest: %d runs of %s, want none (the first: %d with args %s)", len(runs), job, runs[0].ID, runs[0].Args)
+	}
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	xb, _ := json.Marshal(x)
+	yb, _ := json.Marshal(y)
+	return bytes.Equal(xb, yb)
+}
