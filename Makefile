@@ -8,7 +8,7 @@ TESTFLAGS ?= -race -count=1
 export TESTFLAGS
 # The packages whose tests touch SQL: `make test` runs them against MySQL
 # as well as MariaDB (every package runs against MariaDB).
-SQL_PKGS := ./runtime/... ./lockgenapi/... ./lockgenapi/dashboardtest/... ./examples/... ./templates/... ./internal/doctor/... ./cmd/lockgen/...
+SQL_PKGS := ./runtime/... ./lockgenprom/... ./lockgenapi/... ./lockgenapi/dashboardtest/... ./examples/... ./templates/... ./internal/doctor/... ./cmd/lockgen/...
 MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 # staticcheck 2026.2.2 (needs Go 1.26, like the root module), pinned: `go run`
 # fetches it through the module proxy and caches the binary, so no module's

@@ -38,6 +38,9 @@
 //	lockgen_job_lateness_seconds{job,queue}            histogram, start − due
 //	lockgen_jobs_rescued_total                         counter
 //
+// The queues' depth by state is a collector of its own, [QueueDepth], read
+// from the database on the leading node only ([NewQueueDepth]).
+//
 // Label values are bounded: lock names as declared in the spec, strategies
 // ([runtime.StrategyLease], [runtime.StrategySession]), the fixed
 // [runtime.AcquireResult] values, job and queue names as declared and the
