@@ -54,8 +54,11 @@ var uiPages = func() map[string]*template.Template {
 			return (time.Duration(*ms) * time.Millisecond).String()
 		},
 		"ms": func(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() },
+		// count shows a queue's count; when a count of the queue reached
+		// the cap, every count of it is a lower bound ("0+" too: the
+		// capped read may have missed those runs).
 		"count": func(n int64, exact bool) string {
-			if !exact && n > 0 {
+			if !exact {
 				return strconv.FormatInt(n, 10) + "+"
 			}
 			return strconv.FormatInt(n, 10)

@@ -23,9 +23,11 @@ func stamp(t *time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05.000") + " UTC"
 }
 
-// count prints a count, "+" marking one that stopped at the cap.
-func count(n int64, exact bool, cap int) string {
-	if !exact && n >= int64(cap) {
+// count prints a count, "+" marking a lower bound: when one count of a
+// queue (or a lock's rows) stopped at the cap, the others were read from
+// the capped rows too, so each is at least what it says.
+func count(n int64, exact bool) string {
+	if !exact {
 		return fmt.Sprintf("%d+", n)
 	}
 	return fmt.Sprint(n)
@@ -72,7 +74,7 @@ func writeStatus(w io.Writer, st *ops.Status) {
 			if l.Leader {
 				kind = "leader"
 			}
-			rows = append(rows, []string{l.Name, l.Strategy, kind, count(l.Held, l.Exact, ops.DefaultCountCap)})
+			rows = append(rows, []string{l.Name, l.Strategy, kind, count(l.Held, l.Exact)})
 		}
 		table(w, "LOCK\tSTRATEGY\tKIND\tHELD", rows)
 	}
@@ -87,7 +89,7 @@ func writeStatus(w io.Writer, st *ops.Status) {
 			if q.Paused {
 				paused = "since " + stamp(q.PausedAt)
 			}
-			n := func(v int64) string { return count(v, c.Exact, ops.DefaultCountCap) }
+			n := func(v int64) string { return count(v, c.Exact) }
 			rows = append(rows, []string{q.Name, paused, n(c.Due), n(c.Scheduled), n(c.Retrying), n(c.Running), n(c.Orphaned), n(c.Discarded)})
 		}
 		table(w, "QUEUE\tPAUSED\tDUE\tSCHEDULED\tRETRYING\tRUNNING\tORPHANED\tDISCARDED", rows)
