@@ -432,6 +432,11 @@ func TestDashboardPages(t *testing.T) {
 	assert.Equal(t, 200, status)
 	assert.Contains(t, body, `href="/ops/runs"`, "links keep the mount point")
 	assert.NotContains(t, body, `<form method="post"`, "read-only: no write form")
+	assert.Contains(t, body, `http-equiv="refresh"`, "read-only, the overview refreshes itself")
+	_, body, _ = get(srv, "/")
+	assert.NotContains(t, body, `http-equiv="refresh"`, "with write forms it does not: a refresh would wipe a token being typed")
+	_, body, _ = get(srv, "/?refresh=on")
+	assert.Contains(t, body, `http-equiv="refresh"`, "unless asked to")
 
 	post := func(srv *httptest.Server, path string, form url.Values, header map[string]string) *http.Response {
 		req, err := http.NewRequest("POST", srv.URL+path, strings.NewReader(form.Encode()))

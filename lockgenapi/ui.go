@@ -211,7 +211,18 @@ func (h *handler) uiView(r *http.Request, title, nav string) view {
 func (h *handler) uiOverview(w http.ResponseWriter, r *http.Request) {
 	st, err := h.ops.Status(r.Context())
 	v := h.uiView(r, "Overview", "overview")
+	// It refreshes itself every 5 s, unless it has write forms: a refresh
+	// would wipe a write token being typed. ?refresh=on and off override.
 	v.Refresh = 5
+	switch r.URL.Query().Get("refresh") {
+	case "off":
+		v.Refresh = 0
+	case "on":
+	default:
+		if h.opts.Authorize != nil || h.opts.WriteToken != "" {
+			v.Refresh = 0
+		}
+	}
 	if st != nil {
 		v.Data, v.Now = st, st.Time
 	}
