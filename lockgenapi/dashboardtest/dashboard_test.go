@@ -3,9 +3,7 @@ package dashboardtest
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/lockgenapi/dashboardtest/demo"
+	"github.com/lockgen/lockgen/runtime/lockgentest"
 )
 
 const token = "dashboard-write-token"
@@ -79,49 +77,23 @@ func (handlers) SendReceipt(_ context.Context, _ *demo.Run, a demo.SendReceiptAr
 
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
-	dsn := os.Getenv("LOCKGEN_TEST_DSN")
-	if dsn == "" {
-		dsn = "root@tcp(127.0.0.1:3306)/test"
+	admin := os.Getenv("LOCKGEN_TEST_DSN")
+	if admin == "" {
+		admin = "root@tcp(127.0.0.1:3306)/test"
 	}
+	dsn := lockgentest.NewDatabase(t, admin, "migrations")
 	cfg, err := mysql.ParseDSN(dsn)
 	require.NoError(t, err)
-	cfg.ParseTime, cfg.Loc, cfg.InterpolateParams = true, time.UTC, true
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	cfg.InterpolateParams = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = admin.Close() })
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "lockgen_dash_" + hex.EncodeToString(b[:])
-	_, err = admin.Exec("CREATE DATABASE " + name)
-	require.NoError(t, err, "is the test server running? `make test` starts it")
-	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE " + name) })
+	t.Cleanup(func() { _ = db.Close() })
 	var version string
-	require.NoError(t, admin.QueryRow("SELECT VERSION()").Scan(&version))
+	require.NoError(t, db.QueryRow("SELECT VERSION()").Scan(&version))
 	server := "MySQL-" + regexp.MustCompile(`^\d+\.\d+`).FindString(version)
 	if strings.Contains(version, "MariaDB") {
 		server = "MariaDB-" + regexp.MustCompile(`^\d+\.\d+`).FindString(version)
 	}
-
-	cfg.DBName = name
-	mcfg := cfg.Clone()
-	mcfg.MultiStatements = true
-	migrate, err := sql.Open("mysql", mcfg.FormatDSN())
-	require.NoError(t, err)
-	defer migrate.Close()
-	ups, err := filepath.Glob("migrations/*.up.sql")
-	require.NoError(t, err)
-	sort.Strings(ups)
-	require.NotEmpty(t, ups)
-	for _, up := range ups {
-		b, err := os.ReadFile(up)
-		require.NoError(t, err)
-		_, err = migrate.Exec(string(b))
-		require.NoError(t, err, up)
-	}
-
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
 	locks, err := demo.New(db, demo.WithOwner("web-1"))
 	require.NoError(t, err)
 	return &deployment{dsn: cfg.FormatDSN(), db: db, server: server, locks: locks}

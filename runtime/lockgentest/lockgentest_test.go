@@ -1,9 +1,11 @@
-package jobstest_test
+package lockgentest_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	goruntime "runtime"
 	"testing"
 	"time"
@@ -13,10 +15,9 @@ import (
 
 	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
-	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/internal/testkit"
 	"github.com/lockgen/lockgen/runtime/jobs"
-	"github.com/lockgen/lockgen/runtime/jobs/jobstest"
+	"github.com/lockgen/lockgen/runtime/lockgentest"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m, nil) }
@@ -30,7 +31,7 @@ type receipt struct {
 func TestWorkRunsAHandlerInline(t *testing.T) {
 	var got receipt
 	var run *jobs.Run
-	err := jobstest.Work(context.Background(), func(ctx context.Context, r *jobs.Run, a receipt) error {
+	err := lockgentest.Work(context.Background(), func(ctx context.Context, r *jobs.Run, a receipt) error {
 		got, run = a, r
 		_, ok := ctx.Deadline()
 		assert.True(t, ok, "the context ends at the run's timeout")
@@ -42,14 +43,15 @@ func TestWorkRunsAHandlerInline(t *testing.T) {
 	assert.Equal(t, 3, run.MaxAttempts)
 	assert.Equal(t, int64(1), run.ID)
 
-	err = jobstest.Work(context.Background(), func(context.Context, *jobs.Run, receipt) error { panic("boom") }, receipt{}, jobs.Run{})
+	err = lockgentest.Work(context.Background(), func(context.Context, *jobs.Run, receipt) error { panic("boom") }, receipt{}, jobs.Run{})
 	assert.ErrorContains(t, err, "boom")
 	want := errors.New("smtp down")
-	err = jobstest.Work(context.Background(), func(context.Context, *jobs.Run, receipt) error { return want }, receipt{}, jobs.Run{})
+	err = lockgentest.Work(context.Background(), func(context.Context, *jobs.Run, receipt) error { return want }, receipt{}, jobs.Run{})
 	assert.ErrorIs(t, err, want)
 }
 
-// fatalTB records a failure and ends the goroutine, as testing.T does.
+// fatalTB records a failure and ends the goroutine, as testing.T does;
+// the rest (Cleanup) is the real test's.
 type fatalTB struct {
 	testing.TB
 	msg string
@@ -65,9 +67,9 @@ func (f *fatalTB) Fatal(args ...any) {
 	goruntime.Goexit()
 }
 
-// fails runs fn with a fatalTB and returns its failure message.
-func fails(fn func(tb testing.TB)) string {
-	f := &fatalTB{}
+// fails runs fn with a fatalTB over t and returns its failure message.
+func fails(t *testing.T, fn func(tb testing.TB)) string {
+	f := &fatalTB{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -77,9 +79,31 @@ func fails(fn func(tb testing.TB)) string {
 	return f.msg
 }
 
+func adminDSN() string {
+	if dsn := os.Getenv("LOCKGEN_TEST_DSN"); dsn != "" {
+		return dsn
+	}
+	return "root@tcp(127.0.0.1:3306)/test"
+}
+
+// TestNewDatabaseAppliesEitherFormat: golang-migrate's files (the runs
+// tables of the runtime's store) and goose's (one file with Up and Down).
+func TestNewDatabaseAppliesEitherFormat(t *testing.T) {
+	db, err := sql.Open("mysql", lockgentest.NewDatabase(t, adminDSN(), "../../generator/testdata/golden/every/want/db/migrations"))
+	require.NoError(t, err)
+	defer db.Close()
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM app_locks").Scan(&n), "goose's Up applied")
+	assert.Zero(t, n)
+	msg := fails(t, func(tb testing.TB) { lockgentest.NewDatabase(tb, adminDSN(), t.TempDir()) })
+	assert.Contains(t, msg, "no migrations in")
+}
+
 func TestRequireEnqueuedSeesTheTransaction(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.New(t).Open(t)
+	db, err := sql.Open("mysql", lockgentest.NewDatabase(t, adminDSN(), "../internal/genstore/migrations"))
+	require.NoError(t, err)
+	defer db.Close()
 	store := lockgendb.NewStore(db)
 	c, err := runtime.NewClient(store)
 	require.NoError(t, err)
@@ -92,20 +116,20 @@ func TestRequireEnqueuedSeesTheTransaction(t *testing.T) {
 	defer tx.Rollback()
 	id, err := jobs.EnqueueArgs(ctx, j, tx, base, receipt{OrderID: 42, Email: "b@example.com"})
 	require.NoError(t, err)
-	run := jobstest.RequireEnqueued(t, tx, "", "send_receipt", map[string]any{"email": "b@example.com", "order_id": 42, "wait": 0})
+	run := lockgentest.RequireEnqueued(t, tx, "", "send_receipt", map[string]any{"email": "b@example.com", "order_id": 42, "wait": 0})
 	assert.Equal(t, id, run.ID)
 	assert.Equal(t, "mail", run.Queue)
 	assert.Equal(t, "available", run.State)
-	jobstest.RequireNotEnqueued(t, db, "", "send_receipt") // not committed yet
+	lockgentest.RequireNotEnqueued(t, db, "", "send_receipt") // not committed yet
 
-	msg := fails(func(tb testing.TB) { jobstest.RequireEnqueued(tb, tx, "", "send_receipt", receipt{OrderID: 43}) })
+	msg := fails(t, func(tb testing.TB) { lockgentest.RequireEnqueued(tb, tx, "", "send_receipt", receipt{OrderID: 43}) })
 	assert.Contains(t, msg, `no run of send_receipt with args {"order_id":43`)
 	assert.Regexp(t, `newest first: \{"order_id": ?42`, msg, "it shows the runs it saw")
-	msg = fails(func(tb testing.TB) { jobstest.RequireNotEnqueued(tb, tx, "", "send_receipt") })
+	msg = fails(t, func(tb testing.TB) { lockgentest.RequireNotEnqueued(tb, tx, "", "send_receipt") })
 	assert.Contains(t, msg, "1 runs of send_receipt, want none")
-	msg = fails(func(tb testing.TB) { jobstest.RequireNotEnqueued(tb, tx, "x; DROP TABLE y", "send_receipt") })
+	msg = fails(t, func(tb testing.TB) { lockgentest.RequireNotEnqueued(tb, tx, "x; DROP TABLE y", "send_receipt") })
 	assert.Contains(t, msg, "must be letters, digits and underscores")
 
 	require.NoError(t, tx.Commit())
-	jobstest.RequireEnqueued(t, db, "lockgen_", "send_receipt", receipt{OrderID: 42, Email: "b@example.com"})
+	lockgentest.RequireEnqueued(t, db, "lockgen_", "send_receipt", receipt{OrderID: 42, Email: "b@example.com"})
 }

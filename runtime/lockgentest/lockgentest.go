@@ -1,25 +1,98 @@
-// Package jobstest helps an application test its jobs, as rivertest helps
-// River's users: run a handler inline with typed arguments, as a worker
-// would run it, and check that code under test enqueued a run of a job
-// with given arguments, in its transaction or after it committed.
+// Package lockgentest helps an application test the code that uses
+// lockgen, as rivertest helps River's users: a database of its own per
+// test with the generated migrations applied (NewDatabase), a job's
+// handler run inline with typed arguments as a worker would run it (Work),
+// and checks that code under test enqueued a run of a job with given
+// arguments, in its transaction or after it committed (RequireEnqueued).
 //
 // It reads the runs table directly, with the application's own pool or
-// transaction, so the check sees exactly what a worker would claim.
-package jobstest
+// transaction, so a check sees exactly what a worker would claim.
+package lockgentest
 
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
+
+// NewDatabase creates a database of the test's own on the server of
+// adminDSN (a go-sql-driver/mysql DSN of a user that may create and drop
+// databases), applies every *.up.sql file of migrationsDir in name order
+// (the migrations lockgen generates, in either format: goose's Down
+// sections are not run), drops it when the test ends, and returns the DSN
+// of the new database for the same user, with the settings the runtime
+// needs (parseTime=true, loc=UTC). It fails the test when the server
+// cannot be reached or a migration fails.
+func NewDatabase(t testing.TB, adminDSN, migrationsDir string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(adminDSN)
+	if err != nil {
+		t.Fatalf("lockgentest: bad DSN: %v", err)
+	}
+	cfg.ParseTime, cfg.Loc = true, time.UTC
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("lockgentest: %v", err)
+	}
+	defer admin.Close()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := "lockgen_test_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatalf("lockgentest: create a test database on %s: %v", cfg.Addr, err)
+	}
+	t.Cleanup(func() {
+		if db, err := sql.Open("mysql", cfg.FormatDSN()); err == nil {
+			_, _ = db.Exec("DROP DATABASE IF EXISTS " + name)
+			_ = db.Close()
+		}
+	})
+	cfg.DBName = name
+	mcfg := cfg.Clone()
+	mcfg.MultiStatements = true
+	migrate, err := sql.Open("mysql", mcfg.FormatDSN())
+	if err != nil {
+		t.Fatalf("lockgentest: %v", err)
+	}
+	defer migrate.Close()
+	ups, err := filepath.Glob(filepath.Join(migrationsDir, "*.up.sql"))
+	if err == nil && len(ups) == 0 {
+		ups, err = filepath.Glob(filepath.Join(migrationsDir, "*.sql"))
+	}
+	if err != nil || len(ups) == 0 {
+		t.Fatalf("lockgentest: no migrations in %s", migrationsDir)
+	}
+	sort.Strings(ups)
+	for _, up := range ups {
+		b, err := os.ReadFile(up)
+		if err != nil {
+			t.Fatalf("lockgentest: %v", err)
+		}
+		text := string(b)
+		if i := strings.Index(text, "-- +goose Down"); i >= 0 {
+			text = text[:i] // goose: one file, the Up section first
+		}
+		if _, err := migrate.Exec(text); err != nil {
+			t.Fatalf("lockgentest: apply %s: %v", up, err)
+		}
+	}
+	return cfg.FormatDSN()
+}
 
 // Work runs handler once, inline, as a worker runs an attempt: args go
 // through JSON as they would through the runs table (so a type that does
@@ -30,7 +103,7 @@ import (
 func Work[T any](ctx context.Context, handler func(ctx context.Context, run *jobs.Run, args T) error, args T, run jobs.Run) (err error) {
 	b, err := json.Marshal(args)
 	if err != nil {
-		return fmt.Errorf("jobstest: encode args: %w", err)
+		return fmt.Errorf("lockgentest: encode args: %w", err)
 	}
 	run.Args = b
 	if run.ID == 0 {
@@ -59,7 +132,7 @@ func Work[T any](ctx context.Context, handler func(ctx context.Context, run *job
 	defer cancel()
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("jobstest: handler panicked: %v", p)
+			err = fmt.Errorf("lockgentest: handler panicked: %v", p)
 		}
 	}()
 	return jobs.HandleArgs(handler)(ctx, &run)
@@ -92,11 +165,11 @@ func Runs(ctx context.Context, q Querier, prefix, job string) ([]Enqueued, error
 		prefix = "lockgen_"
 	}
 	if !prefixPattern.MatchString(prefix) {
-		return nil, fmt.Errorf("jobstest: table prefix %q must be letters, digits and underscores", prefix)
+		return nil, fmt.Errorf("lockgentest: table prefix %q must be letters, digits and underscores", prefix)
 	}
 	rows, err := q.QueryContext(ctx, "SELECT id, queue, state, args, run_at FROM "+prefix+"runs WHERE job = ? ORDER BY id", job)
 	if err != nil {
-		return nil, fmt.Errorf("jobstest: read the runs of %s: %w", job, err)
+		return nil, fmt.Errorf("lockgentest: read the runs of %s: %w", job, err)
 	}
 	defer rows.Close()
 	var out []Enqueued
@@ -104,7 +177,7 @@ func Runs(ctx context.Context, q Querier, prefix, job string) ([]Enqueued, error
 		var e Enqueued
 		var args []byte
 		if err := rows.Scan(&e.ID, &e.Queue, &e.State, &args, &e.RunAt); err != nil {
-			return nil, fmt.Errorf("jobstest: read the runs of %s: %w", job, err)
+			return nil, fmt.Errorf("lockgentest: read the runs of %s: %w", job, err)
 		}
 		e.Args = json.RawMessage(args)
 		out = append(out, e)
@@ -119,7 +192,7 @@ func RequireEnqueued(t testing.TB, q Querier, prefix, job string, args any) Enqu
 	t.Helper()
 	want, err := json.Marshal(args)
 	if err != nil {
-		t.Fatalf("jobstest: encode args: %v", err)
+		t.Fatalf("lockgentest: encode args: %v", err)
 	}
 	runs, err := Runs(context.Background(), q, prefix, job)
 	if err != nil {
@@ -133,9 +206,9 @@ func RequireEnqueued(t testing.TB, q Querier, prefix, job string, args any) Enqu
 		seen = append(seen, string(runs[i].Args))
 	}
 	if len(seen) == 0 {
-		t.Fatalf("jobstest: no run of %s with args %s (it has no run)", job, want)
+		t.Fatalf("lockgentest: no run of %s with args %s (it has no run)", job, want)
 	}
-	t.Fatalf("jobstest: no run of %s with args %s (its runs' args, newest first: %s)", job, want, strings.Join(seen, ", "))
+	t.Fatalf("lockgentest: no run of %s with args %s (its runs' args, newest first: %s)", job, want, strings.Join(seen, ", "))
 	return Enqueued{}
 }
 
@@ -147,7 +220,7 @@ func RequireNotEnqueued(t testing.TB, q Querier, prefix, job string) {
 		t.Fatal(err)
 	}
 	if len(runs) > 0 {
-		t.Fatalf("jobstest: %d runs of %s, want none (the first: %d with args %s)", len(runs), job, runs[0].ID, runs[0].Args)
+		t.Fatalf("lockgentest: %d runs of %s, want none (the first: %d with args %s)", len(runs), job, runs[0].ID, runs[0].Args)
 	}
 }
 
