@@ -35,6 +35,10 @@ type consumer struct {
 	w     *worker
 	ops   *ops.Ops
 	owner string
+	// backoff is the pause after a failed claim: doubled at each failure
+	// in a row (100 ms to 2 s), as a consumer should not hammer a server
+	// that refuses it.
+	backoff time.Duration
 }
 
 func newConsumer(w *worker, db *sql.DB, owner string) (*consumer, error) {
@@ -54,10 +58,12 @@ func (c *consumer) consume(ctx context.Context) {
 	if err != nil {
 		if ctx.Err() == nil {
 			c.w.fail("consume claim", err)
-			c.w.sleep(ctx, 100*time.Millisecond)
+			c.backoff = min(max(2*c.backoff, 100*time.Millisecond), 2*time.Second)
+			c.w.sleep(ctx, c.backoff)
 		}
 		return
 	}
+	c.backoff = 0
 	var wg sync.WaitGroup
 	for _, r := range runs {
 		wg.Add(1)
