@@ -90,7 +90,7 @@ func (e *executor) start(r *Run, sent time.Time) {
 			e.log.Info("lockgen: a running run was cancelled by an operator; its handler's context is cancelled", "job", r.Job, "run_id", r.ID, "attempt", r.Attempt)
 			return
 		}
-		e.log.Warn("lockgen: a running run's lease may be lost; its handler's context is cancelled", "job", r.Job, "queue", e.w.cfg.Queue, "run_id", r.ID, "attempt", r.Attempt, "cause", cause)
+		e.log.Warn("lockgen: a running run's lease may be lost; its handler's context is cancelled", "job", r.Job, "run_id", r.ID, "attempt", r.Attempt, "cause", cause) // e.log says the queue
 	})
 	a := &active{run: r, claim: driver.Claim{ID: r.ID, Claim: r.Claim}, job: r.Job, timeout: r.Timeout, started: clock.Now(), lease: lease}
 	e.mu.Lock()
@@ -108,7 +108,7 @@ func (e *executor) start(r *Run, sent time.Time) {
 		took := clock.Now().Sub(a.started)
 		obs.Finished(r.Job, queue, r.Attempt, outcomeOf(lease.ctx, r, o.err), took)
 		if took > r.Timeout {
-			e.log.Warn("lockgen: a handler returned after its timeout: it ignored its cancelled context", "job", r.Job, "queue", queue,
+			e.log.Warn("lockgen: a handler returned after its timeout: it ignored its cancelled context", "job", r.Job,
 				"run_id", r.ID, "attempt", r.Attempt, "timeout", r.Timeout, "overrun", took-r.Timeout)
 		}
 		select {
