@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/jobs"
@@ -451,15 +450,8 @@ func (o *Ops) dbNow(ctx context.Context) (time.Time, error) {
 	return now.UTC(), err
 }
 
-func checkWorker(w string) error {
-	switch {
-	case w == "" || len(w) > MaxWorker:
-		return invalid("worker", "worker must be 1 to %d bytes naming the consumer (its host and process)", MaxWorker)
-	case !utf8.ValidString(w):
-		return invalid("worker", "worker is not valid UTF-8")
-	}
-	return nil
-}
+// checkWorker checks a consumer's name as any other name a request gives.
+func checkWorker(w string) error { return checkName("worker", w, MaxWorker) }
 
 func checkClaim(id, claim int64) error {
 	switch {
