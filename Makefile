@@ -2,13 +2,13 @@
 # README's quick start; both work on a fresh Debian machine with Go.
 GO ?= go
 # Every Go module of the repository (go.work ties them together).
-MODULES := . runtime examples lockgenprom lockgenapi lockgenapi/dashboardtest
+MODULES := . runtime examples lockgenprom lockgenotel lockgenapi lockgenapi/dashboardtest
 # -count=1: tests talk to a real server, never reuse cached results.
 TESTFLAGS ?= -race -count=1
 export TESTFLAGS
 # The packages whose tests touch SQL: `make test` runs them against MySQL
 # as well as MariaDB (every package runs against MariaDB).
-SQL_PKGS := ./runtime/... ./lockgenprom/... ./lockgenapi/... ./lockgenapi/dashboardtest/... ./examples/... ./templates/... ./internal/doctor/... ./cmd/lockgen/...
+SQL_PKGS := ./runtime/... ./lockgenprom/... ./lockgenotel/... ./lockgenapi/... ./lockgenapi/dashboardtest/... ./examples/... ./templates/... ./internal/doctor/... ./cmd/lockgen/...
 MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 # staticcheck 2026.2.2 (needs Go 1.26, like the root module), pinned: `go run`
 # fetches it through the module proxy and caches the binary, so no module's
@@ -42,6 +42,7 @@ generate: ## regenerate queries/, the runtime's sqlc package and the examples' c
 	cd examples && $(GO) generate ./...
 	cd runtime && $(GO) generate ./internal/chaos/... ./internal/genstore/...
 	cd lockgenapi/dashboardtest && $(GO) generate ./...
+	cd lockgenotel && $(GO) generate ./...
 
 check-generated: generate ## fail when any generated file differs from what is committed
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \

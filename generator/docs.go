@@ -208,9 +208,22 @@ func (m *model) versionGuardDoc() string {
 
 func (m *model) optionDoc() string {
 	if len(m.Locks) == 0 {
-		return comment("Option configures New. See WithOwner and WithLogger.")
+		return comment("Option configures New. See WithOwner, WithLogger and WithTracer.")
 	}
-	return comment("Option configures New. See WithOwner, WithLogger and WithObserver.")
+	return comment("Option configures New. See WithOwner, WithLogger, WithObserver and WithTracer.")
+}
+
+func (m *model) withTracerDoc() string {
+	var traced []string
+	if len(m.Locks) > 0 {
+		traced = append(traced, "lock waits and holdings")
+	}
+	if len(m.Jobs) > 0 {
+		traced = append(traced, "enqueues and job attempts (when it implements jobs.Middleware too, as lockgenotel's does: "+
+			"each attempt's span links to the span that enqueued its run, through the run's headers)")
+	}
+	return comment("WithTracer sets the tracer of " + prose.And(traced) + ": e.g. github.com/lockgen/lockgen/lockgenotel's " +
+		"OpenTelemetry Tracer. Default: none. New fails with ErrInvalid on a nil tracer.")
 }
 
 func (m *model) withOwnerDoc() string {

@@ -236,7 +236,7 @@ func TestAddingJobsAddsMigrationsAndChangesNone(t *testing.T) {
 					assert.NotContains(t, string(after[p]), "lockgen_locks", p)
 				}
 			}
-			assert.NotEmpty(t, added, "the runs and queues tables and the history column come as new files")
+			assert.NotEmpty(t, added, "the runs and queues tables and the history and headers columns come as new files")
 			for _, p := range added {
 				switch base := filepath.Base(p); {
 				case strings.Contains(base, "0002_lockgen_runs"):
@@ -245,16 +245,16 @@ func TestAddingJobsAddsMigrationsAndChangesNone(t *testing.T) {
 				case strings.Contains(base, "0003_lockgen_queues"):
 					assert.Contains(t, string(after[p]), "lockgen_queues", p)
 					assert.NotContains(t, string(after[p]), "lockgen_runs", p)
-				case strings.Contains(base, "0004_lockgen_runs_history"):
+				case strings.Contains(base, "0004_lockgen_runs_history"), strings.Contains(base, "0005_lockgen_runs_headers"):
 					assert.Contains(t, string(after[p]), "ALTER TABLE lockgen_runs", p)
 					assert.NotContains(t, string(after[p]), "CREATE TABLE", p)
 				default:
-					t.Errorf("%s: not the runs (0002), queues (0003) or runs history (0004) migration", p)
+					t.Errorf("%s: not the runs (0002), queues (0003), runs history (0004) or runs headers (0005) migration", p)
 				}
 			}
-			want := 6 // golang-migrate: an up and a down file each
+			want := 8 // golang-migrate: an up and a down file each
 			if format == spec.FormatGoose {
-				want = 3
+				want = 4
 			}
 			assert.Len(t, added, want)
 		})

@@ -140,6 +140,11 @@ func wrappers(m *model) *jen.File {
 			jen.Return(rt("WithObserver").Call(jen.Id("obs"))),
 		)
 	}
+	f.Line()
+	f.Comment(m.withTracerDoc())
+	f.Func().Id("WithTracer").Params(jen.Id("t").Add(rt("Tracer"))).Id("Option").Block(
+		jen.Return(rt("WithTracer").Call(jen.Id("t"))),
+	)
 	if len(m.Locks) > 0 { // a jobs-only package has no lock names
 		f.Line()
 		f.Comment(m.namesDoc())

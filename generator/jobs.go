@@ -83,6 +83,23 @@ func jobsGo(m *model) *jen.File {
 		if j.Enqueue == "" {
 			continue
 		}
+		argsType := jen.Struct()
+		if j.ArgsType != "" {
+			argsType = jen.Id(j.ArgsType)
+		}
+		f.Line()
+		f.Comment(comment(fmt.Sprintf("%sKind is %s typed by its arguments, with its queue and the tables' prefix: for helpers "+
+			"that take a job and its arguments checked together, such as lockgentest.RequireEnqueued "+
+			"(github.com/lockgen/lockgen/runtime/lockgentest).", j.GoName, j.Name)))
+		f.Var().Id(j.GoName + "Kind").Op("=").Add(jb("Kind").Types(argsType)).Values(jen.Dict{
+			jen.Id("Name"): jen.Id(j.NameConst), jen.Id("Queue"): jen.Lit(j.Queue), jen.Id("TablePrefix"): jen.Lit(m.TablePrefix),
+		})
+	}
+
+	for _, j := range m.Jobs {
+		if j.Enqueue == "" {
+			continue
+		}
 		var args, argsVal jen.Code = nil, jen.Struct().Values()
 		if j.ArgsType != "" {
 			args, argsVal = jen.Id("args").Id(j.ArgsType), jen.Id("args")

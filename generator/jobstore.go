@@ -22,6 +22,7 @@ func jobsGlue(f *jen.File, m *model) {
 			{"Args", jen.Index().Byte().Call(x("Args"))}, {"Attempt", jen.Int().Call(x("Attempt"))}, {"MaxAttempts", jen.Int().Call(x("MaxAttempts"))},
 			{"Timeout", dur().Call(x("TimeoutUs")).Op("*").Qual("time", "Microsecond")},
 			{"ScheduledAt", x("ScheduledAt").Dot("Time")}, {"RunAt", x("RunAt")}, {"CreatedAt", x("CreatedAt")}, {"Claim", x("Claim")},
+			{"Headers", x("Headers")},
 		}
 	}
 	method := func(doc, name string, params []jen.Code, results []jen.Code, body ...jen.Code) {
@@ -41,6 +42,7 @@ func jobsGlue(f *jen.File, m *model) {
 			kv{"Job", r("Job")}, kv{"Queue", r("Queue")}, kv{"Priority", jen.Int32().Call(r("Priority"))}, kv{"DelayUs", r("Delay").Dot("Microseconds").Call()},
 			kv{"ScheduledAt", nullTime(r("ScheduledAt"))}, kv{"Args", jen.String().Call(r("Args"))}, kv{"MaxAttempts", jen.Int32().Call(r("MaxAttempts"))},
 			kv{"TimeoutUs", r("Timeout").Dot("Microseconds").Call()}, kv{"UniqueKey", nullString(r("UniqueKey"))},
+			kv{"Headers", r("Headers")},
 		)),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
 		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),

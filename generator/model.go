@@ -39,12 +39,12 @@ const jobsPath = runtimePath + "/jobs"
 
 // versionGuard is the runtime constant every generated package refers to,
 // so that it fails to build against a runtime it does not fit (see
-// runtime.RegenerateWithLockgenGenerateV5).
-const versionGuard = "RegenerateWithLockgenGenerateV5"
+// runtime.RegenerateWithLockgenGenerateV6).
+const versionGuard = "RegenerateWithLockgenGenerateV6"
 
 // The runtime of this repository must define versionGuard: bumping its
 // version breaks this line until versionGuard follows.
-const _ = runtime.RegenerateWithLockgenGenerateV5
+const _ = runtime.RegenerateWithLockgenGenerateV6
 
 // model is everything the renderers print, resolved from a spec. Renderers
 // take no decisions: names, types, paths and doc text all come from here.
@@ -74,6 +74,9 @@ type model struct {
 	// HistoryMigration is the path of the migration that adds the runs'
 	// history column, empty without jobs.
 	HistoryMigration string
+	// HeadersMigration is the path of the migration that adds the runs'
+	// headers column, empty without jobs.
+	HeadersMigration string
 	// Ops is what the operations layer needs of the spec (OpsConfig):
 	// printed as the package's OpsConfig, and the source of openapi.json.
 	Ops ops.Config
@@ -187,6 +190,7 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 		m.QueuesTable = s.TablePrefix + queuesTableBaseName
 		m.QueuesMigration = s.Migrations.File(spec.QueuesMigration, m.QueuesTable, spec.Up)
 		m.HistoryMigration = s.Migrations.File(spec.HistoryMigration, m.RunsTable+historyMigrationSuffix, spec.Up)
+		m.HeadersMigration = s.Migrations.File(spec.HeadersMigration, m.RunsTable+headersMigrationSuffix, spec.Up)
 		m.Migrations = append(m.Migrations, runsMigrations(s.Migrations, s.TablePrefix)...)
 	}
 	m.Receiver = receiverName(m.Locks)
@@ -272,15 +276,20 @@ func migrations(m spec.Migrations, prefix string) []sqlFile {
 // table's history column: 0004_<prefix>runs_history.
 const historyMigrationSuffix = "_history"
 
+// headersMigrationSuffix ends the name of the migration that adds the runs
+// table's headers column: 0005_<prefix>runs_headers.
+const headersMigrationSuffix = "_headers"
+
 // runsMigrations are the migration files of the runs table, the queues
-// table and the runs' history column: always new files after the lock
-// table's, so adding jobs never rewrites a migration, and the queues table
-// and the history column (added later) upgrade a database made by the
-// earlier migrations in place.
+// table and the runs' history and headers columns: always new files after
+// the lock table's, so adding jobs never rewrites a migration, and the
+// queues table and the columns (added later) upgrade a database made by
+// the earlier migrations in place.
 func runsMigrations(m spec.Migrations, prefix string) []sqlFile {
 	runs := migrationFiles(m, spec.RunsMigration, prefix+runsTableBaseName, templates.GooseRuns, templates.RunsDown, templates.RunsUp)
 	runs = append(runs, migrationFiles(m, spec.QueuesMigration, prefix+queuesTableBaseName, templates.GooseQueues, templates.QueuesDown, templates.QueuesUp)...)
-	return append(runs, migrationFiles(m, spec.HistoryMigration, prefix+runsTableBaseName+historyMigrationSuffix, templates.GooseHistory, templates.HistoryDown, templates.HistoryUp)...)
+	runs = append(runs, migrationFiles(m, spec.HistoryMigration, prefix+runsTableBaseName+historyMigrationSuffix, templates.GooseHistory, templates.HistoryDown, templates.HistoryUp)...)
+	return append(runs, migrationFiles(m, spec.HeadersMigration, prefix+runsTableBaseName+headersMigrationSuffix, templates.GooseHeaders, templates.HeadersDown, templates.HeadersUp)...)
 }
 
 // migrationFiles names migration number n of base in m's format: one goose

@@ -83,6 +83,13 @@ sql:
         package: %s
         out: out
         omit_sqlc_version: true
+        overrides:
+          # A run's headers: NULL or a JSON object, read and written by
+          # the runtime's type (a sql.Scanner and driver.Valuer).
+          - column: "*.headers"
+            go_type:
+              import: "github.com/lockgen/lockgen/runtime/driver"
+              type: "Headers"
 `
 
 // runSQLC compiles schema and queries with sqlc in a child process of exe

@@ -53,7 +53,7 @@ func storeGlue(m *model) *jen.File {
 	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())}, kv{"LocksMigration", jen.Lit(m.fileHint(m.LocksMigration))})
 	if m.RunsTable != "" {
 		target = append(target, kv{"RunsMigration", jen.Lit(m.fileHint(m.RunsMigration))}, kv{"QueuesMigration", jen.Lit(m.fileHint(m.QueuesMigration))},
-			kv{"HistoryMigration", jen.Lit(m.fileHint(m.HistoryMigration))})
+			kv{"HistoryMigration", jen.Lit(m.fileHint(m.HistoryMigration))}, kv{"HeadersMigration", jen.Lit(m.fileHint(m.HeadersMigration))})
 	}
 	f.Func().Params(recv.Clone()).Id("Server").Params().Add(dr("Target")).Block(
 		jen.Return(literal(dr("Target"), target...)),

@@ -25,6 +25,7 @@ type Client struct {
 	clock    Clock
 	logger   *slog.Logger
 	observer Observer
+	tracer   Tracer
 	wake     *wakeups
 	galera   galeraCheck
 	server   serverCheck
@@ -38,6 +39,7 @@ type clientOptions struct {
 	clock    Clock
 	logger   *slog.Logger
 	observer Observer
+	tracer   Tracer
 }
 
 // WithOwner sets the identity recorded in the lock rows this client holds,
@@ -105,7 +107,7 @@ func NewClient(store driver.Store, opts ...Option) (*Client, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
 	}
-	o := clientOptions{clock: SystemClock{}, observer: NopObserver{}}
+	o := clientOptions{clock: SystemClock{}, observer: NopObserver{}, tracer: NopTracer{}}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -120,7 +122,7 @@ func NewClient(store driver.Store, opts ...Option) (*Client, error) {
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
-	return &Client{store: store, owner: o.owner, clock: o.clock, logger: o.logger, observer: o.observer, wake: newWakeups()}, nil
+	return &Client{store: store, owner: o.owner, clock: o.clock, logger: o.logger, observer: o.observer, tracer: o.tracer, wake: newWakeups()}, nil
 }
 
 // Owner returns the identity this client records in the rows it holds.

@@ -23,6 +23,11 @@ type Lease struct {
 	held holding
 	// batched: the Lock's batcher renews this lease.
 	batched bool
+	// traceCtx is the acquiring caller's context with the Tracer's
+	// holding (nil without a Tracer); traceEnd ends the holding's trace
+	// at Release. Both are set before the caller gets the lease.
+	traceCtx context.Context
+	traceEnd func(error)
 
 	// ctx ends when the lease is lost (cause wraps ErrLeaseLost) or
 	// released (cause ErrReleased). view is what Context returns: ctx, with
@@ -389,7 +394,10 @@ func (ls *Lease) Release(ctx context.Context) error {
 	ls.lock.client.wake.notify(rowKey{ls.id.Name, ls.id.Key})
 	ls.lock.client.observer.Released(ls.id.Name, ls.lock.cfg.Strategy, ls.clock.Now().Sub(ls.acquired))
 	if lost != nil {
-		return lost
+		err = lost
+	}
+	if ls.traceEnd != nil {
+		ls.traceEnd(err)
 	}
 	return err
 }

@@ -193,9 +193,10 @@ func (l *Lock) Try(ctx context.Context, key string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := l.client.clock.Now()
+	start, traced := l.client.clock.Now(), l.traceAcquire(ctx, key)
 	lease, err := l.tryOnce(ctx, key)
 	l.observeAcquire(start, err)
+	traced(lease, err)
 	return lease, err
 }
 
@@ -303,9 +304,10 @@ func (l *Lock) Acquire(ctx context.Context, key string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := l.client.clock.Now()
+	start, traced := l.client.clock.Now(), l.traceAcquire(ctx, key)
 	lease, err := l.acquire(ctx, key, start)
 	l.observeAcquire(start, err)
+	traced(lease, err)
 	return lease, err
 }
 

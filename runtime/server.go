@@ -114,6 +114,7 @@ func schemas(f probe.Feature, target driver.Target) []schema {
 			s = append(s, schema{probe.QueuesSchema(target.QueuesTable), migrationOf(target.QueuesMigration, target), false})
 		}
 		s = append(s, schema{probe.RunsHistorySchema(target.RunsTable), migrationOf(target.HistoryMigration, target), true})
+		s = append(s, schema{probe.RunsHeadersSchema(target.RunsTable), migrationOf(target.HeadersMigration, target), true})
 	}
 	return s
 }

@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV5 is the compile-time version guard of
+// RegenerateWithLockgenGenerateV6 is the compile-time version guard of
 // generated code. Every package lockgen generates for this runtime refers to
-// it (const _ = runtime.RegenerateWithLockgenGenerateV5), so generated code
+// it (const _ = runtime.RegenerateWithLockgenGenerateV6), so generated code
 // and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -33,4 +33,11 @@ package runtime
 // V5: driver.JobStore has RunDiscard (a handler's permanent error), the
 // heartbeat reads a cancelled run (driver.HeartbeatRow.Cancelled), and
 // RunCancel cancels a running run too. This runtime does not run V4 code.
-const RegenerateWithLockgenGenerateV5 = true
+//
+// V6: the runs carry headers (driver.NewRun.Headers, Run.Headers: trace
+// context), which the generated store writes and reads in the headers
+// column that migration 0005 adds and whose migration it names
+// (driver.Target.HeadersMigration); the generated package has WithTracer.
+// This runtime requires that column, which V5 code has no migration for,
+// so it does not run V5 code.
+const RegenerateWithLockgenGenerateV6 = true

@@ -93,7 +93,8 @@ func TestNoStatementWarns(t *testing.T) {
 		runs := []driver.NewRun{
 			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, UniqueKey: "dup"},
 			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, UniqueKey: "dup"},
-			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, ScheduledAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)},
+			{Job: "j", Queue: "q", Args: []byte("{}"), MaxAttempts: 1, ScheduledAt: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
+				Headers: driver.Headers{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
 		}
 		_, err := conn.ExecContext(ctx, driver.InsertRunsSQL("lockgen_runs", len(runs)), driver.InsertRunsArgs(runs)...)
 		require.NoError(t, err, "round %d: InsertRunsSQL", round)
@@ -144,6 +145,8 @@ func (f filler) value(t reflect.Type, field string) reflect.Value {
 		*x = []int64{*f.runID}
 	case *[]sql.NullString:
 		*x = []sql.NullString{{String: "warn_check:1", Valid: true}}
+	case *driver.Headers:
+		*x = driver.Headers{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	default:
 		if t.Kind() != reflect.Struct {
 			panic("TestNoStatementWarns: no value for parameter type " + t.String())

@@ -48,6 +48,9 @@ func (l *Lock) With(ctx context.Context, key string, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
+	if lease.traceCtx != nil {
+		ctx = lease.traceCtx // the caller's, with the holding's span
+	}
 	return runHolding(ctx, lease, fn)
 }
 

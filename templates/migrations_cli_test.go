@@ -91,7 +91,8 @@ func writeMigrations(t *testing.T, dir string, files map[string]string) {
 // alone; one step down removes only the queues table; up again, then all
 // the way down, leaves none of lockgen's tables. Then 0004 upgrades a
 // database made by 0001 to 0003 holding a run: the history column comes,
-// the run stays, one step down takes only the column away.
+// the run stays, one step down takes only the column away; then 0005 adds
+// the headers column the same way.
 func TestMigrationsWithTheRealCLIs(t *testing.T) {
 	old := map[string]map[string]string{
 		"golang-migrate": {
@@ -107,6 +108,10 @@ func TestMigrationsWithTheRealCLIs(t *testing.T) {
 	history := map[string]map[string]string{
 		"golang-migrate": {"0004_acme_runs_history.up.sql": HistoryUp, "0004_acme_runs_history.down.sql": HistoryDown},
 		"goose":          {"00004_acme_runs_history.sql": GooseHistory},
+	}
+	headers := map[string]map[string]string{
+		"golang-migrate": {"0005_acme_runs_headers.up.sql": HeadersUp, "0005_acme_runs_headers.down.sql": HeadersDown},
+		"goose":          {"00005_acme_runs_headers.sql": GooseHeaders},
 	}
 	for _, format := range []string{"golang-migrate", "goose"} {
 		t.Run(format, func(t *testing.T) {
@@ -174,6 +179,16 @@ func TestMigrationsWithTheRealCLIs(t *testing.T) {
 			cli(down1...)
 			assert.Equal(t, []string{"claim_ref"}, columns(t, db, "acme_runs", "claim_ref", "history"), "one step down undoes 0004 only")
 			assert.Equal(t, []string{"acme_locks", "acme_queues", "acme_runs"}, lockgenTables())
+
+			// 0005 on top: the headers column comes, the run keeps none.
+			cli(up...)
+			writeMigrations(t, dir, headers[format])
+			cli(up...)
+			assert.Equal(t, []string{"claim_ref", "history", "headers"}, columns(t, db, "acme_runs", "claim_ref", "history", "headers"))
+			require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM acme_runs WHERE headers IS NULL").Scan(&runs))
+			assert.Equal(t, 1, runs, "the run is kept, with no headers")
+			cli(down1...)
+			assert.Equal(t, []string{"claim_ref", "history"}, columns(t, db, "acme_runs", "claim_ref", "history", "headers"), "one step down undoes 0005 only")
 			cli(downAll...)
 			assert.Empty(t, lockgenTables())
 		})

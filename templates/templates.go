@@ -28,7 +28,7 @@ type Data struct {
 	Jobs bool
 	// Schema is set by Render for the Schema template only: its tables
 	// have the columns that later migrations add to them (the runs'
-	// history), where a migration's CREATE TABLE has those of its day.
+	// history and headers), where a migration's CREATE TABLE has those of its day.
 	Schema bool
 }
 
@@ -59,6 +59,12 @@ const (
 	HistoryUp    = "history.up.sql"
 	HistoryDown  = "history.down.sql"
 	GooseHistory = "goose_history.sql"
+	// HeadersUp and HeadersDown are the golang-migrate pair adding the runs
+	// table's headers column (trace context, run headers); GooseHeaders is
+	// the goose migration.
+	HeadersUp    = "headers.up.sql"
+	HeadersDown  = "headers.down.sql"
+	GooseHeaders = "goose_headers.sql"
 )
 
 // Render executes the named template with data. It fails only when name is

@@ -43,13 +43,13 @@ func TestEnqueueInTheOrdersTransaction(t *testing.T) {
 	require.NoError(t, err)
 	_, err = l.EnqueueSendReceiptTx(ctx, tx, args)
 	require.NoError(t, err)
-	lockgentest.RequireEnqueued(t, tx, "jobsdemo_", jobs.SendReceiptJob, args)
-	lockgentest.RequireNotEnqueued(t, db, "jobsdemo_", jobs.SendReceiptJob) // not committed
+	lockgentest.RequireEnqueued(t, tx, jobs.SendReceiptKind, args)
+	lockgentest.RequireNotEnqueued(t, db, jobs.SendReceiptKind) // not committed
 	require.NoError(t, tx.Rollback())
-	lockgentest.RequireNotEnqueued(t, db, "jobsdemo_", jobs.SendReceiptJob)
+	lockgentest.RequireNotEnqueued(t, db, jobs.SendReceiptKind)
 
 	_, err = l.EnqueueSendReceipt(ctx, args)
 	require.NoError(t, err)
-	run := lockgentest.RequireEnqueued(t, db, "jobsdemo_", jobs.SendReceiptJob, args)
+	run := lockgentest.RequireEnqueued(t, db, jobs.SendReceiptKind, args)
 	assert.Equal(t, "default", run.Queue)
 }

@@ -36,6 +36,8 @@ var (
 	queuesMigration string
 	//go:embed migrations/0004_jobsdemo_runs_history.up.sql
 	historyMigration string
+	//go:embed migrations/0005_jobsdemo_runs_headers.up.sql
+	headersMigration string
 )
 
 func main() {
@@ -82,7 +84,7 @@ func (h handlers) SendReceipt(ctx context.Context, run *jobs.Run, args jobs.Send
 // three nodes work for runFor as the application's user, and prints a
 // summary.
 func run(ctx context.Context, dsns demodb.DSNs, orders int, runFor time.Duration, out io.Writer) error {
-	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration, historyMigration)
+	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration, historyMigration, headersMigration)
 	if err != nil {
 		return fmt.Errorf("set up the database: %w", err)
 	}

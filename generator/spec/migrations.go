@@ -6,14 +6,16 @@ import (
 )
 
 // The migrations lockgen writes: number 1 creates the lock table, number 2
-// the runs table, number 3 the queues table and number 4 adds the runs'
-// history column (2 to 4 only with jobs), so adding jobs or a later table
-// or column never rewrites a migration.
+// the runs table, number 3 the queues table, number 4 adds the runs'
+// history column and number 5 their headers column (2 to 5 only with
+// jobs), so adding jobs or a later table or column never rewrites a
+// migration.
 const (
 	LocksMigration   = 1
 	RunsMigration    = 2
 	QueuesMigration  = 3
 	HistoryMigration = 4
+	HeadersMigration = 5
 )
 
 // Directions of a golang-migrate file; a goose file holds both.

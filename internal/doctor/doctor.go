@@ -182,7 +182,8 @@ func declared(s *spec.Spec) (uses []Use, tables []table) {
 	if jobs {
 		tables = append(tables, table{name: prefix + "runs", schema: probe.RunsSchema, migration: spec.RunsMigration},
 			table{name: prefix + "queues", schema: probe.QueuesSchema, migration: spec.QueuesMigration},
-			table{name: prefix + "runs", schema: probe.RunsHistorySchema, migration: spec.HistoryMigration, file: prefix + "runs_history", column: true})
+			table{name: prefix + "runs", schema: probe.RunsHistorySchema, migration: spec.HistoryMigration, file: prefix + "runs_history", column: true},
+			table{name: prefix + "runs", schema: probe.RunsHeadersSchema, migration: spec.HeadersMigration, file: prefix + "runs_headers", column: true})
 	}
 	return uses, tables
 }

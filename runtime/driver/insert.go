@@ -15,7 +15,7 @@ import (
 const utcNow = "(UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)"
 
 // insertRunRow is one row of InsertRunsSQL: RunInsert's VALUES.
-const insertRunRow = "(?, ?, 'available', ?, " + utcNow + " + INTERVAL ? MICROSECOND, ?, ?, ?, ?, ?, " + utcNow + ")"
+const insertRunRow = "(?, ?, 'available', ?, " + utcNow + " + INTERVAL ? MICROSECOND, ?, ?, ?, ?, ?, ?, " + utcNow + ")"
 
 // InsertRunsSQL returns the statement that inserts n runs into table (the
 // prefixed runs table): the multi-row form of the RunInsert query, which
@@ -25,7 +25,7 @@ func InsertRunsSQL(table string, n int) string {
 	var b strings.Builder
 	b.WriteString("INSERT INTO ")
 	b.WriteString(table)
-	b.WriteString(" (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at) VALUES ")
+	b.WriteString(" (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, headers, created_at) VALUES ")
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteString(", ")
@@ -40,7 +40,7 @@ func InsertRunsSQL(table string, n int) string {
 
 // InsertRunsArgs returns the arguments of InsertRunsSQL for runs.
 func InsertRunsArgs(runs []NewRun) []any {
-	args := make([]any, 0, 9*len(runs))
+	args := make([]any, 0, 10*len(runs))
 	for _, r := range runs {
 		var scheduled, unique any
 		if !r.ScheduledAt.IsZero() {
@@ -49,7 +49,7 @@ func InsertRunsArgs(runs []NewRun) []any {
 		if r.UniqueKey != "" {
 			unique = r.UniqueKey
 		}
-		args = append(args, r.Job, r.Queue, r.Priority, r.Delay.Microseconds(), scheduled, string(r.Args), r.MaxAttempts, r.Timeout.Microseconds(), unique)
+		args = append(args, r.Job, r.Queue, r.Priority, r.Delay.Microseconds(), scheduled, string(r.Args), r.MaxAttempts, r.Timeout.Microseconds(), unique, r.Headers)
 	}
 	return args
 }

@@ -62,6 +62,10 @@ type NewRun struct {
 	// an unfinished run of the job has the same key. At most 191 bytes of
 	// UTF-8, not ending in a space.
 	UniqueKey string
+	// Headers travel with the run to each attempt's handler (Run.Headers),
+	// as a message's headers do: tracing puts the enqueueing span's trace
+	// context here. Optional; see CheckHeaders for the bounds.
+	Headers Headers
 }
 
 // Run is one claimed attempt of a run, as its handler sees it.
@@ -88,6 +92,9 @@ type Run struct {
 	// matches it, so a worker whose run was rescued and claimed again
 	// cannot overwrite the new attempt's outcome.
 	Claim int64
+	// Headers are the headers its producer set (NewRun.Headers); nil when
+	// it set none.
+	Headers Headers
 }
 
 // RunInfo is a run as stored.

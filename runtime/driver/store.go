@@ -48,9 +48,10 @@ type Target struct {
 	// for the error that says a table is missing or does not match it.
 	// Empty: the error names Migrations.
 	LocksMigration, RunsMigration, QueuesMigration string
-	// HistoryMigration names the migration that adds the runs table's
-	// history column, as LocksMigration does.
-	HistoryMigration string
+	// HistoryMigration and HeadersMigration name the migrations that add
+	// the runs table's history and headers columns, as LocksMigration
+	// does.
+	HistoryMigration, HeadersMigration string
 }
 
 // SessionHeld is what LeaseAcquire returns for a row that shows a

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"strings"
 	"sync"
@@ -77,12 +78,15 @@ type Client struct {
 	pauses pauses
 	// obs hears of enqueues, claims, attempts and rescues.
 	obs Observer
+	// middleware wraps enqueues and attempts, outermost first.
+	middleware []Middleware
 }
 
 // NewClient returns the job client of the node whose lock client is locks,
 // over store, the runs table's statements (the generated code passes its
 // store, which implements driver.JobStore). It takes its owner identity,
-// clock and logger from locks. Workers started through one Client wake each
+// clock, logger, Observer and Middleware (its Observer and Tracer, when they
+// implement those) from locks. Workers started through one Client wake each
 // other on local enqueues and share claim gates; a second Client on the same
 // lock client behaves like another node. It fails with runtime.ErrInvalid
 // on a nil locks or store, or a queue name of WithQueues that PauseQueue
@@ -99,6 +103,9 @@ func NewClient(locks *runtime.Client, store driver.JobStore, opts ...ClientOptio
 	}
 	if obs, ok := locks.Observer().(Observer); ok {
 		j.obs = obs
+	}
+	if mw, ok := locks.Tracer().(Middleware); ok {
+		j.middleware = append(j.middleware, mw)
 	}
 	for _, opt := range opts {
 		opt(j)
@@ -158,7 +165,19 @@ func (j *Client) Enqueue(ctx context.Context, tx *sql.Tx, r NewRun) (int64, erro
 	if err := j.locks.CheckFeature(ctx, tx, probe.Jobs); err != nil {
 		return 0, err
 	}
-	id, err := j.store.RunInsert(ctx, tx, r)
+	var id int64
+	runs := []NewRun{r}
+	err = j.enqueueThrough(ctx, runs, func(ctx context.Context) error {
+		if err := checkHeaders(runs); err != nil {
+			return err
+		}
+		var err error
+		id, err = j.store.RunInsert(ctx, tx, runs[0])
+		return err
+	})
+	if errors.Is(err, runtime.ErrInvalid) {
+		return 0, err
+	}
 	if err != nil {
 		return 0, fmt.Errorf("lockgen: enqueue job %q: %w", r.Job, err)
 	}
@@ -205,7 +224,22 @@ func checkNewRun(r NewRun) (NewRun, error) {
 	case r.UniqueKey != "" && !r.ScheduledAt.IsZero():
 		return r, fmt.Errorf("%w: job %q: a run has a scheduled tick or a unique key, not both", runtime.ErrInvalid, r.Job)
 	}
+	if err := driver.CheckHeaders(r.Headers); err != nil {
+		return r, fmt.Errorf("%w: job %q: %w", runtime.ErrInvalid, r.Job, err)
+	}
+	r.Headers = maps.Clone(r.Headers) // the middleware may set headers
 	return r, nil
+}
+
+// checkHeaders checks the headers the middleware left on runs: ErrInvalid
+// naming the run when one's are bad.
+func checkHeaders(runs []NewRun) error {
+	for i, r := range runs {
+		if err := driver.CheckHeaders(r.Headers); err != nil {
+			return fmt.Errorf("%w: job %q (run %d of the batch): headers set by the middleware: %w", runtime.ErrInvalid, r.Job, i, err)
+		}
+	}
+	return nil
 }
 
 // MaxEnqueueBatch is the most runs EnqueueMany inserts per statement.
@@ -231,7 +265,17 @@ func (j *Client) EnqueueMany(ctx context.Context, tx *sql.Tx, runs []NewRun) err
 	}
 	for len(checked) > 0 {
 		n := min(len(checked), MaxEnqueueBatch)
-		if err := j.store.RunInsertMany(ctx, tx, checked[:n]); err != nil {
+		batch := checked[:n]
+		err := j.enqueueThrough(ctx, batch, func(ctx context.Context) error {
+			if err := checkHeaders(batch); err != nil {
+				return err
+			}
+			return j.store.RunInsertMany(ctx, tx, batch)
+		})
+		if errors.Is(err, runtime.ErrInvalid) {
+			return err
+		}
+		if err != nil {
 			return fmt.Errorf("lockgen: enqueue %d runs: %w", n, err)
 		}
 		j.observeEnqueued(checked[:n])

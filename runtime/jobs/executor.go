@@ -104,7 +104,7 @@ func (e *executor) start(r *Run, sent time.Time) {
 		defer e.handlers.Done()
 		defer cancel()
 		defer lease.stop()
-		o := outcome{run: r, err: e.w.handle(lease.ctx, r)}
+		o := outcome{run: r, err: e.w.jobs.workThrough(lease.ctx, r, func(ctx context.Context) error { return e.w.handle(ctx, r) })}
 		took := clock.Now().Sub(a.started)
 		obs.Finished(r.Job, queue, r.Attempt, outcomeOf(lease.ctx, r, o.err), took)
 		if took > r.Timeout {

@@ -185,16 +185,22 @@ func Runs(ctx context.Context, q Querier, prefix, job string) ([]Enqueued, error
 	return out, rows.Err()
 }
 
-// RequireEnqueued fails t unless q sees a run of job whose arguments are
-// args (compared as JSON, so field order and spacing do not matter), and
-// returns the newest such run. prefix is as for Runs.
-func RequireEnqueued(t testing.TB, q Querier, prefix, job string, args any) Enqueued {
+// RequireEnqueued fails t unless q sees a run of the job whose arguments
+// are args (compared as JSON, so field order and spacing do not matter),
+// and returns the newest such run. kind is the generated package's
+// <Job>Kind (jobs.Kind: the job's name, its arguments' type and the
+// tables' prefix), so the job and its arguments are checked together at
+// compile time:
+//
+//	lockgentest.RequireEnqueued(t, tx, app.SendReceiptKind, app.SendReceiptArgs{OrderID: 7})
+func RequireEnqueued[T any](t testing.TB, q Querier, kind jobs.Kind[T], args T) Enqueued {
 	t.Helper()
+	job := kind.Name
 	want, err := json.Marshal(args)
 	if err != nil {
 		t.Fatalf("lockgentest: encode args: %v", err)
 	}
-	runs, err := Runs(context.Background(), q, prefix, job)
+	runs, err := Runs(context.Background(), q, kind.TablePrefix, job)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,10 +218,12 @@ func RequireEnqueued(t testing.TB, q Querier, prefix, job string, args any) Enqu
 	return Enqueued{}
 }
 
-// RequireNotEnqueued fails t if q sees any run of job.
-func RequireNotEnqueued(t testing.TB, q Querier, prefix, job string) {
+// RequireNotEnqueued fails t if q sees any run of the job of kind (the
+// generated package's <Job>Kind).
+func RequireNotEnqueued[T any](t testing.TB, q Querier, kind jobs.Kind[T]) {
 	t.Helper()
-	runs, err := Runs(context.Background(), q, prefix, job)
+	job := kind.Name
+	runs, err := Runs(context.Background(), q, kind.TablePrefix, job)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,26 +110,31 @@ func TestRequireEnqueuedSeesTheTransaction(t *testing.T) {
 	j, err := jobs.NewClient(c, store)
 	require.NoError(t, err)
 	base := jobs.NewRun{Job: "send_receipt", Queue: "mail", MaxAttempts: 3, Timeout: time.Minute}
+	// What the generated package declares as SendReceiptKind.
+	kind := jobs.Kind[receipt]{Name: "send_receipt", Queue: "mail", TablePrefix: "lockgen_"}
+	loose := jobs.Kind[map[string]any]{Name: "send_receipt"} // the default prefix
 
 	tx, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer tx.Rollback()
 	id, err := jobs.EnqueueArgs(ctx, j, tx, base, receipt{OrderID: 42, Email: "b@example.com"})
 	require.NoError(t, err)
-	run := lockgentest.RequireEnqueued(t, tx, "", "send_receipt", map[string]any{"email": "b@example.com", "order_id": 42, "wait": 0})
+	run := lockgentest.RequireEnqueued(t, tx, loose, map[string]any{"email": "b@example.com", "order_id": 42, "wait": 0})
 	assert.Equal(t, id, run.ID)
 	assert.Equal(t, "mail", run.Queue)
 	assert.Equal(t, "available", run.State)
-	lockgentest.RequireNotEnqueued(t, db, "", "send_receipt") // not committed yet
+	lockgentest.RequireNotEnqueued(t, db, kind) // not committed yet
 
-	msg := fails(t, func(tb testing.TB) { lockgentest.RequireEnqueued(tb, tx, "", "send_receipt", receipt{OrderID: 43}) })
+	msg := fails(t, func(tb testing.TB) { lockgentest.RequireEnqueued(tb, tx, kind, receipt{OrderID: 43}) })
 	assert.Contains(t, msg, `no run of send_receipt with args {"order_id":43`)
 	assert.Regexp(t, `newest first: \{"order_id": ?42`, msg, "it shows the runs it saw")
-	msg = fails(t, func(tb testing.TB) { lockgentest.RequireNotEnqueued(tb, tx, "", "send_receipt") })
+	msg = fails(t, func(tb testing.TB) { lockgentest.RequireNotEnqueued(tb, tx, kind) })
 	assert.Contains(t, msg, "1 runs of send_receipt, want none")
-	msg = fails(t, func(tb testing.TB) { lockgentest.RequireNotEnqueued(tb, tx, "x; DROP TABLE y", "send_receipt") })
+	msg = fails(t, func(tb testing.TB) {
+		lockgentest.RequireNotEnqueued(tb, tx, jobs.Kind[receipt]{Name: "send_receipt", TablePrefix: "x; DROP TABLE y"})
+	})
 	assert.Contains(t, msg, "must be letters, digits and underscores")
 
 	require.NoError(t, tx.Commit())
-	lockgentest.RequireEnqueued(t, db, "lockgen_", "send_receipt", receipt{OrderID: 42, Email: "b@example.com"})
+	lockgentest.RequireEnqueued(t, db, kind, receipt{OrderID: 42, Email: "b@example.com"})
 }

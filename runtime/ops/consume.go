@@ -82,6 +82,9 @@ type Claimed struct {
 	ScheduledAt *time.Time `json:"scheduled_at,omitempty"`
 	RunAt       time.Time  `json:"run_at"`
 	CreatedAt   time.Time  `json:"created_at"`
+	// Headers are the run's headers as its producer set them: a W3C
+	// traceparent here is the span to link the attempt's span to.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // HeartbeatRequest keeps a claimed run.
@@ -217,7 +220,7 @@ func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, le
 			ID: r.ID, Job: r.Job, Queue: r.Queue, Args: argsJSON(r.Args), Priority: r.Priority,
 			Attempt: r.Attempt, MaxAttempts: r.MaxAttempts, Claim: r.Claim, Deadline: now.Add(lease), LeaseMS: leaseMS,
 			Timeout: r.Timeout.String(), TimeoutMS: r.Timeout.Milliseconds(),
-			RunAt: r.RunAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
+			RunAt: r.RunAt.UTC(), CreatedAt: r.CreatedAt.UTC(), Headers: r.Headers,
 		}
 		if !r.ScheduledAt.IsZero() {
 			at := r.ScheduledAt.UTC()

@@ -83,6 +83,33 @@ func TestConsumeClaimHeartbeatComplete(t *testing.T) {
 	assert.Equal(t, ops.CodeNotFound, codeOf(t, err))
 }
 
+// TestHeadersTravelWithTheRun: a push's headers (a producer's trace
+// context) come back with each claim of the run and in its details, from
+// Go workers' runs too; a run without headers has none.
+func TestHeadersTravelWithTheRun(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, deployment)
+	tp := map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "tracestate": "k=v"}
+	pushed, err := f.ops.Push(ctx, "mail", ops.Push{Headers: tp})
+	require.NoError(t, err)
+	enqueued := f.enqueue(t, jobs.NewRun{Job: "mail", Queue: "mail", Headers: map[string]string{"x-tenant": "7"}})
+	plain := f.enqueue(t, jobs.NewRun{Job: "mail", Queue: "mail"})
+
+	got, err := f.ops.Claim(ctx, "mail", ops.ClaimRequest{Worker: "py@host-1", Limit: 5})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	want := map[int64]map[string]string{pushed.ID: tp, enqueued: {"x-tenant": "7"}, plain: nil}
+	for _, c := range got {
+		assert.Equal(t, want[c.ID], c.Headers, "run %d's claim", c.ID)
+		r, err := f.ops.Run(ctx, c.ID)
+		require.NoError(t, err)
+		assert.Equal(t, want[c.ID], r.Headers, "run %d's details", c.ID)
+	}
+	var null bool
+	require.NoError(t, f.db.QueryRow("SELECT headers IS NULL FROM lockgen_runs WHERE id = ?", plain).Scan(&null))
+	assert.True(t, null, "a run without headers stores NULL")
+}
+
 // TestConsumeRescuesASilentConsumer: a consumer that stops heartbeating
 // loses its run to the next claim's rescue, and its late outcomes are
 // refused while the new claim's count.

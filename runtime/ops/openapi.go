@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // OpenAPI returns the OpenAPI 3.1 description of the HTTP API (package
@@ -234,7 +236,10 @@ func baseSchemas() obj {
 			"created_at": when, "finished_at": when, "unique_key": str, "last_error": str,
 			"args": obj{"description": "the run's JSON arguments (GET /api/v1/runs/{id} only)"}, "claim": i64, "timeout_ms": i64,
 			"history":  obj{"description": "the run's state changes, oldest first, the newest 50 kept (GET /api/v1/runs/{id} only)", "type": "array", "items": ref("HistoryEntry")},
-			"attempts": obj{"description": "the run's attempts, read from its history (GET /api/v1/runs/{id} only)", "type": "array", "items": ref("Attempt")}}),
+			"attempts": obj{"description": "the run's attempts, read from its history (GET /api/v1/runs/{id} only)", "type": "array", "items": ref("Attempt")},
+			"headers":  obj{"description": "the run's headers as its producer set them (GET /api/v1/runs/{id} only)", "$ref": "#/components/schemas/Headers"}}),
+		"Headers": obj{"type": "object", "maxProperties": driver.MaxHeaders, "additionalProperties": obj{"type": "string"},
+			"description": fmt.Sprintf("string headers that travel with a run to each attempt, at most %d bytes of names and values: a W3C traceparent (and tracestate) here links the attempts' spans to the producer's", driver.MaxHeadersBytes)},
 		"HistoryEntry": object([]any{"at", "event", "attempt"}, obj{
 			"at": when, "event": obj{"type": "string", "enum": historyEvents}, "attempt": integer, "worker": str, "error": str}),
 		"Attempt": object([]any{"attempt", "started_at", "outcome"}, obj{
@@ -248,6 +253,7 @@ func baseSchemas() obj {
 			"priority":     obj{"type": "integer", "minimum": -100, "maximum": 100},
 			"max_attempts": obj{"type": "integer", "minimum": 1},
 			"unique_key":   obj{"type": "string", "maxLength": 191},
+			"headers":      ref("Headers"),
 		}},
 		"RetryFilter": obj{"type": "object", "additionalProperties": false, "required": []any{"state"}, "properties": obj{
 			"job": str, "queue": str, "state": obj{"type": "string", "enum": retryStates},
@@ -267,7 +273,7 @@ func baseSchemas() obj {
 			"deadline":   obj{"type": "string", "format": "date-time", "description": "when the lease ends by the database clock unless a heartbeat extends it"},
 			"timeout":    obj{"type": "string", "description": "the attempt's time limit, a Go duration"},
 			"lease_ms":   obj{"type": "integer", "format": "int64", "description": "how long the lease lasts, at least, from when the server received the request: work on the run until the time you sent it plus lease_ms (less a margin), unless a heartbeat extends it"},
-			"timeout_ms": i64, "scheduled_at": when, "run_at": when, "created_at": when}),
+			"timeout_ms": i64, "scheduled_at": when, "run_at": when, "created_at": when, "headers": ref("Headers")}),
 		"ClaimedBatch": object([]any{"items"}, obj{"items": list(ref("Claimed"))}),
 		"ClaimRef":     obj{"type": "object", "additionalProperties": false, "required": []any{"claim"}, "properties": obj{"claim": i64}},
 		"ClaimRefBatch": obj{"type": "object", "additionalProperties": false, "required": []any{"runs"}, "properties": obj{

@@ -43,6 +43,11 @@ type Push struct {
 	// UniqueKey, when set, returns the existing unfinished run of the job
 	// with this key instead of enqueuing another.
 	UniqueKey string `json:"unique_key,omitempty"`
+	// Headers travel with the run to each attempt (string values, at most
+	// driver.MaxHeaders of them and driver.MaxHeadersBytes in all): a
+	// producer's W3C trace context (traceparent, tracestate) here makes
+	// the attempts' spans link to its span.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // Pushed is the answer to a Push: the run's ID, and whether it is an
@@ -200,7 +205,10 @@ func (o *Ops) prepare(j Job, p Push) (pushRow, error) {
 	if p.RunAt != nil {
 		stmt, when = o.q.runPushAt, p.RunAt.UnixMicro()
 	}
-	return pushRow{stmt: stmt, args: []any{j.Name, j.Queue, priority, when, string(args), maxAttempts, j.Timeout.Microseconds(), unique}}, nil
+	if err := driver.CheckHeaders(p.Headers); err != nil {
+		return pushRow{}, invalid("headers", "%s", strings.TrimPrefix(err.Error(), driver.ErrHeaders.Error()+": "))
+	}
+	return pushRow{stmt: stmt, args: []any{j.Name, j.Queue, priority, when, string(args), maxAttempts, j.Timeout.Microseconds(), unique, driver.Headers(p.Headers)}}, nil
 }
 
 // job returns the declared job, its defaults filled in.

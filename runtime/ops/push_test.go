@@ -3,6 +3,7 @@ package ops_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -168,6 +169,10 @@ func TestPushRefusesBadInputNamingTheField(t *testing.T) {
 		{"typed", ops.Push{MaxAttempts: &zero}, "max_attempts"},
 		{"typed", ops.Push{UniqueKey: "k "}, "unique_key"},
 		{"typed", ops.Push{UniqueKey: strings.Repeat("k", 192)}, "unique_key"},
+		{"typed", ops.Push{Headers: map[string]string{"": "x"}}, "headers"},
+		{"typed", ops.Push{Headers: map[string]string{"traceparent": "\xff"}}, "headers"},
+		{"typed", ops.Push{Headers: map[string]string{"big": strings.Repeat("x", 4097)}}, "headers"},
+		{"typed", ops.Push{Headers: manyHeaders(17)}, "headers"},
 	} {
 		_, err := f.ops.Push(ctx, c.job, c.push)
 		requireCode(t, err, ops.CodeInvalid, c.field)
@@ -248,4 +253,13 @@ func TestPushManyIsAllOrNone(t *testing.T) {
 	_, err = f.ops.PushMany(ctx, "nope", []ops.Push{{}})
 	requireCode(t, err, ops.CodeInvalid, "job")
 	assert.Equal(t, before, count())
+}
+
+// manyHeaders returns n headers.
+func manyHeaders(n int) map[string]string {
+	h := map[string]string{}
+	for i := range n {
+		h[fmt.Sprintf("h%d", i)] = "v"
+	}
+	return h
 }

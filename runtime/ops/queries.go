@@ -85,15 +85,15 @@ UNION ALL SELECT COUNT(*), 0, 0 FROM (SELECT 1 FROM {runs} WHERE queue = ? AND s
 		lastTick:    r.Replace("SELECT id, scheduled_at, state FROM {runs} WHERE job = ? AND dedupe >= 't' AND dedupe < 'u' ORDER BY dedupe DESC LIMIT 1"),
 		runsScan:    r.Replace("SELECT id, job, queue, state FROM {runs} WHERE id < ? ORDER BY id DESC LIMIT ?"),
 		runsList:    r.Replace("SELECT " + runCols + " FROM {runs} WHERE id IN "),
-		runGet:      r.Replace("SELECT " + runCols + ", args, claim, timeout_us, history FROM {runs} WHERE id = ?"),
+		runGet:      r.Replace("SELECT " + runCols + ", args, claim, timeout_us, history, headers FROM {runs} WHERE id = ?"),
 		runsClaims:  r.Replace("SELECT id, state, claim FROM {runs} WHERE id IN "),
 		runCancel: r.Replace("UPDATE {runs} SET " + historySet("'event', 'cancelled', 'attempt', attempt, 'worker', IF(state = 'running', worker, '')") + ", finished_at = IF(state = 'running', GREATEST(deadline, {now}), {now}), deadline = NULL, state = 'cancelled' " +
 			"WHERE id = ? AND state IN ('available', 'running')"),
-		runPush: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, created_at)
-VALUES (?, ?, 'available', ?, {now} + INTERVAL CAST(? AS SIGNED) MICROSECOND, ?, ?, ?, ?, {now})
+		runPush: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, headers, created_at)
+VALUES (?, ?, 'available', ?, {now} + INTERVAL CAST(? AS SIGNED) MICROSECOND, ?, ?, ?, ?, ?, {now})
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
-		runPushAt: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, created_at)
-VALUES (?, ?, 'available', ?, GREATEST(TIMESTAMP('1970-01-01 00:00:00') + INTERVAL CAST(? AS SIGNED) MICROSECOND, {now}), ?, ?, ?, ?, {now})
+		runPushAt: r.Replace(`INSERT INTO {runs} (job, queue, state, priority, run_at, args, max_attempts, timeout_us, unique_key, headers, created_at)
+VALUES (?, ?, 'available', ?, GREATEST(TIMESTAMP('1970-01-01 00:00:00') + INTERVAL CAST(? AS SIGNED) MICROSECOND, {now}), ?, ?, ?, ?, ?, {now})
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`),
 		retryScan: r.Replace(`SELECT id, finished_at, queue FROM {runs} FORCE INDEX ({runs}_state)
 WHERE state = ? AND deadline IS NULL AND job = ? AND (finished_at > ? OR (finished_at = ? AND id > ?)) AND finished_at < ?

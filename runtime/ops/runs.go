@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 // States are the states a run can be in, as stored and as filters take them.
@@ -43,6 +45,9 @@ type Run struct {
 	// 50 are kept); Attempts the same log seen per attempt.
 	History  []HistoryEntry `json:"history,omitempty"`
 	Attempts []Attempt      `json:"attempts,omitempty"`
+	// Headers are the run's headers (trace context), as its producer set
+	// them (GET /api/v1/runs/{id} only).
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // historyEvents are the events of a run's history; attemptOutcomes how an
@@ -238,8 +243,9 @@ func (o *Ops) Run(ctx context.Context, id int64) (*Run, error) {
 func (o *Ops) run(ctx context.Context, id int64) (*Run, error) {
 	var args string
 	var history sql.NullString
+	var headers driver.Headers
 	var claim, timeoutUs int64
-	r, err := scanRun(o.db.QueryRowContext(ctx, o.q.runGet, id), &args, &claim, &timeoutUs, &history)
+	r, err := scanRun(o.db.QueryRowContext(ctx, o.q.runGet, id), &args, &claim, &timeoutUs, &history, &headers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &Error{Code: CodeNotFound, Field: "id", Message: fmt.Sprintf("no run has ID %d (it may have been pruned)", id)}
 	}
@@ -248,6 +254,7 @@ func (o *Ops) run(ctx context.Context, id int64) (*Run, error) {
 	}
 	r.Claim, r.TimeoutMS = claim, timeoutUs/1000
 	r.Args = argsJSON([]byte(args))
+	r.Headers = headers
 	if history.Valid {
 		if err := json.Unmarshal([]byte(history.String), &r.History); err != nil {
 			return nil, fmt.Errorf("ops: run %d: its history is not what lockgen writes: %w", id, err)

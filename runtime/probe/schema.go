@@ -74,6 +74,13 @@ func RunsHistorySchema(table string) TableSchema {
 	return TableSchema{Table: table, Columns: []string{"history"}}
 }
 
+// RunsHeadersSchema is what the migration that adds the runs' headers
+// column (templates/headers_add.sql.tmpl) adds to the runs table named
+// table, checked apart as RunsHistorySchema is.
+func RunsHeadersSchema(table string) TableSchema {
+	return TableSchema{Table: table, Columns: []string{"headers"}}
+}
+
 // ColumnsProblem is the message for a table that lacks what a later
 // migration adds to it (lacks, as Lacks words it): apply that migration.
 func ColumnsProblem(table, database string, lacks []string, migration string) string {

@@ -36,10 +36,11 @@ func TestSchemasMatchTheMigrations(t *testing.T) {
 		}
 		wantColumns := want.Columns
 		if want.Table == "lockgen_runs" {
-			// The schema's CREATE TABLE has the column migration 0004 adds
-			// (RunsHistorySchema), after claim_ref.
+			// The schema's CREATE TABLE has the columns migrations 0004
+			// and 0005 add (RunsHistorySchema, RunsHeadersSchema), after
+			// claim_ref.
 			i := slices.Index(wantColumns, "claim_ref") + 1
-			wantColumns = slices.Concat(wantColumns[:i], RunsHistorySchema(want.Table).Columns, wantColumns[i:])
+			wantColumns = slices.Concat(wantColumns[:i], RunsHistorySchema(want.Table).Columns, RunsHeadersSchema(want.Table).Columns, wantColumns[i:])
 		}
 		assert.Equal(t, wantColumns, columns, want.Table)
 		var names []string

@@ -11,7 +11,10 @@ starts `lockgen serve` and runs, in turn:
 sleeps until it is killed: its runs must be rescued and run again. `work`
 long-polls, heartbeats its runs past the 3 s lease it claims them with, fails
 the first attempt of run 5's image for a retry, completes the rest, and
-checks that an outcome of a stale claim is refused with 409. It prints one
+checks that an outcome of a stale claim is refused with 409. The runs carry
+the W3C trace context of the span that pushed them (TRACEPARENT) in their
+headers, which every claim hands back, as a tracing consumer would link its
+spans to the producer's. It prints one
 line per check or run and exits 1 at the first failure.
 """
 import json
@@ -24,6 +27,8 @@ import urllib.request
 
 BASE, TOKEN, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
 WORKER = "py-%s@%s:%d" % (MODE, socket.gethostname(), os.getpid())
+# The producer's span, as an OpenTelemetry SDK would write it.
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def call(method, path, body=None, timeout=60):
@@ -54,7 +59,7 @@ def claim(limit, wait, lease):
 
 if MODE == "push":
     n = int(sys.argv[4])
-    runs = [{"args": {"image_id": i + 1, "width": 640}} for i in range(n)]
+    runs = [{"args": {"image_id": i + 1, "width": 640}, "headers": {"traceparent": TRACEPARENT}} for i in range(n)]
     status, doc = call("POST", "/api/v1/jobs/resize/runs/batch", {"runs": runs})
     expect(status == 201 and len(doc["items"]) == n, "pushed %d runs in one batch" % n, doc)
     print("pushed " + " ".join(str(p["id"]) for p in doc["items"]), flush=True)
@@ -77,6 +82,8 @@ elif MODE == "work":
                    "run %d's lease lasts lease_ms from the claim request" % run["id"], run)
             expect(run["job"] == "resize" and isinstance(args["image_id"], int) and args["width"] == 640,
                    "run %d has its typed args" % run["id"], run)
+            expect(run.get("headers") == {"traceparent": TRACEPARENT},
+                   "run %d carries its producer's trace context" % run["id"], run)
         # Work past the 3 s lease the claim took, heartbeating every second.
         for _ in range(4):
             time.sleep(1)

@@ -19,8 +19,9 @@ import (
 // fails with ErrInvalid naming the runs table (a check of the lock feature
 // alone passed); with the runs table too (a database made by the
 // migrations of before queue pauses), it names the queues table and its
-// migration 0003; then the runs' history column and its migration 0004;
-// it passes once those are applied.
+// migration 0003; then the runs' history column and its migration 0004,
+// then their headers column and its migration 0005; it passes once those
+// are applied.
 func TestCheckServerNamesTheMissingRunsTable(t *testing.T) {
 	ctx := context.Background()
 	cfg, err := demodb.Config(exampletest.FreshDSN(t))
@@ -64,6 +65,16 @@ func TestCheckServerNamesTheMissingRunsTable(t *testing.T) {
 	history, err := os.ReadFile("../migrations/0004_jobsdemo_runs_history.up.sql")
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, string(history))
+	require.NoError(t, err)
+	l, err = jobs.New(db)
+	require.NoError(t, err)
+	err = l.CheckServer(ctx)
+	require.True(t, errors.Is(err, jobs.ErrInvalid), "want ErrInvalid, got %v", err)
+	assert.Contains(t, err.Error(), "lacks column headers, which migration migrations/0005_jobsdemo_runs_headers.up.sql (relative to lockgen.yaml) adds")
+
+	headers, err := os.ReadFile("../migrations/0005_jobsdemo_runs_headers.up.sql")
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, string(headers))
 	require.NoError(t, err)
 	l, err = jobs.New(db)
 	require.NoError(t, err)

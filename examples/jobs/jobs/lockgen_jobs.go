@@ -128,6 +128,16 @@ var (
 	}
 )
 
+// SendReceiptKind is send_receipt typed by its arguments, with its queue and
+// the tables' prefix: for helpers that take a job and its arguments checked
+// together, such as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var SendReceiptKind = lockgenjobs.Kind[SendReceiptArgs]{
+	Name:        SendReceiptJob,
+	Queue:       "default",
+	TablePrefix: "jobsdemo_",
+}
+
 // EnqueueSendReceipt enqueues a run of send_receipt, due now unless an option
 // says otherwise (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts),
 // and returns its ID; with a unique key that an unfinished run already has,

@@ -26,11 +26,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV5 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV6 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV5
+const _ = runtime.RegenerateWithLockgenGenerateV6
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -85,7 +85,8 @@ func PollEvery(d time.Duration) LeaderOption {
 	return runtime.PollEvery(d)
 }
 
-// Option configures New. See WithOwner, WithLogger and WithObserver.
+// Option configures New. See WithOwner, WithLogger, WithObserver and
+// WithTracer.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded in the rows of the locks held through
@@ -108,6 +109,13 @@ func WithLogger(l *slog.Logger) Option {
 // github.com/lockgen/lockgen/lockgenprom's. Default: none.
 func WithObserver(obs runtime.Observer) Option {
 	return runtime.WithObserver(obs)
+}
+
+// WithTracer sets the tracer of lock waits and holdings: e.g.
+// github.com/lockgen/lockgen/lockgenotel's OpenTelemetry Tracer. Default:
+// none. New fails with ErrInvalid on a nil tracer.
+func WithTracer(t runtime.Tracer) Option {
+	return runtime.WithTracer(t)
 }
 
 // Names of the declared locks, as stored in the name column of

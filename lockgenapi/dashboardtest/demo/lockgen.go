@@ -27,11 +27,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV5 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV6 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV5
+const _ = runtime.RegenerateWithLockgenGenerateV6
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -91,7 +91,8 @@ func PollEvery(d time.Duration) LeaderOption {
 	return runtime.PollEvery(d)
 }
 
-// Option configures New. See WithOwner, WithLogger and WithObserver.
+// Option configures New. See WithOwner, WithLogger, WithObserver and
+// WithTracer.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded in the rows of the locks held through
@@ -120,6 +121,15 @@ func WithObserver(obs runtime.Observer) Option {
 	return runtime.WithObserver(obs)
 }
 
+// WithTracer sets the tracer of lock waits and holdings and enqueues and job
+// attempts (when it implements jobs.Middleware too, as lockgenotel's does:
+// each attempt's span links to the span that enqueued its run, through the
+// run's headers): e.g. github.com/lockgen/lockgen/lockgenotel's OpenTelemetry
+// Tracer. Default: none. New fails with ErrInvalid on a nil tracer.
+func WithTracer(t runtime.Tracer) Option {
+	return runtime.WithTracer(t)
+}
+
 // Names of the declared locks, as stored in the name column of dash_locks.
 const (
 	// MasterLockName is the name of the master lock.
@@ -146,8 +156,8 @@ type Locks struct {
 //
 // The tables dash_locks, dash_runs and dash_queues must exist: apply
 // migrations/0001_dash_locks.up.sql, migrations/0002_dash_runs.up.sql,
-// migrations/0003_dash_queues.up.sql and
-// migrations/0004_dash_runs_history.up.sql (relative to lockgen.yaml) with
+// migrations/0003_dash_queues.up.sql, migrations/0004_dash_runs_history.up.sql
+// and migrations/0005_dash_runs_headers.up.sql (relative to lockgen.yaml) with
 // your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //

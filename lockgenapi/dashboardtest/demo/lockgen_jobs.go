@@ -155,6 +155,26 @@ var (
 	}
 )
 
+// SendReceiptKind is send_receipt typed by its arguments, with its queue and
+// the tables' prefix: for helpers that take a job and its arguments checked
+// together, such as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var SendReceiptKind = jobs.Kind[SendReceiptArgs]{
+	Name:        SendReceiptJob,
+	Queue:       "mail",
+	TablePrefix: "dash_",
+}
+
+// SyncPartnerKind is sync_partner typed by its arguments, with its queue and
+// the tables' prefix: for helpers that take a job and its arguments checked
+// together, such as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var SyncPartnerKind = jobs.Kind[SyncPartnerArgs]{
+	Name:        SyncPartnerJob,
+	Queue:       "partner",
+	TablePrefix: "dash_",
+}
+
 // EnqueueSendReceipt enqueues a run of send_receipt, due now unless an option
 // says otherwise (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts),
 // and returns its ID; with a unique key that an unfinished run already has,

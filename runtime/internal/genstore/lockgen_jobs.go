@@ -115,6 +115,16 @@ var (
 	}
 )
 
+// TestKind is test typed by its arguments, with its queue and the tables'
+// prefix: for helpers that take a job and its arguments checked together, such
+// as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var TestKind = jobs.Kind[TestArgs]{
+	Name:        TestJob,
+	Queue:       "default",
+	TablePrefix: "lockgen_",
+}
+
 // EnqueueTest enqueues a run of test, due now unless an option says otherwise
 // (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and returns
 // its ID; with a unique key that an unfinished run already has, that run's ID.

@@ -261,12 +261,12 @@ SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera;
 -- that would repeat a scheduled tick or the unique key of an unfinished
 -- run of the job is not inserted: the statement then
 -- leaves the existing run as it is, and LastInsertId is its id either way.
-INSERT INTO jobsdemo_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at)
+INSERT INTO jobsdemo_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, headers, created_at)
 VALUES (
     sqlc.arg(job), sqlc.arg(queue), 'available', sqlc.arg(priority),
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
     sqlc.narg(scheduled_at), sqlc.arg(args), sqlc.arg(max_attempts), sqlc.arg(timeout_us), sqlc.narg(unique_key),
-    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+    sqlc.narg(headers), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 )
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
 
@@ -298,7 +298,7 @@ LIMIT 1;
 -- MySQL 9.7 read the state index and sorted, locking every available run
 -- of every queue it read instead of the ones it took (a claim then blocked
 -- or deadlocked with the others); the claim index reads them in order.
-SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at, headers
 FROM jobsdemo_runs FORCE INDEX (jobsdemo_runs_claim)
 WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 ORDER BY priority DESC, run_at, id
@@ -526,7 +526,7 @@ WHERE id = sqlc.arg(id) AND state IN ('discarded', 'orphaned', 'cancelled') AND 
 -- name: RunGet :one
 -- RunGet reads one run.
 SELECT id, job, queue, state, priority, run_at, scheduled_at, args, attempt, max_attempts, timeout_us,
-       claim, worker, deadline, unique_key, last_error, created_at, finished_at
+       claim, worker, deadline, unique_key, last_error, created_at, finished_at, headers
 FROM jobsdemo_runs
 WHERE id = sqlc.arg(id);
 

@@ -54,6 +54,9 @@ CREATE TABLE IF NOT EXISTS jobsdemo_runs (
     -- history: the run's log of state changes (JSON), which migration 0004
     -- adds (templates/history_add.sql.tmpl says what it holds).
     history      JSON         NULL,
+    -- headers: the run's headers (JSON), which migration 0005 adds
+    -- (templates/headers_add.sql.tmpl says what it holds).
+    headers      JSON         NULL,
     -- dedupe is what no two runs of a job may share (the unique index
     -- jobsdemo_runs_dedupe): "t" and the tick of a scheduled run, for
     -- ever, so that a tick runs once however many nodes insert it; or "u"

@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 type LockgenLock struct {
@@ -46,5 +48,6 @@ type LockgenRun struct {
 	FinishedAt  sql.NullTime
 	ClaimRef    sql.NullString
 	History     json.RawMessage
+	Headers     driver.Headers
 	Dedupe      sql.NullString
 }

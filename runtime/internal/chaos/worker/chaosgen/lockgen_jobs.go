@@ -206,6 +206,56 @@ var (
 	}
 )
 
+// SingleKind is single typed by its arguments, with its queue and the tables'
+// prefix: for helpers that take a job and its arguments checked together, such
+// as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var SingleKind = jobs.Kind[SingleArgs]{
+	Name:        SingleJob,
+	Queue:       "default",
+	TablePrefix: "chaos_",
+}
+
+// DelayedKind is delayed typed by its arguments, with its queue and the
+// tables' prefix: for helpers that take a job and its arguments checked
+// together, such as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var DelayedKind = jobs.Kind[DelayedArgs]{
+	Name:        DelayedJob,
+	Queue:       "default",
+	TablePrefix: "chaos_",
+}
+
+// LongKind is long typed by its arguments, with its queue and the tables'
+// prefix: for helpers that take a job and its arguments checked together, such
+// as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var LongKind = jobs.Kind[LongArgs]{
+	Name:        LongJob,
+	Queue:       "default",
+	TablePrefix: "chaos_",
+}
+
+// OnceKind is once typed by its arguments, with its queue and the tables'
+// prefix: for helpers that take a job and its arguments checked together, such
+// as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var OnceKind = jobs.Kind[OnceArgs]{
+	Name:        OnceJob,
+	Queue:       "default",
+	TablePrefix: "chaos_",
+}
+
+// RemoteKind is remote typed by its arguments, with its queue and the tables'
+// prefix: for helpers that take a job and its arguments checked together, such
+// as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var RemoteKind = jobs.Kind[RemoteArgs]{
+	Name:        RemoteJob,
+	Queue:       "remote",
+	TablePrefix: "chaos_",
+}
+
 // EnqueueSingle enqueues a run of single, due now unless an option says
 // otherwise (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and
 // returns its ID; with a unique key that an unfinished run already has, that

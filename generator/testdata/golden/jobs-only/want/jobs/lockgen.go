@@ -23,11 +23,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV5 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV6 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV5
+const _ = runtime.RegenerateWithLockgenGenerateV6
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -46,7 +46,7 @@ var (
 	ErrUniqueKeyTaken = lockgenjobs.ErrUniqueKeyTaken
 )
 
-// Option configures New. See WithOwner and WithLogger.
+// Option configures New. See WithOwner, WithLogger and WithTracer.
 type Option = runtime.Option
 
 // WithOwner sets the identity recorded as the worker of the runs claimed
@@ -63,6 +63,15 @@ func WithLogger(l *slog.Logger) Option {
 	return runtime.WithLogger(l)
 }
 
+// WithTracer sets the tracer of enqueues and job attempts (when it implements
+// jobs.Middleware too, as lockgenotel's does: each attempt's span links to the
+// span that enqueued its run, through the run's headers): e.g.
+// github.com/lockgen/lockgen/lockgenotel's OpenTelemetry Tracer. Default:
+// none. New fails with ErrInvalid on a nil tracer.
+func WithTracer(t runtime.Tracer) Option {
+	return runtime.WithTracer(t)
+}
+
 // Locks gives typed access to the jobs declared in lockgen.yaml. It is safe
 // for concurrent use; create one per process (or per node in tests).
 type Locks struct {
@@ -76,9 +85,11 @@ type Locks struct {
 //
 // The tables jobsdemo_locks, jobsdemo_runs and jobsdemo_queues must exist:
 // apply migrations/0001_jobsdemo_locks.up.sql,
-// migrations/0002_jobsdemo_runs.up.sql, migrations/0003_jobsdemo_queues.up.sql
-// and migrations/0004_jobsdemo_runs_history.up.sql (relative to lockgen.yaml)
-// with your migration tool. With github.com/go-sql-driver/mysql, open db with
+// migrations/0002_jobsdemo_runs.up.sql,
+// migrations/0003_jobsdemo_queues.up.sql,
+// migrations/0004_jobsdemo_runs_history.up.sql and
+// migrations/0005_jobsdemo_runs_headers.up.sql (relative to lockgen.yaml) with
+// your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
 // New fails with an error wrapping ErrInvalid when db is nil or an option is

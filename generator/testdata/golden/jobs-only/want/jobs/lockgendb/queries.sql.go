@@ -8,6 +8,8 @@ import (
 	"database/sql"
 	"strings"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/driver"
 )
 
 const leaseAcquire = `-- name: LeaseAcquire :execresult
@@ -785,7 +787,7 @@ func (q *Queries) RunFail(ctx context.Context, arg RunFailParams) (int64, error)
 
 const runGet = `-- name: RunGet :one
 SELECT id, job, queue, state, priority, run_at, scheduled_at, args, attempt, max_attempts, timeout_us,
-       claim, worker, deadline, unique_key, last_error, created_at, finished_at
+       claim, worker, deadline, unique_key, last_error, created_at, finished_at, headers
 FROM jobsdemo_runs
 WHERE id = ?
 `
@@ -809,6 +811,7 @@ type RunGetRow struct {
 	LastError   sql.NullString
 	CreatedAt   time.Time
 	FinishedAt  sql.NullTime
+	Headers     driver.Headers
 }
 
 // RunGet reads one run.
@@ -834,17 +837,18 @@ func (q *Queries) RunGet(ctx context.Context, id int64) (RunGetRow, error) {
 		&i.LastError,
 		&i.CreatedAt,
 		&i.FinishedAt,
+		&i.Headers,
 	)
 	return i, err
 }
 
 const runInsert = `-- name: RunInsert :execresult
-INSERT INTO jobsdemo_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, created_at)
+INSERT INTO jobsdemo_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, headers, created_at)
 VALUES (
     ?, ?, 'available', ?,
     (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND,
     ?, ?, ?, ?, ?,
-    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+    ?, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 )
 ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)
 `
@@ -859,6 +863,7 @@ type RunInsertParams struct {
 	MaxAttempts int32
 	TimeoutUs   int64
 	UniqueKey   sql.NullString
+	Headers     driver.Headers
 }
 
 // RunInsert enqueues a run, due delay_us after the database clock. A run
@@ -876,6 +881,7 @@ func (q *Queries) RunInsert(ctx context.Context, arg RunInsertParams) (sql.Resul
 		arg.MaxAttempts,
 		arg.TimeoutUs,
 		arg.UniqueKey,
+		arg.Headers,
 	)
 }
 
@@ -978,7 +984,7 @@ func (q *Queries) RunSnooze(ctx context.Context, arg RunSnoozeParams) (int64, er
 }
 
 const runsClaimable = `-- name: RunsClaimable :many
-SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at, headers
 FROM jobsdemo_runs FORCE INDEX (jobsdemo_runs_claim)
 WHERE queue = ? AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
 ORDER BY priority DESC, run_at, id
@@ -1004,6 +1010,7 @@ type RunsClaimableRow struct {
 	ScheduledAt sql.NullTime
 	RunAt       time.Time
 	CreatedAt   time.Time
+	Headers     driver.Headers
 }
 
 // RunsClaimable locks and reads up to limit due runs of a queue, highest
@@ -1035,6 +1042,7 @@ func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([
 			&i.ScheduledAt,
 			&i.RunAt,
 			&i.CreatedAt,
+			&i.Headers,
 		); err != nil {
 			return nil, err
 		}

@@ -181,6 +181,46 @@ var (
 	}
 )
 
+// SendSMSKind is send_sms typed by its arguments, with its queue and the
+// tables' prefix: for helpers that take a job and its arguments checked
+// together, such as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var SendSMSKind = jobs.Kind[SendSMSArgs]{
+	Name:        SendSMSJob,
+	Queue:       "mail",
+	TablePrefix: "lockgen_",
+}
+
+// ReindexKind is reindex typed by its arguments, with its queue and the
+// tables' prefix: for helpers that take a job and its arguments checked
+// together, such as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var ReindexKind = jobs.Kind[ReindexArgs]{
+	Name:        ReindexJob,
+	Queue:       "default",
+	TablePrefix: "lockgen_",
+}
+
+// RebuildCacheKind is rebuild_cache typed by its arguments, with its queue and
+// the tables' prefix: for helpers that take a job and its arguments checked
+// together, such as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var RebuildCacheKind = jobs.Kind[struct{}]{
+	Name:        RebuildCacheJob,
+	Queue:       "default",
+	TablePrefix: "lockgen_",
+}
+
+// SyncPartnerKind is sync_partner typed by its arguments, with its queue and
+// the tables' prefix: for helpers that take a job and its arguments checked
+// together, such as lockgentest.RequireEnqueued
+// (github.com/lockgen/lockgen/runtime/lockgentest).
+var SyncPartnerKind = jobs.Kind[SyncPartnerArgs]{
+	Name:        SyncPartnerJob,
+	Queue:       "partner",
+	TablePrefix: "lockgen_",
+}
+
 // EnqueueSendSMS enqueues a run of send_sms, due now unless an option says
 // otherwise (Delay, RunAt, WithPriority, WithUniqueKey, WithMaxAttempts), and
 // returns its ID; with a unique key that an unfinished run already has, that

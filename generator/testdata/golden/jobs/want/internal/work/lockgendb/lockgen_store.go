@@ -51,6 +51,7 @@ func (s Store) Server() driver.Target {
 		RunsMigration:    "migrations/0002_lockgen_runs.up.sql (relative to lockgen.yaml)",
 		QueuesMigration:  "migrations/0003_lockgen_queues.up.sql (relative to lockgen.yaml)",
 		HistoryMigration: "migrations/0004_lockgen_runs_history.up.sql (relative to lockgen.yaml)",
+		HeadersMigration: "migrations/0005_lockgen_runs_headers.up.sql (relative to lockgen.yaml)",
 	}
 }
 
@@ -438,6 +439,7 @@ func (s Store) RunInsert(ctx context.Context, tx *sql.Tx, r driver.NewRun) (int6
 			String: r.UniqueKey,
 			Valid:  r.UniqueKey != "",
 		},
+		Headers: r.Headers,
 	})
 	if err != nil {
 		return 0, err
@@ -494,6 +496,7 @@ func (s Store) RunsClaim(ctx context.Context, queue, worker string, limit int, l
 				RunAt:       r.RunAt,
 				CreatedAt:   r.CreatedAt,
 				Claim:       r.Claim,
+				Headers:     r.Headers,
 			})
 		}
 		return nil
@@ -697,6 +700,7 @@ func (s Store) RunGet(ctx context.Context, id int64) (driver.RunInfo, bool, erro
 			RunAt:       r.RunAt,
 			CreatedAt:   r.CreatedAt,
 			Claim:       r.Claim,
+			Headers:     r.Headers,
 		},
 		State:      driver.RunState(r.State),
 		Worker:     r.Worker,

@@ -1,0 +1,580 @@
+-- name: LeaseAcquire :execresult
+-- LeaseAcquire takes the lock row when it is missing, released or expired by
+-- the database clock, in one autocommit statement. The new fencing token
+-- comes back as the result's LastInsertId: GREATEST(previous token + 1, the
+-- database clock in microseconds since 1970), and the clock for a new row.
+-- The clock term keeps tokens rising past a pruned row (a row gets at most
+-- one acquisition per microsecond) and past a row-strategy holding whose
+-- token bump was rolled back (see RowTake). LastInsertId is 0 when the row
+-- is held by someone else, and 1 (never a token: tokens start at the clock)
+-- when it shows a session holding (the far-future expiry), which
+-- LeaseTakeover takes if that holding's server-side lock is free. The
+-- assignments test expires_at before it is overwritten (MySQL applies ON
+-- DUPLICATE KEY UPDATE assignments left to right). They repeat the inserted
+-- values instead of reading VALUES(col), which MySQL 8.0.20+ deprecates
+-- with a warning on every execution (its replacement, the row alias, is a
+-- syntax error on MariaDB). The session-holding test is a separate
+-- statement because it costs: with it in every acquire, acquire and
+-- release pairs ran 17-25% slower on MariaDB.
+INSERT INTO otel_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (
+    sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+)
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), IF(expires_at = '9999-12-31 23:59:59', token + LAST_INSERT_ID(1) - 1, token + LAST_INSERT_ID(0))),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND, expires_at);
+
+-- name: LeaseTakeover :execresult
+-- LeaseTakeover is LeaseAcquire for a row that showed a session holding: it
+-- also takes a row marked by a session holding whose server-side lock is
+-- free (its holder died, or its release failed half-way), so a crashed
+-- session holder cannot wedge the lock for lease nodes (as during a rolling
+-- change of strategy). session_lock is that holding's GET_LOCK name, as the
+-- runtime computes it. LastInsertId is the new token, or 0.
+-- MySQL applies ON DUPLICATE KEY UPDATE assignments left to right, each
+-- seeing the ones before: the first decides once (IS_FREE_LOCK could
+-- change between evaluations) and marks a taken row with the expiry
+-- 1000-01-01, which the others test and the last overwrites; the mark
+-- never outlives the statement.
+INSERT INTO otel_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (
+    sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+)
+ON DUPLICATE KEY UPDATE
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(sqlc.arg(session_lock)) = 1)), '1000-01-01 00:00:00', expires_at),
+    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at = '1000-01-01 00:00:00', sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND, expires_at);
+
+-- name: LeaseRenew :execrows
+-- LeaseRenew extends a lease that is still held by this owner and token and
+-- has not expired by the database clock. 0 rows: the lease is not held.
+UPDATE otel_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseRelease :execrows
+-- LeaseRelease frees a lease held by this owner and token; it never touches a
+-- row that another holder has taken since. 0 rows: not held by this holder.
+UPDATE otel_locks
+SET owner = '', expires_at = LEAST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND))
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token);
+
+-- name: LeaseGet :one
+-- LeaseGet reads the lock row with the time left on it by the database clock
+-- (negative or zero when expired or released).
+SELECT name, lock_key, owner, token, acquired_at, expires_at,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM otel_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key);
+
+-- name: LeaseGuard :one
+-- LeaseGuard runs inside the caller's own transaction. It returns the token
+-- when the holding (owner, token) is still current and unexpired by the
+-- database clock, and then keeps a shared lock on the row until that
+-- transaction ends: nobody can acquire the lock before the caller's writes
+-- commit (and the holder's own renewals wait for it too). No row: the
+-- holding is over.
+SELECT token
+FROM otel_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+LOCK IN SHARE MODE;
+
+-- name: LeaseRenewMany :execrows
+-- LeaseRenewMany renews, in one statement, every listed holding of lock
+-- name by owner: key_tokens pairs each key with its holding's token as
+-- "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
+-- row is renewed only by its own holding, and only while unexpired.
+-- lock_keys lets the primary key narrow the scan. The count is how many
+-- were renewed; LeaseGetMany tells which.
+UPDATE otel_locks
+SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+WHERE name = sqlc.arg(name) AND owner = sqlc.arg(owner)
+  AND lock_key IN (sqlc.slice(lock_keys))
+  AND holding IN (sqlc.slice(holdings))
+  AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: LeaseGetMany :many
+-- LeaseGetMany reads the listed rows of lock name, with the time left on
+-- each by the database clock.
+SELECT lock_key, owner, token,
+       CAST(TIMESTAMPDIFF(MICROSECOND, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), expires_at) AS SIGNED) AS remaining_us
+FROM otel_locks
+WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
+
+-- name: LeasePrunable :many
+-- LeasePrunable locks, in the prune's READ COMMITTED transaction, up to
+-- row_limit rows of keyed lock name that have been free (released or
+-- expired) for longer than older_than_us microseconds by the database
+-- clock and whose token, the newest the row issued, is more than
+-- older_than_us below the clock in microseconds; LeasePrune then deletes
+-- them. The token test matters because a fresh row's token is the clock at
+-- its statement's start: an acquisition that waited in the row lock queue
+-- carries a clock from before its wait, and must find the row (and
+-- GREATEST(token + 1, ...)) if any holding it did not see was issued less
+-- than older_than_us ago; it also keeps a committed row-strategy holding,
+-- whose expires_at is a 1970 sentinel, and a row whose token is ahead of a
+-- clock that stepped back. A held row never matches: the test reads the
+-- newest committed row under its row lock. SKIP LOCKED passes a row that
+-- another transaction holds (a row holding, an acquisition in flight, an
+-- operator's SELECT … FOR UPDATE) instead of waiting for it: a DELETE
+-- that searched the range itself (REPEATABLE READ) waited on such a row
+-- for the lock wait timeout with the keys it had read locked, stopping
+-- their acquisitions and every new key's. The caller keeps older_than_us
+-- at least the TTL, longer than any acquisition whose token is used may
+-- take (see Prune).
+SELECT lock_key
+FROM otel_locks
+WHERE name = sqlc.arg(name) AND lock_key <> ''
+  AND expires_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+  AND token < CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - CAST(sqlc.arg(older_than_us) AS SIGNED)
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: LeasePrune :execrows
+-- LeasePrune deletes the rows of lock name that LeasePrunable locked, in
+-- the same transaction.
+DELETE FROM otel_locks
+WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
+
+-- name: SessionGetLock :one
+-- SessionGetLock waits up to timeout_us microseconds, on the server, for the
+-- named session lock (GET_LOCK). 1: acquired by this connection; 0: timed
+-- out; -1: error (killed, or refused).
+SELECT CAST(IFNULL(GET_LOCK(sqlc.arg(lock_name), sqlc.arg(timeout_us) / 1000000), -1) AS SIGNED) AS acquired;
+
+-- name: SessionHoldsLock :one
+-- SessionHoldsLock is 1 when this connection holds the named session lock.
+SELECT CAST(IFNULL(IS_USED_LOCK(sqlc.arg(lock_name)) = CONNECTION_ID(), 0) AS SIGNED) AS held;
+
+-- name: SessionIsUsed :one
+-- SessionIsUsed is 1 when any connection holds the named session lock.
+SELECT CAST(IS_USED_LOCK(sqlc.arg(lock_name)) IS NOT NULL AS SIGNED) AS used;
+
+-- name: SessionReleaseLock :one
+-- SessionReleaseLock releases the named session lock held by this
+-- connection. 1: released; 0: held by another connection; -1: not held.
+SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released;
+
+-- name: SessionToken :execresult
+-- SessionToken records a session-lock holding in the lock row and issues its
+-- fencing token (the result's LastInsertId), run right after GET_LOCK
+-- succeeded. GET_LOCK excludes other session holders; the row itself is
+-- taken only when it is free or held by a session holding (expires_at is
+-- the far-future marker while a session holds it), never from a live lease
+-- of the same lock (as during a rolling change of strategy): then
+-- LastInsertId is 0. The row stays "unexpired" until the holding is
+-- released, so LeaseGuard works for session locks too.
+INSERT INTO otel_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', '9999-12-31 23:59:59', expires_at);
+
+-- name: RowLockNowait :one
+-- RowLockNowait locks the lock row FOR UPDATE inside a row-strategy
+-- holding's transaction without waiting: a row locked by another holding
+-- fails at once with the server's lock-wait error. No row: nothing locked
+-- (the transaction is READ COMMITTED, so no gap lock either).
+SELECT token
+FROM otel_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+FOR UPDATE NOWAIT;
+
+-- name: RowLock :exec
+-- RowLock runs inside a row-strategy holding's transaction: it creates the
+-- lock row (free, uncommitted) or waits, up to innodb_lock_wait_timeout,
+-- for its exclusive row lock. It changes nothing in an existing row.
+INSERT INTO otel_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), '', CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:01')
+ON DUPLICATE KEY UPDATE token = token;
+
+-- name: RowTake :execresult
+-- RowTake runs inside a row-strategy holding's transaction after its row
+-- lock was granted, and records the holding (uncommitted until the
+-- release). The fencing token (the result's LastInsertId) is
+-- GREATEST(token + 1, the database clock in µs at this statement): a holder
+-- whose transaction is rolled back (it crashed) loses its token bump, but
+-- this statement starts after that holder's bump, so the next holding still
+-- gets a greater token. A committed live lease of the same lock (a node
+-- still running the lease strategy) is never taken: LastInsertId is then 0;
+-- for a row that shows a session holding it is 1 (never a token), and
+-- RowTakeover takes the row if that holding's server-side lock is free (see
+-- LeaseAcquire and LeaseTakeover).
+-- The holding's expiry is the row sentinel 1970-01-01 00:00:02, in the
+-- past: the row lock alone excludes others, and a holding committed by
+-- mistake (fn committing the transaction itself) looks free, never held
+-- forever, and is not taken for a session holding.
+INSERT INTO otel_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
+ON DUPLICATE KEY UPDATE
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), IF(expires_at = '9999-12-31 23:59:59', token + LAST_INSERT_ID(1) - 1, token + LAST_INSERT_ID(0))),
+    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02', expires_at);
+
+-- name: RowTakeover :execresult
+-- RowTakeover is RowTake for a row that showed a session holding: it also
+-- takes a row marked by a session holding whose server-side lock (named
+-- session_lock) is free (see LeaseTakeover, which also explains the
+-- 1000-01-01 mark).
+INSERT INTO otel_locks (name, lock_key, owner, token, acquired_at, expires_at)
+VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
+ON DUPLICATE KEY UPDATE
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(sqlc.arg(session_lock)) = 1)), '1000-01-01 00:00:00', expires_at),
+    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    owner       = IF(expires_at = '1000-01-01 00:00:00', sqlc.arg(owner), owner),
+    acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at  = IF(expires_at = '1000-01-01 00:00:00', '1970-01-01 00:00:02', expires_at);
+
+-- name: RowHolds :one
+-- RowHolds runs inside a row-strategy holding's own transaction: a row
+-- when that holding (owner, token) is still in force there; none when the
+-- server rolled the transaction back (a deadlock, a killed connection).
+SELECT token
+FROM otel_locks
+WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
+  AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
+  AND expires_at = '1970-01-01 00:00:02';
+
+-- name: ServerGalera :one
+-- ServerGalera is 1 on a Galera cluster node (wsrep_on), where GET_LOCK and
+-- SELECT ... FOR UPDATE are not cluster-wide. MySQL has no such variable and
+-- fails with error 1193, which means "not Galera".
+SELECT CAST(IFNULL(@@global.wsrep_on, 0) AS SIGNED) AS galera;
+
+
+-- name: RunInsert :execresult
+-- RunInsert enqueues a run, due delay_us after the database clock. A run
+-- that would repeat a scheduled tick or the unique key of an unfinished
+-- run of the job is not inserted: the statement then
+-- leaves the existing run as it is, and LastInsertId is its id either way.
+INSERT INTO otel_runs (job, queue, state, priority, run_at, scheduled_at, args, max_attempts, timeout_us, unique_key, headers, created_at)
+VALUES (
+    sqlc.arg(job), sqlc.arg(queue), 'available', sqlc.arg(priority),
+    (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
+    sqlc.narg(scheduled_at), sqlc.arg(args), sqlc.arg(max_attempts), sqlc.arg(timeout_us), sqlc.narg(unique_key),
+    sqlc.narg(headers), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: RunInsertSkipped :execresult
+-- RunInsertSkipped records a scheduled tick that will not run (catch-up
+-- policy, min_interval) as a finished run in state skipped, unless the tick
+-- already has a run. LastInsertId is the tick's run either way.
+INSERT INTO otel_runs (job, queue, state, run_at, scheduled_at, args, max_attempts, timeout_us, last_error, created_at, finished_at)
+VALUES (
+    sqlc.arg(job), sqlc.arg(queue), 'skipped', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), sqlc.arg(scheduled_at), '{}', 1, 0,
+    sqlc.arg(reason), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id);
+
+-- name: RunLastTick :one
+-- RunLastTick is the latest scheduled tick of a job that has a run (of any
+-- state, skipped included).
+SELECT scheduled_at
+FROM otel_runs
+WHERE job = sqlc.arg(job) AND dedupe >= 't' AND dedupe < 'u'
+ORDER BY dedupe DESC
+LIMIT 1;
+
+-- name: RunsClaimable :many
+-- RunsClaimable locks and reads up to limit due runs of a queue, highest
+-- priority first, then oldest run_at, skipping runs other workers are
+-- claiming. RunsMarkRunning then claims them in the same transaction: a
+-- claimed run has the attempt and claim read here plus one. FORCE INDEX:
+-- MySQL 9.7 read the state index and sorted, locking every available run
+-- of every queue it read instead of the ones it took (a claim then blocked
+-- or deadlocked with the others); the claim index reads them in order.
+SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at, headers
+FROM otel_runs FORCE INDEX (otel_runs_claim)
+WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+ORDER BY priority DESC, run_at, id
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: RunsMarkRunning :execrows
+-- RunsMarkRunning claims the runs locked by RunsClaimable: a new attempt
+-- and a new claim, running until lease_us after the database clock unless
+-- heartbeats extend it. Like every statement that changes runs by id, it
+-- locks them in primary key order, then their index entries (FORCE INDEX:
+-- MySQL sometimes read the state index instead, through every available
+-- run, keeping their entries locked, which deadlocked with other claims).
+UPDATE otel_runs FORCE INDEX (PRIMARY)
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'started', 'attempt', attempt + 1, 'worker', sqlc.arg(worker))),
+    state     = 'running',
+    attempt   = attempt + 1,
+    claim_ref = CONCAT(id, ':', claim + 1),
+    claim     = claim + 1,
+    worker    = sqlc.arg(worker),
+    deadline  = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
+WHERE id IN (sqlc.slice(ids)) AND state = 'available';
+
+-- name: RunsHeartbeatPeek :many
+-- RunsHeartbeatPeek reads, without a lock, the claims and states of the
+-- given runs, first in the transaction that heartbeats them: a run no
+-- longer running with its claim (rescued, claimed again, finished,
+-- cancelled) is settled by this read and never locked, so a stale
+-- heartbeat (of a worker cut off while its run was rescued and claimed
+-- again) takes no lock on the new claim's row, and one stuck on a dead
+-- connection cannot hold the new claim's heartbeats off.
+SELECT id, claim, state
+FROM otel_runs FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids));
+
+-- name: RunsHeartbeatLock :many
+-- RunsHeartbeatLock locks the rows of the given runs (those the peek found
+-- running with their claims) that no other transaction holds and reads
+-- their claims and states again. SKIP LOCKED: a heartbeat never waits on
+-- a row that an operator's transaction or a statement stuck on a dead
+-- connection holds, so such a row delays no other run's heartbeat.
+SELECT id, claim, state
+FROM otel_runs FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids))
+FOR UPDATE SKIP LOCKED;
+
+-- name: RunsHeartbeat :execrows
+-- RunsHeartbeat extends the deadline of running runs that still have the
+-- given claims ("<id>:<claim>"), locking them in primary key order; the
+-- heartbeat locked them with RunsHeartbeatLock first.
+UPDATE otel_runs FORCE INDEX (PRIMARY)
+SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(lease_us) AS SIGNED) MICROSECOND
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state = 'running';
+
+-- name: RunsComplete :execrows
+-- RunsComplete marks completed the runs that still have the given claims,
+-- running or orphaned (the late success of a last attempt whose worker was
+-- cut off); a run rescued and made due again, claimed again or retried
+-- since is left alone. It locks the runs in primary key order.
+UPDATE otel_runs FORCE INDEX (PRIMARY)
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', attempt, 'worker', worker)),
+    state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
+WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state IN ('running', 'orphaned');
+
+-- name: RunFail :execrows
+-- RunFail records a failed attempt of a run that still has the claim,
+-- running or orphaned: due again backoff_us after the database clock, or
+-- discarded when it has no attempts left (an orphaned run never has). The
+-- error text is kept either way.
+UPDATE otel_runs
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(attempt >= max_attempts, 'discarded', 'failed'), 'attempt', attempt, 'worker', worker, 'error', LEFT(sqlc.narg(last_error), 1000))),
+    state       = IF(attempt >= max_attempts, 'discarded', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(backoff_us) AS SIGNED) MICROSECOND),
+    last_error  = sqlc.narg(last_error),
+    deadline    = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
+
+-- name: RunDiscard :execrows
+-- RunDiscard records a failed attempt whose handler gave up for good (a
+-- permanent error, or arguments that do not decode), running or orphaned
+-- with the claim: discarded at once, whatever attempts are left, with the
+-- error text kept.
+UPDATE otel_runs
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'discarded', 'attempt', attempt, 'worker', worker, 'error', LEFT(sqlc.narg(last_error), 1000))),
+    state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = sqlc.narg(last_error), deadline = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
+
+-- name: RunSnooze :execrows
+-- RunSnooze gives a claimed run back without counting the attempt (a
+-- singleton job whose lock is held elsewhere): due again delay_us after the
+-- database clock, if it is still running with the claim. An orphaned run
+-- stays orphaned (its handler never ran; a retry runs it): making it
+-- available could collide with a newer run's unique key.
+UPDATE otel_runs
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'snoozed', 'attempt', attempt, 'worker', worker)),
+    state    = 'available',
+    attempt  = attempt - 1,
+    run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
+    deadline = NULL
+WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
+
+-- name: RunsRescuable :many
+-- RunsRescuable reads, without locking, up to limit running runs whose
+-- deadline passed by the database clock (their worker died or stalled) and
+-- that RunsRescue may rescue: a run on its last attempt only once that
+-- attempt's timeout has passed too. It reads a range of the state index;
+-- RunsRescueLock then locks the runs by primary key, as every other statement
+-- that changes runs does: a rescue that locked the state index first and the
+-- runs after it deadlocked with completions and failures, which lock the
+-- runs first and their state index entries after them.
+SELECT id
+FROM otel_runs
+WHERE state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
+LIMIT ?;
+
+-- name: RunsRescueLock :many
+-- RunsRescueLock locks, of the runs RunsRescuable found, those still
+-- running past their deadline (a heartbeat or an outcome may have come
+-- since) that no other transaction holds, in the short READ COMMITTED
+-- transaction that rescues them. SKIP LOCKED: a rescue never waits on a
+-- row that another worker's rescue, an operator's transaction or a
+-- statement stuck on a dead connection holds (rescuers of different
+-- workers used to queue behind each other for seconds, and completions
+-- behind them); the held run is left for a later round. A listed row that
+-- no longer matches stays locked until the rescue ends (a locking read
+-- keeps it, READ COMMITTED or not: measured on both servers), so the rescue
+-- lists only the runs RunsRescuable read as rescuable a moment before, and
+-- a run whose heartbeat came in between is held for this short
+-- transaction at most (its idle bound, a second, if the rescuer is cut
+-- off).
+SELECT id
+FROM otel_runs FORCE INDEX (PRIMARY)
+WHERE id IN (sqlc.slice(ids)) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND)
+FOR UPDATE SKIP LOCKED;
+
+-- name: RunsRescue :execrows
+-- RunsRescue makes the runs RunsRescueLock locked due again, or orphans
+-- them, if they are still running past their deadline. A run on its last attempt is orphaned, but
+-- only once that attempt's timeout has passed too (the deadline is at least
+-- one lease after the attempt started): until then its worker, merely cut
+-- off, may still finish it and record the outcome. An orphaned run is never
+-- claimed again, but the late outcome of its claim is still recorded
+-- (RunsComplete, RunFail), so a success is not dropped; it counts as
+-- finished (pruned, its unique key freed) and RunRetry restores it. It
+-- locks the runs in primary key order (FORCE INDEX: the state index also
+-- matches). MySQL assigns left to right: nothing below reads state.
+UPDATE otel_runs FORCE INDEX (PRIMARY)
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(attempt >= max_attempts, 'orphaned', 'rescued'), 'attempt', attempt, 'worker', worker)),
+    state       = IF(attempt >= max_attempts, 'orphaned', 'available'),
+    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    run_at      = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND),
+    last_error  = IF(attempt >= max_attempts,
+                     CONCAT('orphaned: worker ', worker, ' stopped heartbeating during its last attempt (', attempt,
+                            ') and its timeout passed; its outcome is unknown and is still recorded if it arrives'),
+                     CONCAT('rescued: worker ', worker, ' stopped heartbeating during attempt ', attempt)),
+    deadline    = NULL
+WHERE id IN (sqlc.slice(ids)) AND state = 'running' AND deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (attempt < max_attempts OR deadline < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL timeout_us MICROSECOND);
+
+-- name: RunsPrunable :many
+-- RunsPrunable reads, without locking, up to limit runs of a job that
+-- finished (orphaned runs included) more than older_than_us ago by the
+-- database clock, except the run of the tick keep_tick (the job's newest
+-- tick, which anchors catch-up after a restart). RunsPrune then deletes
+-- them by primary key. A DELETE that searched the state index itself
+-- (REPEATABLE READ, the pool's default) took next-key locks on the range
+-- it read, running runs included, and while it waited on a row another
+-- transaction held (an operator's SELECT … FOR UPDATE), the gaps it had
+-- locked stopped every worker's heartbeats, failures and inserts whose
+-- index entries fell in them.
+SELECT id
+FROM otel_runs
+WHERE job = sqlc.arg(job) AND state IN ('completed', 'discarded', 'orphaned', 'cancelled', 'skipped') AND deadline IS NULL
+  AND (scheduled_at IS NULL OR sqlc.narg(keep_tick) IS NULL OR scheduled_at <> sqlc.narg(keep_tick))
+  AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND
+LIMIT ?;
+
+-- name: RunsPrune :execrows
+-- RunsPrune deletes the runs RunsPrunable found, if they are still
+-- finished that long ago (a retry may have made one due again since),
+-- locking them by primary key only.
+DELETE FROM otel_runs
+WHERE id IN (sqlc.slice(ids)) AND state IN ('completed', 'discarded', 'orphaned', 'cancelled', 'skipped') AND deadline IS NULL
+  AND finished_at < (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) - INTERVAL CAST(sqlc.arg(older_than_us) AS SIGNED) MICROSECOND;
+
+-- name: RunCancel :execrows
+-- RunCancel cancels a run that is due or running: 0 rows when it has
+-- finished. A running run keeps its claim: the next heartbeat of its
+-- worker finds it cancelled and cancels the handler's context, and a late
+-- outcome of the claim matches nothing. Its finished_at is its deadline
+-- (no heartbeat extends it any more), when its handler has been told for
+-- sure: until then it is neither retried nor pruned. finished_at is
+-- assigned before state, which MySQL assigns left to right.
+UPDATE otel_runs
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'cancelled', 'attempt', attempt, 'worker', IF(state = 'running', worker, ''))),
+    finished_at = IF(state = 'running', GREATEST(deadline, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+    deadline    = NULL,
+    state       = 'cancelled'
+WHERE id = sqlc.arg(id) AND state IN ('available', 'running');
+
+-- name: RunRetry :execrows
+-- RunRetry restores a discarded, orphaned or cancelled run: due now, with
+-- its attempts counted from zero again (its claims go on counting, and the
+-- claim of an orphaned attempt stays as it was until the next claim: a late
+-- outcome of that attempt matches nothing once the run is available). A
+-- run cancelled while running is restored only once its finished_at (its
+-- deadline then) has passed, when its handler has been told: a retry
+-- never runs it twice at once.
+UPDATE otel_runs
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'retried', 'attempt', attempt)),
+    state = 'available', attempt = 0, run_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), finished_at = NULL
+WHERE id = sqlc.arg(id) AND state IN ('discarded', 'orphaned', 'cancelled') AND finished_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
+
+-- name: RunGet :one
+-- RunGet reads one run.
+SELECT id, job, queue, state, priority, run_at, scheduled_at, args, attempt, max_attempts, timeout_us,
+       claim, worker, deadline, unique_key, last_error, created_at, finished_at, headers
+FROM otel_runs
+WHERE id = sqlc.arg(id);
+
+
+-- name: RunsQueues :many
+-- RunsQueues lists up to limit queues that have runs, in name order: a
+-- loose scan of the head of the claim index (queue, …), so its cost does
+-- not grow with the runs of each queue.
+SELECT DISTINCT queue
+FROM otel_runs
+ORDER BY queue
+LIMIT ?;
+
+-- name: QueuePause :exec
+-- QueuePause pauses a queue: workers of every node stop claiming its runs
+-- once they have read the pause (running runs finish). Pausing a paused
+-- queue changes nothing: paused_at stays the time the pause began. paused
+-- is assigned last, so the IFs read the old value whether the server
+-- assigns left to right (MySQL, MariaDB) or simultaneously (MariaDB's
+-- SIMULTANEOUS_ASSIGNMENT).
+INSERT INTO otel_queues (queue, paused, paused_at, updated_at)
+VALUES (sqlc.arg(queue), 1, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND))
+ON DUPLICATE KEY UPDATE
+    paused_at  = IF(paused = 1, paused_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+    updated_at = IF(paused = 1, updated_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)),
+    paused     = 1;
+
+-- name: QueueResume :exec
+-- QueueResume lifts a queue's pause; a queue that is not paused is left as
+-- it is (updated_at then stays the time of its last change).
+UPDATE otel_queues
+SET paused = 0, paused_at = NULL, updated_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+WHERE queue = sqlc.arg(queue) AND paused = 1;
+
+-- name: QueuesPaused :many
+-- QueuesPaused lists the paused queues: the workers' read, a consistent
+-- read that takes no lock (never FOR UPDATE or LOCK IN SHARE MODE, and
+-- never inside a claim's transaction), of a table with a row per queue
+-- ever paused.
+SELECT queue
+FROM otel_queues
+WHERE paused = 1;
+
+-- name: QueuesList :many
+-- QueuesList reads up to limit queues' rows, in name order.
+SELECT queue, paused, paused_at, updated_at
+FROM otel_queues
+ORDER BY queue
+LIMIT ?;
+-- Code generated by lockgen. DO NOT EDIT.
+-- (This line ends the file: sqlc would take a first line as the first query's doc comment.)
