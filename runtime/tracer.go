@@ -16,8 +16,9 @@ import (
 // traces locks and jobs.
 type Tracer interface {
 	// Acquiring is called as an acquisition of lock for key starts (Try,
-	// Acquire, and the With, leader terms and singleton jobs built on
-	// them), once the key and the server are checked. The function it
+	// Acquire, and the With and singleton jobs built on them; not a leader
+	// campaign's attempts, whose busy polls would be noise), once the key
+	// and the server are checked. The function it
 	// returns is called when the acquisition ends: with the lease's
 	// fencing token when it was acquired, else with the error (one
 	// wrapping ErrNotAcquired when the lock stayed busy). The
