@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -166,23 +167,15 @@ func TestAttemptSpansLinkToTheEnqueueAcrossNodes(t *testing.T) {
 		assert.Equal(t, int64(i+1), attr(p, lockgenotel.Attempt).AsInt64())
 		assert.Equal(t, "mail", attr(p, lockgenotel.MessagingDestination).AsString())
 		assert.Equal(t, "send_receipt", attr(p, lockgenotel.Job).AsString())
-		assert.Equal(t, id, mustAtoi(t, attr(p, lockgenotel.MessagingMessageID).AsString()))
+		msgID, err := strconv.ParseInt(attr(p, lockgenotel.MessagingMessageID).AsString(), 10, 64)
+		require.NoError(t, err, "attempt %d's message ID is the run ID", i+1)
+		assert.Equal(t, id, msgID)
 	}
 	assert.Equal(t, "failed", attr(processes[0], lockgenotel.Outcome).AsString())
 	assert.Equal(t, codes.Error, processes[0].Status.Code)
 	require.NotEmpty(t, processes[0].Events, "the failure is recorded on the span")
 	assert.Equal(t, "completed", attr(processes[1], lockgenotel.Outcome).AsString())
 	assert.NotEqual(t, codes.Error, processes[1].Status.Code)
-}
-
-func mustAtoi(t *testing.T, s string) int64 {
-	t.Helper()
-	var n int64
-	for _, c := range s {
-		require.True(t, c >= '0' && c <= '9', "not a run ID: %q", s)
-		n = n*10 + int64(c-'0')
-	}
-	return n
 }
 
 // TestProducerAsParent: with WithProducerAsParent, each attempt's span is
