@@ -21,7 +21,8 @@ const openAPIFile = "openapi.json"
 func OpsConfig(s *spec.Spec) ops.Config {
 	cfg := ops.Config{TablePrefix: s.TablePrefix}
 	for _, l := range s.Locks {
-		cfg.Locks = append(cfg.Locks, ops.Lock{Name: l.Name, Strategy: l.Strategy, Keyed: l.Key != nil, Leader: l.Leader})
+		cfg.Locks = append(cfg.Locks, ops.Lock{Name: l.Name, Strategy: l.Strategy, Keyed: l.Key != nil, Leader: l.Leader,
+			WaitOnServer: l.WaitMode == spec.WaitModeServer})
 	}
 	for _, j := range s.Jobs {
 		job := ops.Job{Name: j.Name, Queue: j.Queue, Schedule: j.Schedule, Timezone: j.Timezone,

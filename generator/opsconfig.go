@@ -23,6 +23,9 @@ func opsConfig(f *jen.File, m *model) {
 			if lk.Leader {
 				l = append(l, kv{"Leader", jen.True()})
 			}
+			if lk.WaitOnServer {
+				l = append(l, kv{"WaitOnServer", jen.True()})
+			}
 			locks = append(locks, values(l...))
 		}
 		fields = append(fields, kv{"Locks", jen.Index().Add(op("Lock")).Add(list(locks))})

@@ -133,8 +133,13 @@ func TestReleaseWindowStillReportsLoss(t *testing.T) {
 			}
 
 			close(store.letGo)
-			proxy.Cut() // the blackholed check fails at once
-			proxy.Restore()
+			if strategy == runtime.StrategySession {
+				// The blackholed check fails at once. (Only then: a cut
+				// that races the lease renewal let go just now could leave
+				// that statement waiting out its own timeout, a minute.)
+				proxy.Cut()
+				proxy.Restore()
+			}
 			select {
 			case err := <-released:
 				assert.ErrorIs(t, err, runtime.ErrLeaseLost, "the lease was lost before it was released")

@@ -20,6 +20,20 @@ import (
 // maxSessionLockName is GET_LOCK's limit on lock names.
 const maxSessionLockName = 64
 
+// ServerLockName is the server-wide named lock (GET_LOCK) that waiters for
+// (lock, key) block on in other processes: the session strategy's lock, or,
+// with wake true, the wake lock of a lease lock with WaitOnServer. namespace
+// is the store's SessionNamespace (its table prefix). Tools that count
+// waiters (performance_schema.metadata_locks) match names with it; the
+// name is a hash when the plain one would not fit, so it cannot be parsed
+// back.
+func ServerLockName(namespace, lock, key string, wake bool) string {
+	if wake {
+		return wakeLockName(namespace, lock, key)
+	}
+	return sessionLockName(namespace, lock, key)
+}
+
 // sessionLockName is the server-wide GET_LOCK name of (name, key): the
 // namespace, name and key, or a deterministic hash of them when the server
 // would not keep that string as it is (see plainLockName) or it is longer

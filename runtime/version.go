@@ -1,9 +1,9 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV6 is the compile-time version guard of
-// generated code. Every package lockgen generates for this runtime refers to
-// it (const _ = runtime.RegenerateWithLockgenGenerateV6), so generated code
-// and a runtime that do not fit together fail to build with
+// RegenerateWithLockgenGenerateV6 and V7 are the compile-time version guards
+// of generated code. Every package lockgen generates for this runtime refers
+// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV7), so
+// generated code and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
 // lockgen versions, and the fix is to run `go tool lockgen generate` with the
@@ -41,3 +41,9 @@ package runtime
 // This runtime requires that column, which V5 code has no migration for,
 // so it does not run V5 code.
 const RegenerateWithLockgenGenerateV6 = true
+
+// V7: the generated ops.Config marks the lease locks whose waiters wait on
+// the server (ops.Lock.WaitOnServer), so that the locks page counts them.
+// This runtime still runs V6 code (its locks page then counts no waiter of
+// a lease lock).
+const RegenerateWithLockgenGenerateV7 = true

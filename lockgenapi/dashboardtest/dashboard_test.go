@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -126,6 +127,25 @@ func (d *deployment) work(t *testing.T) {
 			return d.locks.WithOrdersLock(ctx, id, func(ctx context.Context, _ *demo.Lease) error { <-ctx.Done(); return nil })
 		})
 	}
+	// Invoice 7 is held (row strategy) and a second node waits for it.
+	invoiceHeld := make(chan struct{})
+	hold(func(ctx context.Context) error {
+		return d.locks.WithInvoicesLock(ctx, 7, func(ctx context.Context, _ *demo.Lease) error {
+			close(invoiceHeld)
+			<-ctx.Done()
+			return nil
+		})
+	})
+	other, err := demo.New(d.db, demo.WithOwner("web-2"))
+	require.NoError(t, err)
+	hold(func(ctx context.Context) error {
+		<-invoiceHeld
+		err := other.WithInvoicesLock(ctx, 7, func(context.Context, *demo.Lease) error { return nil })
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	})
 	hold(func(ctx context.Context) error { return d.locks.RunJobs(ctx, handlers{}) })
 	for i := int64(1); i <= 12; i++ {
 		_, err := d.locks.EnqueueSendReceipt(ctx, demo.SendReceiptArgs{OrderID: i, Email: fmt.Sprintf("buyer%d@example.com", i)})
@@ -135,7 +155,7 @@ func (d *deployment) work(t *testing.T) {
 		_, err := d.locks.EnqueueSyncPartner(ctx, demo.SyncPartnerArgs{PartnerID: i})
 		require.NoError(t, err)
 	}
-	_, err := d.locks.EnqueueSendReceipt(ctx, demo.SendReceiptArgs{OrderID: 500, Email: "later@example.com"}, demo.Delay(time.Hour))
+	_, err = d.locks.EnqueueSendReceipt(ctx, demo.SendReceiptArgs{OrderID: 500, Email: "later@example.com"}, demo.Delay(time.Hour))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		var open int
@@ -231,6 +251,17 @@ func TestDashboardInABrowser(t *testing.T) {
 	base := d.serve(t, "-write-token", token)
 	ctx := browser(t)
 	shots := artifacts(t, d.server)
+	// web-2's wait for invoice 7 has reached the server.
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/api/v1/locks?name=invoices")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var page struct {
+			Items []struct{ Waiters *int64 }
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+		return len(page.Items) == 1 && page.Items[0].Waiters != nil && *page.Items[0].Waiters == 1
+	}, 30*time.Second, 50*time.Millisecond, "the API counts web-2 waiting for invoice 7")
 
 	var discarded []int64
 	rows, err := d.db.Query("SELECT id FROM dash_runs WHERE state = 'discarded' ORDER BY id")
@@ -242,16 +273,21 @@ func TestDashboardInABrowser(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Len(t, discarded, 4, "orders 3, 6, 9, 12 failed twice")
+	// The trace context a traced producer stores with a run (lockgenotel).
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	_, err = d.db.Exec("UPDATE dash_runs SET headers = JSON_OBJECT('traceparent', ?) WHERE id = ?", traceparent, discarded[0])
+	require.NoError(t, err)
 
 	pages := []struct {
 		name, path string
 		want       []string
 	}{
 		{"overview", "/", []string{"Leaders", "master", "web-1", "orders", "default", "mail", "partner", "tick", "nightly_report", "@every 1s", "Europe/Berlin", "Pause mail"}},
-		{"locks", "/locks", []string{"master", "orders", "1001", "1002", "web-1", "lease", "no force-release"}},
+		{"locks", "/locks", []string{"master", "orders", "1001", "1002", "web-1", "lease", "invoices", "row", "no force-release",
+			"Nobody can tell who waits for orders: lease waiters poll the row"}},
 		{"runs", "/runs", []string{"send_receipt", "sync_partner", "discarded", "completed", "smtp: 550 mailbox"}},
 		{"runs-discarded", "/runs?job=send_receipt&state=discarded", []string{"Retry every discarded run of send_receipt"}},
-		{"run", fmt.Sprintf("/runs/%d", discarded[0]), []string{"send_receipt", "discarded", "order_id", "buyer3@example.com", "at send (mail.go:42)", "started", "failed", "Retry run"}},
+		{"run", fmt.Sprintf("/runs/%d", discarded[0]), []string{"send_receipt", "discarded", "order_id", "buyer3@example.com", "at send (mail.go:42)", "started", "failed", "Retry run", "Headers", "traceparent", traceparent}},
 		{"schedules", "/schedules", []string{"tick", "@every 1s", "nightly_report", "0 3 * * *", "Europe/Berlin", "Newest tick", "skipped"}},
 	}
 	for _, p := range pages {
@@ -262,6 +298,13 @@ func TestDashboardInABrowser(t *testing.T) {
 			assert.Contains(t, text, w, "page %s", p.name)
 		}
 		shoot(t, ctx, shots, p.name)
+		if p.name == "locks" {
+			// The row lock's waiter, as the server counts it.
+			waiting, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+				`[...document.querySelectorAll("tbody tr")].find(r => r.cells[0].textContent == "invoices").cells[7].textContent`))
+			require.NoError(t, err)
+			assert.Equal(t, "1", waiting, "the Waiting cell of invoice 7")
+		}
 		// Every form control has a label, and the page starts with a
 		// skip link: usable with a keyboard and a screen reader.
 		unlabelled, err := chromedp.Run(ctx, chromedp.Evaluate[int](

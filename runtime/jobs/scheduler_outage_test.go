@@ -67,6 +67,7 @@ func startNodeUntil(t *testing.T, j *jobs.Client, cfg jobs.NodeConfig) (stop fun
 // runs them twice. The reviewer measured 15 of 31 ticks run twice with a
 // 10 s retention and a 25 s cut.
 func TestSchedulerCutNodeDoesNotRerunPrunedTicks(t *testing.T) {
+	t.Parallel() // mostly waiting for ticks: overlaps the other long scheduler tests
 	tdb := testdb.New(t)
 	const keep = 5 * time.Second // the shortest retention the scheduler honours (the catch-up grace)
 	job := jobs.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: jobs.CatchUpAll, MaxAttempts: 1, Timeout: 10 * time.Second}
@@ -106,6 +107,7 @@ func TestSchedulerCutNodeDoesNotRerunPrunedTicks(t *testing.T) {
 // gives up within its bound, and the node goes on inserting ticks, instead
 // of waiting for the kernel to give up on the connection (~15 min).
 func TestSchedulerGoesOnAfterABlackhole(t *testing.T) {
+	t.Parallel() // mostly waiting for ticks: overlaps the other long scheduler tests
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
 	proxy, pdb := testkit.OpenViaProxy(t, tdb)
@@ -155,6 +157,7 @@ func TestPruneOnABlackholeReturns(t *testing.T) {
 // database's time. The scheduler's store hides its pool, so it tells the
 // database's time by the stepped clock.
 func TestSchedulerSurvivesADatabaseClockStepForwardAndBack(t *testing.T) {
+	t.Parallel() // mostly waiting for ticks: overlaps the other long scheduler tests
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
 	job := jobs.ScheduledJob{Name: "beat", Schedule: mustSchedule(t, "@every 1s", ""), CatchUp: jobs.CatchUpAll, MaxAttempts: 1, Timeout: time.Second, Retention: 20 * time.Second}

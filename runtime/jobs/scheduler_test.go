@@ -65,6 +65,7 @@ func startScheduler(t *testing.T, j *jobs.Client, list ...jobs.ScheduledJob) (st
 // tick from the first to the last ran exactly once: none missing, none
 // twice.
 func TestScheduledTicksRunOnceAcrossNodes(t *testing.T) {
+	t.Parallel() // mostly waiting for ticks: overlaps the other long scheduler tests
 	tdb := testdb.New(t)
 	const ticks = 30
 	job := jobs.ScheduledJob{Name: "heartbeat", Schedule: mustSchedule(t, "@every 1s", ""), MaxAttempts: 3, Timeout: 10 * time.Second}

@@ -24,6 +24,11 @@ type Holding struct {
 	// are released (or their connection ends).
 	ExpiresAt  *time.Time `json:"expires_at,omitempty"`
 	TimeLeftMS *int64     `json:"time_left_ms,omitempty"`
+	// Waiters counts the sessions that wait on the server for this
+	// holding (a row lock wait, or GET_LOCK for session locks and lease
+	// locks with wait_mode server), when the server can tell; absent
+	// otherwise (LockPage.WaitersUnseen says why).
+	Waiters *int64 `json:"waiters,omitempty"`
 }
 
 // LockSummary is a declared lock and how many of its rows are held.
@@ -49,9 +54,13 @@ type LocksFilter struct {
 type LockPage struct {
 	Items []Holding `json:"items"`
 	Next  string    `json:"next,omitempty"`
+	// WaitersUnseen says, one sentence each, whose waiters the server
+	// could not tell on this page and how to make them visible.
+	WaitersUnseen []string `json:"waiters_unseen,omitempty"`
 }
 
-// Locks lists held locks. There is no force-release: a holder whose row
+// Locks lists held locks and, where the server can tell, how many
+// sessions wait for each (see Holding.Waiters). There is no force-release: a holder whose row
 // was freed under it would go on working as the holder while another
 // acquires, and fencing tokens protect only writes that check them.
 func (o *Ops) Locks(ctx context.Context, f LocksFilter) (*LockPage, error) {
@@ -115,6 +124,7 @@ func (o *Ops) Locks(ctx context.Context, f LocksFilter) (*LockPage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops: list locks: %w", err)
 	}
+	o.addWaiters(ctx, page)
 	return page, nil
 }
 
@@ -127,10 +137,8 @@ func (o *Ops) scanHolding(rows interface{ Scan(...any) error }) (Holding, bool, 
 	if err := rows.Scan(&h.Lock, &h.Key, &h.Owner, &h.Token, &h.AcquiredAt, &expires, &leftUs, &held); err != nil {
 		return h, false, err
 	}
-	for _, l := range o.cfg.Locks {
-		if l.Name == h.Lock {
-			h.Strategy = l.Strategy
-		}
+	if l, ok := o.declaredLock(h.Lock); ok {
+		h.Strategy = l.Strategy
 	}
 	if expires.Year() > 1970 && expires.Year() < 9999 {
 		ms := leftUs / 1000

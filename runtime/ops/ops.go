@@ -62,6 +62,10 @@ type Lock struct {
 	Strategy string `json:"strategy"`
 	Keyed    bool   `json:"keyed"`
 	Leader   bool   `json:"leader"`
+	// WaitOnServer is true for a lease lock whose waiters wait on the
+	// server (wait_mode: server) rather than poll its row: the server can
+	// then tell who waits.
+	WaitOnServer bool `json:"wait_on_server,omitempty"`
 }
 
 // Job is a declared job.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +39,7 @@ var deployment = ops.Config{
 }
 
 type fixture struct {
+	tdb   *testdb.DB
 	db    *sql.DB
 	locks *runtime.Client
 	jobs  *jobs.Client
@@ -54,7 +57,7 @@ func newFixture(t *testing.T, cfg ops.Config) *fixture {
 	require.NoError(t, err)
 	o, err := ops.New(tdb.Open(t), cfg)
 	require.NoError(t, err)
-	return &fixture{db: db, locks: c, jobs: j, ops: o}
+	return &fixture{tdb: tdb, db: db, locks: c, jobs: j, ops: o}
 }
 
 func (f *fixture) lock(t *testing.T, cfg runtime.LockConfig) *runtime.Lock {
@@ -500,4 +503,123 @@ func runWorker(t *testing.T, w *jobs.Worker) (stop func()) {
 	stop = func() { once.Do(func() { cancel(); require.NoError(t, <-done) }) }
 	t.Cleanup(stop)
 	return stop
+}
+
+// TestLocksShowWhatWaits: a row lock's waiter (a row lock wait) is counted
+// on both servers; a session lock's and a server-waiting lease's waiters
+// (GET_LOCK) where performance_schema lists them (MySQL's default), and
+// otherwise the page says why not (MariaDB's default); a polling lease's
+// waiters are never counted and the page says so. A holding nobody waits
+// for counts 0.
+func TestLocksShowWhatWaits(t *testing.T) {
+	cfg := deployment
+	cfg.Locks = append(slices.Clone(deployment.Locks),
+		ops.Lock{Name: "sessions", Strategy: "session", Keyed: true},
+		ops.Lock{Name: "woken", Strategy: "lease", Keyed: true, WaitOnServer: true})
+	f := newFixture(t, cfg)
+	ctx := context.Background()
+	// GET_LOCK names are server-wide: keys no other test uses, with the
+	// characters InnoDB's LOCK_DATA escapes.
+	key := fmt.Sprintf(`w%d it's, "x" é\`, time.Now().UnixNano())
+	configs := map[string]runtime.LockConfig{
+		"rows":     {Name: "rows", Strategy: runtime.StrategyRow, Keyed: true, IdleTimeout: 5 * time.Minute},
+		"sessions": {Name: "sessions", Strategy: runtime.StrategySession, Keyed: true, TTL: 30 * time.Second},
+		"woken":    {Name: "woken", Keyed: true, TTL: 30 * time.Second, WaitOnServer: true},
+		"orders":   {Name: "orders", Keyed: true, TTL: 30 * time.Second},
+	}
+	for _, c := range configs {
+		lease, err := f.lock(t, c).Try(ctx, key)
+		require.NoError(t, err, c.Name)
+		t.Cleanup(func() { _ = lease.Release(context.Background()) })
+	}
+	idle, err := f.lock(t, configs["rows"]).Try(ctx, key+"-idle")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = idle.Release(context.Background()) })
+
+	// One waiter for each, in another client with its own pool.
+	other, err := runtime.NewClient(lockgendb.NewStore(f.tdb.Open(t)), runtime.WithOwner("node-b"))
+	require.NoError(t, err)
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	for _, c := range configs {
+		c.Wait = time.Minute
+		l, err := other.Lock(c)
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if lease, err := l.Acquire(wctx, key); err == nil {
+				_ = lease.Release(context.Background())
+			}
+		}()
+	}
+
+	var version string
+	var perfSchema bool
+	require.NoError(t, f.db.QueryRowContext(ctx, "SELECT VERSION(), @@performance_schema").Scan(&version, &perfSchema))
+	namedSeen := false // performance_schema lists named locks
+	if perfSchema {
+		var enabled string
+		require.NoError(t, f.tdb.Admin(t).QueryRowContext(ctx, "SELECT ENABLED FROM performance_schema.setup_instruments WHERE NAME = 'wait/lock/metadata/sql/mdl'").Scan(&enabled))
+		namedSeen = enabled == "YES"
+	}
+	if !strings.Contains(version, "MariaDB") {
+		require.True(t, perfSchema, "MySQL's default: performance_schema on")
+	}
+	waiters := func(page *ops.LockPage, lock, key string) *int64 {
+		for _, h := range page.Items {
+			if h.Lock == lock && h.Key == key {
+				return h.Waiters
+			}
+		}
+		return nil
+	}
+	counted := func(page *ops.LockPage) bool {
+		locks := []string{"rows"}
+		if namedSeen {
+			locks = append(locks, "sessions", "woken")
+		}
+		for _, lock := range locks {
+			if w := waiters(page, lock, key); w == nil || *w != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	// The application's user reads no server tables: the page says so.
+	page, err := f.ops.Locks(ctx, ops.LocksFilter{Limit: ops.MaxLimit})
+	require.NoError(t, err)
+	require.Nil(t, waiters(page, "rows", key))
+	assert.Regexp(t, "Row lock waiters are not shown: reading (information_schema.INNODB_LOCK_WAITS|performance_schema.data_locks) failed.*(PROCESS|denied)", strings.Join(page.WaitersUnseen, "\n"))
+
+	// An operator's user with the privileges (PROCESS on MariaDB, SELECT on
+	// performance_schema on MySQL) sees them.
+	admin, err := ops.New(f.tdb.Admin(t), cfg)
+	require.NoError(t, err)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		page, err = admin.Locks(ctx, ops.LocksFilter{Limit: ops.MaxLimit})
+		require.NoError(t, err)
+		if counted(page) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a waiter for each lock is not counted: %+v, unseen %q", page.Items, page.WaitersUnseen)
+		}
+	}
+	if w := waiters(page, "rows", key+"-idle"); assert.NotNil(t, w) {
+		assert.Zero(t, *w, "nobody waits for the idle row")
+	}
+	assert.Nil(t, waiters(page, "orders", key), "a polling lease's waiters are not counted")
+	unseen := strings.Join(page.WaitersUnseen, "\n")
+	assert.Contains(t, unseen, "Nobody can tell who waits for orders: lease waiters poll the row")
+	if !namedSeen {
+		assert.Nil(t, waiters(page, "sessions", key))
+		assert.Nil(t, waiters(page, "woken", key))
+		assert.Contains(t, unseen, "Waiters in GET_LOCK (session locks, lease locks with wait_mode: server) are not shown: performance_schema is off")
+	} else {
+		assert.NotContains(t, unseen, "GET_LOCK")
+	}
+	assert.NotContains(t, unseen, "Row lock waiters", "row lock waits are read on both servers")
+	t.Logf("%s: %v", version, page.WaitersUnseen)
 }

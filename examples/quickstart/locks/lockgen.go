@@ -26,11 +26,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV6 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV7 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV6
+const _ = runtime.RegenerateWithLockgenGenerateV7
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -232,9 +232,10 @@ func OpsConfig() ops.Config {
 		TablePrefix: "quickstart_",
 		Locks: []ops.Lock{
 			{
-				Name:     "master",
-				Strategy: "lease",
-				Leader:   true,
+				Name:         "master",
+				Strategy:     "lease",
+				Leader:       true,
+				WaitOnServer: true,
 			},
 			{
 				Name:     "order",

@@ -32,11 +32,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV6 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV7 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV6
+const _ = runtime.RegenerateWithLockgenGenerateV7
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -307,17 +307,19 @@ func OpsConfig() ops.Config {
 		TablePrefix: "chaos_",
 		Locks: []ops.Lock{
 			{
-				Name:     "leader",
-				Strategy: "lease",
-				Leader:   true,
+				Name:         "leader",
+				Strategy:     "lease",
+				Leader:       true,
+				WaitOnServer: true,
 			},
 			{
 				Name:     "poll",
 				Strategy: "lease",
 			},
 			{
-				Name:     "server",
-				Strategy: "lease",
+				Name:         "server",
+				Strategy:     "lease",
+				WaitOnServer: true,
 			},
 			{
 				Name:     "keyed",
@@ -325,8 +327,9 @@ func OpsConfig() ops.Config {
 				Keyed:    true,
 			},
 			{
-				Name:     "guarded",
-				Strategy: "lease",
+				Name:         "guarded",
+				Strategy:     "lease",
+				WaitOnServer: true,
 			},
 			{
 				Name:     "session",

@@ -28,11 +28,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV6 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV7 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV6
+const _ = runtime.RegenerateWithLockgenGenerateV7
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -306,9 +306,10 @@ func OpsConfig() ops.Config {
 		TablePrefix: "app_",
 		Locks: []ops.Lock{
 			{
-				Name:     "master",
-				Strategy: "lease",
-				Leader:   true,
+				Name:         "master",
+				Strategy:     "lease",
+				Leader:       true,
+				WaitOnServer: true,
 			},
 			{
 				Name:     "order",
@@ -321,8 +322,9 @@ func OpsConfig() ops.Config {
 				Keyed:    true,
 			},
 			{
-				Name:     "nightly_report",
-				Strategy: "lease",
+				Name:         "nightly_report",
+				Strategy:     "lease",
+				WaitOnServer: true,
 			},
 			{
 				Name:     "import",
@@ -334,9 +336,10 @@ func OpsConfig() ops.Config {
 				Keyed:    true,
 			},
 			{
-				Name:     "scheduler",
-				Strategy: "lease",
-				Leader:   true,
+				Name:         "scheduler",
+				Strategy:     "lease",
+				Leader:       true,
+				WaitOnServer: true,
 			},
 			{
 				Name:     "tenant_backup",
