@@ -185,3 +185,93 @@ func (c gatedConn) ExecContext(ctx context.Context, query string, args []sqldriv
 	}
 	return c.mysqlConn.ExecContext(ctx, query, args)
 }
+
+// TestCompletionWaitingOnARowHoldsNoOtherClaimsRow: a worker's completion
+// batch holds a run whose row an operator's transaction has locked, and a
+// run that was rescued and claimed again by another worker meanwhile (a
+// stale outcome). While the completion waits on the first row, the new
+// claim's heartbeat finds its row free: the autocommit UPDATE keeps no
+// lock on the row whose claim it does not match (measured on both
+// servers), so a completion stuck behind an operator delays no other
+// worker's heartbeat. This was the first suspect of the healthy handlers
+// cancelled in the hour-long MySQL chaos run of 2026-11-27 (session 4),
+// and is not their cause; the test keeps the property.
+func TestCompletionWaitingOnARowHoldsNoOtherClaimsRow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	store := lockgendb.NewStore(db)
+	j := jobsOn(t, store, "node")
+	// stale's row comes first in primary key order: the completion reads
+	// it before it waits on held's.
+	staleID, err := j.Enqueue(ctx, nil, newRun("stale"))
+	require.NoError(t, err)
+	heldID, err := j.Enqueue(ctx, nil, newRun("held"))
+	require.NoError(t, err)
+	first, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 2, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Len(t, first, 2)
+	claims := map[int64]driver.Claim{}
+	for _, r := range first {
+		claims[r.ID] = driver.Claim{ID: r.ID, Claim: r.Claim}
+	}
+	// Both deadlines pass, the rescue makes both due again, and another
+	// worker claims both. The completion the test sends carries stale's
+	// old claim (a stale outcome) and held's current one.
+	require.Eventually(t, func() bool {
+		_, err := store.RunsRescue(ctx, 10)
+		require.NoError(t, err)
+		var n int
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM lockgen_runs WHERE state = 'available'").Scan(&n))
+		return n == 2
+	}, 20*time.Second, 50*time.Millisecond, "both runs are rescued")
+	again, err := store.RunsClaim(ctx, jobs.DefaultQueue, "new", 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, again, 2)
+	var current driver.Claim
+	for _, r := range again {
+		if r.ID == staleID {
+			current = driver.Claim{ID: r.ID, Claim: r.Claim}
+		} else {
+			claims[heldID] = driver.Claim{ID: r.ID, Claim: r.Claim}
+		}
+	}
+	require.NotZero(t, current.ID)
+
+	// The operator's transaction holds held's row.
+	admin := tdb.Admin(t)
+	tx, err := admin.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", heldID)
+	require.NoError(t, err)
+
+	completed := make(chan error, 1)
+	go func() {
+		_, err := store.RunsComplete(ctx, []driver.Claim{claims[staleID], claims[heldID]})
+		completed <- err
+	}()
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, admin.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&waiting))
+		return waiting == 1
+	}, 10*time.Second, 5*time.Millisecond, "the completion waits on held's row")
+
+	hb, err := store.RunsHeartbeat(ctx, []driver.Claim{current}, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, []driver.Claim{current}, hb.Extended, "the new claim of stale is extended, not skipped as busy, while the completion waits: %+v", hb)
+
+	require.NoError(t, tx.Rollback())
+	select {
+	case err := <-completed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the completion still waits after the operator's transaction ended")
+	}
+	var state string
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", heldID).Scan(&state))
+	assert.Equal(t, "completed", state, "held completes once its row is free")
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", staleID).Scan(&state))
+	assert.Equal(t, "running", state, "stale's old claim matches nothing")
+}
