@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -116,6 +117,17 @@ func (h *heartbeater) beat(ctx context.Context) (next time.Duration) {
 			if ctx.Err() == nil {
 				servererr.WarnUnlessTransient(w.jobs.log, "lockgen: run heartbeat failed", err, h.failures, "queue", w.cfg.Queue, "runs", k)
 			}
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				// The statement hung: its connection is likely dead, and
+				// so are the pool's other idle ones after a network fault
+				// healed. Drop them all within one bound, so that the retry
+				// finds a live connection instead of the next dead one.
+				pctx, cancel := context.WithTimeout(ctx, h.statementTimeout())
+				if n := driver.ProbeIdle(pctx, w.jobs.store.Server().DB); n > 0 {
+					w.jobs.log.Debug("lockgen: dropped idle connections that did not answer after a heartbeat timed out", "queue", w.cfg.Queue, "connections", n)
+				}
+				cancel()
+			}
 			next = h.retry(sent)
 		default:
 			for _, c := range hb.Extended {
@@ -167,8 +179,9 @@ func (h *heartbeater) statementTimeout() time.Duration { return h.w.cfg.Lease / 
 
 // retry is the wait before the next heartbeat after a failed one sent at
 // sent: until Lease/12 after it was sent, so at once after one that timed
-// out (its connection is discarded; the next may well find a live one in
-// the pool) and not in a busy loop after one that failed fast.
+// out (its connection is discarded, and the pool's idle connections that do
+// not answer a ping were dropped with it: the next finds a live one) and
+// not in a busy loop after one that failed fast.
 func (h *heartbeater) retry(sent time.Time) time.Duration {
 	return max(h.w.cfg.Lease/12-h.w.jobs.clock.Now().Sub(sent), 0)
 }

@@ -104,3 +104,71 @@ func TestJobsHandlerIsToldBeforeItsRunIsRescued(t *testing.T) {
 		})
 	}
 }
+
+// TestHeartbeatAfterABlackholeDropsTheDeadIdleConnections (the hour-long
+// MySQL chaos run of 2026-11-27, session 4: every statement of a worker
+// timed out for 7.6 s after a 1.9 s blackhole healed): a blackhole leaves
+// every connection that was idle in the pool dead for good, and the pool
+// hands idle connections out first, so each is found dead only by a
+// statement that times out on it, one after the other. A worker with 30
+// idle connections, blackholed for 600 ms, must keep its handler's lease:
+// its heartbeat drops the dead idle connections together after its first
+// timeout. Before, the heartbeat and the worker's other loops went through
+// them one timeout each, for longer than the lease, and the healthy
+// handler was cancelled.
+func TestHeartbeatAfterABlackholeDropsTheDeadIdleConnections(t *testing.T) {
+	tdb := testdb.New(t)
+	proxy, pdb := testkit.OpenViaProxy(t, tdb)
+	const idle = 30
+	pdb.SetMaxOpenConns(idle + 10)
+	pdb.SetMaxIdleConns(idle + 10)
+	node := jobsNode(t, pdb, "node")
+	ctx := context.Background()
+	id, err := jobsNode(t, tdb.Open(t), "producer").Enqueue(ctx, nil, jobs.NewRun{Job: "long", MaxAttempts: 1, Timeout: time.Minute})
+	require.NoError(t, err)
+
+	const hold = 6 * time.Second
+	started := make(chan struct{})
+	lost := make(chan error, 1)
+	startWorker(t, node, jobs.WorkerConfig{Lease: 4 * time.Second, RescueEvery: -1, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"long": {Handle: func(ctx context.Context, run *jobs.Run) error {
+			close(started)
+			select {
+			case <-ctx.Done():
+				lost <- context.Cause(ctx)
+				return ctx.Err()
+			case <-time.After(hold):
+				lost <- nil
+				return nil
+			}
+		}}}})
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the handler never started")
+	}
+	// Fill the pool with idle connections.
+	var wg sync.WaitGroup
+	for range idle {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := pdb.ExecContext(ctx, "SELECT SLEEP(0.2)")
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	require.GreaterOrEqual(t, pdb.Stats().Idle, idle)
+
+	proxy.Blackhole()
+	time.Sleep(600 * time.Millisecond)
+	proxy.Restore()
+
+	select {
+	case cause := <-lost:
+		require.NoError(t, cause, "the healthy handler kept its lease")
+	case <-time.After(hold + 10*time.Second):
+		t.Fatal("the handler never returned")
+	}
+	waitState(t, node, id, jobs.RunCompleted)
+}
