@@ -527,6 +527,26 @@ func TestLocksShowWhatWaits(t *testing.T) {
 		"woken":    {Name: "woken", Keyed: true, TTL: 30 * time.Second, WaitOnServer: true},
 		"orders":   {Name: "orders", Keyed: true, TTL: 30 * time.Second},
 	}
+	// One waiter for each, in another client with its own pool (opened
+	// first: closed after the waiters ended).
+	other, err := runtime.NewClient(lockgendb.NewStore(f.tdb.Open(t)), runtime.WithOwner("node-b"))
+	require.NoError(t, err)
+	// The waiters end before it: the holders' releases (cleanups run last
+	// registered first) let each waiter acquire and return, so that no
+	// statement is left waiting on the server for a client that is gone.
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		ended := make(chan struct{})
+		go func() { wg.Wait(); close(ended) }()
+		select {
+		case <-ended:
+		case <-time.After(30 * time.Second):
+			t.Error("a waiter did not get its lock after the holders released")
+		}
+		stop()
+		wg.Wait()
+	})
 	for _, c := range configs {
 		lease, err := f.lock(t, c).Try(ctx, key)
 		require.NoError(t, err, c.Name)
@@ -536,12 +556,6 @@ func TestLocksShowWhatWaits(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = idle.Release(context.Background()) })
 
-	// One waiter for each, in another client with its own pool.
-	other, err := runtime.NewClient(lockgendb.NewStore(f.tdb.Open(t)), runtime.WithOwner("node-b"))
-	require.NoError(t, err)
-	wctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	t.Cleanup(func() { stop(); wg.Wait() })
 	for _, c := range configs {
 		c.Wait = time.Minute
 		l, err := other.Lock(c)
@@ -549,8 +563,17 @@ func TestLocksShowWhatWaits(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if lease, err := l.Acquire(wctx, key); err == nil {
-				_ = lease.Release(context.Background())
+			// Until the test ends: an attempt that fails (a deadlock
+			// while the row is created, a starved statement) waits again.
+			for wctx.Err() == nil {
+				lease, err := l.Acquire(wctx, key)
+				if err == nil {
+					_ = lease.Release(context.Background())
+					return
+				}
+				if wctx.Err() == nil {
+					t.Logf("waiter for %s: %v (waiting again)", l.Config().Name, err)
+				}
 			}
 		}()
 	}
@@ -597,7 +620,11 @@ func TestLocksShowWhatWaits(t *testing.T) {
 	// performance_schema on MySQL) sees them.
 	admin, err := ops.New(f.tdb.Admin(t), cfg)
 	require.NoError(t, err)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	// Polled no faster than every 150 ms: MariaDB refreshes its
+	// INNODB_LOCK_WAITS snapshot only when nobody read it for 100 ms (a
+	// faster poll, here or in the test run just before, reads the same
+	// stale snapshot for ever).
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(150 * time.Millisecond) {
 		page, err = admin.Locks(ctx, ops.LocksFilter{Limit: ops.MaxLimit})
 		require.NoError(t, err)
 		if counted(page) {

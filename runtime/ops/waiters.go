@@ -126,6 +126,9 @@ func (o *Ops) rowWaiters(ctx context.Context, mariadb, perfSchema bool, database
 	var err error
 	switch {
 	case mariadb:
+		// MariaDB serves these tables from a snapshot that it refreshes
+		// only when nobody read it for 100 ms: readers polling faster
+		// than that, together, see the same old snapshot.
 		rows, err = o.db.QueryContext(ctx, `SELECT l.lock_data, COUNT(DISTINCT w.requesting_trx_id)
 FROM information_schema.INNODB_LOCK_WAITS w JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id
 WHERE l.lock_table = ? AND l.lock_index = 'PRIMARY' GROUP BY l.lock_data LIMIT ?`,
