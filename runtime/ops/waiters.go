@@ -32,6 +32,30 @@ import (
 // waitersCap bounds the rows each waiters query reads.
 const waitersCap = 10000
 
+// waitWay is how a holding's waiters in other processes wait.
+type waitWay int
+
+const (
+	waitUnknown waitWay = iota // an undeclared lock
+	waitRow                    // in a row lock wait
+	waitNamed                  // in GET_LOCK on runtime.ServerLockName
+	waitPolled                 // polling the row: nobody can tell
+)
+
+// waitWayOf is how the waiters of h wait, by its lock's declaration.
+func (o *Ops) waitWayOf(h Holding) waitWay {
+	l, _ := o.declaredLock(h.Lock)
+	switch {
+	case h.Strategy == "row":
+		return waitRow
+	case h.Strategy == "session" || l.WaitOnServer:
+		return waitNamed
+	case h.Strategy == "lease":
+		return waitPolled
+	}
+	return waitUnknown
+}
+
 // waitKinds are the ways of waiting the holdings of a page use.
 type waitKinds struct {
 	rows, named bool
@@ -42,14 +66,15 @@ type waitKinds struct {
 func (o *Ops) waitKindsOf(items []Holding) waitKinds {
 	var k waitKinds
 	for _, h := range items {
-		l, _ := o.declaredLock(h.Lock)
-		switch {
-		case h.Strategy == "row":
+		switch o.waitWayOf(h) {
+		case waitRow:
 			k.rows = true
-		case h.Strategy == "session" || l.WaitOnServer:
+		case waitNamed:
 			k.named = true
-		case h.Strategy == "lease" && !slices.Contains(k.polled, h.Lock):
-			k.polled = append(k.polled, h.Lock)
+		case waitPolled:
+			if !slices.Contains(k.polled, h.Lock) {
+				k.polled = append(k.polled, h.Lock)
+			}
 		}
 	}
 	slices.Sort(k.polled)
@@ -93,7 +118,7 @@ func (o *Ops) addWaiters(ctx context.Context, page *LockPage) {
 			page.WaitersUnseen = append(page.WaitersUnseen, "Row lock waiters are not shown: "+note+".")
 		} else {
 			for i := range page.Items {
-				if h := &page.Items[i]; h.Strategy == "row" {
+				if h := &page.Items[i]; o.waitWayOf(*h) == waitRow {
 					n := rows[[2]string{h.Lock, h.Key}]
 					h.Waiters = &n
 				}
@@ -108,9 +133,8 @@ func (o *Ops) addWaiters(ctx context.Context, page *LockPage) {
 		}
 		namespace := o.cfg.TablePrefix
 		for i := range page.Items {
-			h := &page.Items[i]
-			l, _ := o.declaredLock(h.Lock)
-			if h.Strategy == "session" || l.WaitOnServer {
+			if h := &page.Items[i]; o.waitWayOf(*h) == waitNamed {
+				// A session lock's own name, or a lease's wake lock.
 				n := named[runtime.ServerLockName(namespace, h.Lock, h.Key, h.Strategy != "session")]
 				h.Waiters = &n
 			}
