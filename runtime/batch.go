@@ -174,19 +174,28 @@ func (b *batcher) renewLocked(batch []*Lease) (lost []*Lease) {
 	for i, ls := range live {
 		keys[i], tokens[i] = ls.id.Key, ls.id.Token
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.TTL-cfg.SafetyMargin)
-	defer cancel()
+	// The batch's bound is the most time any of its leases has left (a
+	// lease with less is told by its watchdog when its own runs out).
+	left := time.Millisecond
+	for _, ls := range live {
+		left = max(left, ls.timeLeft())
+	}
 
-	sent := clock.Now()
-	n, err := b.store.LeaseRenewMany(ctx, cfg.Name, b.lock.client.owner, keys, tokens, cfg.TTL)
-	if err == nil && n == int64(len(live)) {
+	ctx, cancel := context.WithTimeout(context.Background(), left)
+	defer cancel()
+	renew := func(ctx context.Context) (int64, error) {
+		return b.store.LeaseRenewMany(ctx, cfg.Name, b.lock.client.owner, keys, tokens, cfg.TTL)
+	}
+	r := hedge(ctx, clock, b.store.Server().DB, left/3, renew, renew)
+	if r.err == nil && r.v == int64(len(live)) {
 		for _, ls := range live {
-			ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
+			ls.extend(r.sent.Add(cfg.TTL - cfg.SafetyMargin))
 		}
 		b.schedule(live, true)
 		return nil
 	}
-	sent = clock.Now()
+	err := r.err
+	sent := clock.Now()
 	rows, gerr := b.store.LeaseGetMany(ctx, cfg.Name, keys)
 	if gerr != nil {
 		for range live {

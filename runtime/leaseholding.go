@@ -33,15 +33,27 @@ func (h *leaseHolding) start(ls *Lease) {
 	}
 }
 
-// renew renews on the wake lock's connection when there is one, else
-// through the pool.
+// renew renews through the pool, or on the wake lock's pinned connection
+// when there is one, so that its renewals never wait for a pool its own
+// wake lock may have exhausted; through the pool too when that connection
+// fails or is slow (hedge), and then the wake lock is dropped (the server
+// frees it with the connection).
 func (h *leaseHolding) renew(ls *Lease, left time.Duration) bool {
-	if h.wake != nil {
-		if renewed, ok := h.renewOnWake(ls, left); ok {
-			return renewed
-		}
+	if h.wake == nil {
+		renewed, _ := ls.renewRow(left, nil)
+		return renewed
 	}
-	return ls.renewRow(left)
+	wake := h.wake
+	renewed, wakeLost := ls.renewRow(left, func(ctx context.Context) (bool, error) {
+		return wake.conn.Renew(ctx, ls.id, ls.lock.cfg.TTL)
+	})
+	if wakeLost {
+		ls.lock.client.logger.Debug("lockgen: renewal on the wake lock's connection failed or was slow; dropping the wake lock", "lock", ls.id.Name, "key", ls.id.Key)
+		_ = wake.conn.Discard()
+		h.wake = nil
+		ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
+	}
+	return renewed
 }
 
 // release frees the row, on the wake lock's connection when there is one.
@@ -52,69 +64,60 @@ func (h *leaseHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 	return ls.releaseRow(ctx, false)
 }
 
-// renewRow renews the lease row through the pool. On an unknown outcome it
-// re-reads the row and decides by owner and token, which stay the same for
-// the whole holding.
-func (ls *Lease) renewRow(left time.Duration) bool {
+// renewRow renews the lease row, with onWake (the wake lock's pinned
+// connection) first when it is not nil, and through the pool when onWake
+// fails or is slow, or from the start without it (hedge: a second attempt
+// through the pool when the first is slow). It reports whether the lease
+// was extended by a full TTL, and whether the answer did not come from
+// onWake (the caller then drops the wake lock: its connection failed or
+// was closed by the hedge). On an unknown outcome it re-reads the row and
+// decides by owner and token, which stay the same for the whole holding.
+func (ls *Lease) renewRow(left time.Duration, onWake func(context.Context) (bool, error)) (renewed, wakeLost bool) {
 	cfg := ls.lock.cfg
-	ctx, cancel := context.WithTimeout(ls.renewCtx, left)
-	defer cancel()
 	store := ls.lock.client.store
-	sent := ls.clock.Now()
-	ok, err := store.LeaseRenew(ctx, ls.id, cfg.TTL)
-	if err == nil {
-		if !ok {
+	pool := func(ctx context.Context) (bool, error) {
+		// Ends at Release too, where onWake does not (see below).
+		ctx, cancel := context.WithCancel(ctx)
+		defer context.AfterFunc(ls.renewCtx, cancel)()
+		defer cancel()
+		return store.LeaseRenew(ctx, ls.id, cfg.TTL)
+	}
+	first := pool
+	parent := ls.renewCtx
+	if onWake != nil {
+		// Not tied to renewCtx: cancelling a statement makes the driver
+		// close the pinned connection, which would drop the wake lock under
+		// a Release that only wants the renewals to stop.
+		first, parent = onWake, context.WithoutCancel(ls.renewCtx)
+	}
+	ctx, cancel := context.WithTimeout(parent, max(left, time.Millisecond))
+	defer cancel()
+	r := hedge(ctx, ls.clock, store.Server().DB, left/3, first, pool)
+	wakeLost = onWake != nil && (r.second || r.err != nil)
+	if r.err == nil {
+		if !r.v {
 			ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
-			return false
+			return false, wakeLost
 		}
-		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
-		return true
+		ls.extend(r.sent.Add(cfg.TTL - cfg.SafetyMargin))
+		return true, wakeLost
 	}
 	if ls.renewCtx.Err() != nil {
-		return false // released meanwhile
+		return false, wakeLost // released meanwhile
 	}
-	sent = ls.clock.Now()
+	sent := ls.clock.Now()
 	row, found, gerr := store.LeaseGet(ctx, ls.id.Name, ls.id.Key)
 	if gerr != nil {
 		ls.lock.client.observer.RenewFailed(ls.id.Name, ls.lock.cfg.Strategy)
-		ls.lock.client.logger.Warn("lockgen: lease renewal failed", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "error", err, "reread_error", gerr)
-		return false
+		ls.lock.client.logger.Warn("lockgen: lease renewal failed", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "error", r.err, "reread_error", gerr)
+		return false, wakeLost
 	}
 	if !ls.holds(row, found) {
-		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), err))
-		return false
+		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), r.err))
+		return false, wakeLost
 	}
 	ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
-	return false // retry soon: the renewal may not have applied
-}
-
-// renewOnWake renews on the wake lock's pinned connection, which the
-// holding owns, so that its renewals never wait for a pool its own wake
-// lock may have exhausted. done is false when the connection failed: the
-// wake lock is then dropped (the server frees it with the connection) and
-// the caller renews through the pool.
-func (h *leaseHolding) renewOnWake(ls *Lease, left time.Duration) (renewed, done bool) {
-	cfg := ls.lock.cfg
-	// Not tied to renewCtx: cancelling a statement makes the driver close
-	// the pinned connection, which would drop the wake lock under a
-	// Release that only wants the renewals to stop.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ls.renewCtx), left)
-	defer cancel()
-	sent := ls.clock.Now()
-	ok, err := h.wake.conn.Renew(ctx, ls.id, cfg.TTL)
-	switch {
-	case err == nil && ok:
-		ls.extend(sent.Add(cfg.TTL - cfg.SafetyMargin))
-		return true, true
-	case err == nil:
-		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
-		return false, true
-	}
-	ls.lock.client.logger.Debug("lockgen: renewal on the wake lock's connection failed; dropping the wake lock", "lock", ls.id.Name, "key", ls.id.Key, "error", err)
-	_ = h.wake.conn.Discard()
-	h.wake = nil
-	ls.lock.client.wake.unhold(rowKey{ls.id.Name, ls.id.Key})
-	return false, false
+	return false, wakeLost // retry soon: the renewal may not have applied
 }
 
 // holds reports whether row shows this holding still in force.

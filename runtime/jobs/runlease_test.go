@@ -147,18 +147,7 @@ func TestHeartbeatAfterABlackholeDropsTheDeadIdleConnections(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the handler never started")
 	}
-	// Fill the pool with idle connections.
-	var wg sync.WaitGroup
-	for range idle {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := pdb.ExecContext(ctx, "SELECT SLEEP(0.2)")
-			assert.NoError(t, err)
-		}()
-	}
-	wg.Wait()
-	require.GreaterOrEqual(t, pdb.Stats().Idle, idle)
+	testkit.FillIdle(t, pdb, idle)
 
 	proxy.Blackhole()
 	time.Sleep(600 * time.Millisecond)

@@ -186,3 +186,27 @@ func (t *manualTimer) Reset(d time.Duration) bool {
 	t.c.start(t, d)
 	return pending
 }
+
+// FillIdle opens n connections of db at once and leaves them idle in its
+// pool (db must allow n open and idle connections): a test then cuts them
+// all with a proxy fault, as a blackhole kills the idle connections of a
+// real pool.
+func FillIdle(t testing.TB, db *sql.DB, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := db.Exec("SELECT SLEEP(0.2)")
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.GreaterOrEqual(t, db.Stats().Idle, n)
+}
