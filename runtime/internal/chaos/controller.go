@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	defer c.killAll()
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
-	for _, w := range []func(context.Context){c.keepAlive, c.watchStrands} {
+	for _, w := range []func(context.Context){c.keepAlive, c.watchStrands, c.watchTransactions} {
 		watchers.Add(1)
 		go func() { defer watchers.Done(); w(watchCtx) }()
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -184,6 +186,107 @@ func (c *Controller) keepAlive(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// watchTransactions writes to trx.log in Config.Dir, every 250 ms, every
+// transaction open for a second or more, of any user (the workers' and the
+// lockrows fault's alike): its age, user, session, rows locked, what the
+// session runs, and which rows of the runs table it holds (MySQL) or who
+// waits for whom (MariaDB). A
+// run's heartbeat skips a row another transaction holds; when the checker
+// says a healthy handler lost its lease, this log names who held its row.
+func (c *Controller) watchTransactions(ctx context.Context) {
+	f, err := os.Create(filepath.Join(c.cfg.Dir, "trx.log"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	// performance_schema.data_locks is MySQL's: MariaDB lists a lock only
+	// while someone waits for it, so there the row count, the user and the
+	// waits say it.
+	_, dataLocksErr := c.admin.ExecContext(ctx, "SELECT 1 FROM performance_schema.data_locks LIMIT 0")
+	for sleepCtx(ctx, 250*time.Millisecond) {
+		rows, err := c.admin.QueryContext(ctx, `SELECT IFNULL(p.USER, ''), t.trx_id, t.trx_mysql_thread_id,
+			TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)), t.trx_rows_locked, IFNULL(p.COMMAND, ''), IFNULL(p.TIME, 0),
+			IFNULL(t.trx_query, '')
+			FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+			WHERE t.trx_started < NOW(6) - INTERVAL 1 SECOND`)
+		if err != nil {
+			continue
+		}
+		at := Dur(Mono() - c.start)
+		var lines []string
+		var trxs []string
+		for rows.Next() {
+			var user, trx, command, query string
+			var thread, ageUs, locked, idle int64
+			if rows.Scan(&user, &trx, &thread, &ageUs, &locked, &command, &idle, &query) != nil {
+				continue
+			}
+			if len(query) > 120 {
+				query = query[:120] + "…"
+			}
+			lines = append(lines, fmt.Sprintf("%s trx %s user %s session %d age %s rows_locked %d command %s for %ds query %q", at, trx, user, thread, (time.Duration(ageUs)*time.Microsecond).Round(time.Millisecond), locked, command, idle, query))
+			trxs = append(trxs, trx)
+		}
+		_ = rows.Close()
+		if len(lines) > 0 {
+			if dataLocksErr == nil {
+				lines = append(lines, c.runLocksOf(ctx, at, trxs)...)
+			} else {
+				lines = append(lines, c.lockWaits(ctx, at)...)
+			}
+		}
+		for _, l := range lines {
+			if _, err := f.WriteString(l + "\n"); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// lockWaits lists, on MariaDB, which transaction waits for which and on
+// what: MariaDB shows a lock only while a transaction waits for it.
+func (c *Controller) lockWaits(ctx context.Context, at string) []string {
+	rows, err := c.admin.QueryContext(ctx, `SELECT w.requesting_trx_id, w.blocking_trx_id, IFNULL(l.lock_table, ''), IFNULL(l.lock_mode, ''), IFNULL(l.lock_data, '')
+		FROM information_schema.INNODB_LOCK_WAITS w JOIN information_schema.INNODB_LOCKS l ON l.lock_id = w.requested_lock_id`)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var req, blk, table, mode, data string
+		if rows.Scan(&req, &blk, &table, &mode, &data) == nil {
+			lines = append(lines, fmt.Sprintf("%s trx %s waits for trx %s: %s on %s %s", at, req, blk, mode, table, data))
+		}
+	}
+	return lines
+}
+
+// runLocksOf lists, on MySQL, the row locks of the runs table that the
+// transactions trxs hold.
+func (c *Controller) runLocksOf(ctx context.Context, at string, trxs []string) []string {
+	args := make([]any, len(trxs))
+	marks := make([]string, len(trxs))
+	for i, t := range trxs {
+		args[i], marks[i] = t, "?"
+	}
+	rows, err := c.admin.QueryContext(ctx, `SELECT ENGINE_TRANSACTION_ID, LOCK_MODE, LOCK_STATUS, IFNULL(LOCK_DATA, '')
+		FROM performance_schema.data_locks
+		WHERE OBJECT_NAME = 'chaos_runs' AND LOCK_TYPE = 'RECORD' AND ENGINE_TRANSACTION_ID IN (`+strings.Join(marks, ",")+`)`, args...)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var trx, mode, status, data string
+		if rows.Scan(&trx, &mode, &status, &data) == nil {
+			lines = append(lines, fmt.Sprintf("%s trx %s holds %s %s on run %s", at, trx, mode, status, data))
+		}
+	}
+	return lines
 }
 
 // watchStrands samples, every 2 s, the workers' transactions open for
