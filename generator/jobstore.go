@@ -123,10 +123,22 @@ func jobsGlue(f *jen.File, m *model) {
 		),
 		jen.Return(jen.Id("hb"), jen.Nil()),
 	)
-	method("// RunsComplete implements driver.JobStore.", "RunsComplete",
+	// readCommitted runs one statement of the queries with its result in n,
+	// through driver.ReadCommitted.
+	readCommitted := func(stmt jen.Code) []jen.Code {
+		return []jen.Code{
+			jen.Var().Id("n").Int64(),
+			jen.Err().Op(":=").Add(dr("ReadCommitted")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
+				jen.Var().Err().Error(),
+				jen.List(jen.Id("n"), jen.Err()).Op("=").Id("New").Call(jen.Id("conn")).Add(stmt),
+				jen.Return(jen.Err()),
+			)),
+			jen.Return(jen.Id("n"), jen.Err()),
+		}
+	}
+	method("// RunsComplete implements driver.JobStore, in READ COMMITTED: a listed\n// run claimed again since keeps no lock of this statement.", "RunsComplete",
 		[]jen.Code{ctx(), claims()}, []jen.Code{jen.Int64(), jen.Error()},
-		claimArgs.Clone(),
-		jen.Return(q().Dot("RunsComplete").Call(jen.Id("ctx"), literal(db("RunsCompleteParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")}))),
+		append([]jen.Code{claimArgs.Clone()}, readCommitted(jen.Dot("RunsComplete").Call(jen.Id("ctx"), literal(db("RunsCompleteParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")})))...)...,
 	)
 	method("// RunFail implements driver.JobStore.", "RunFail",
 		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("errText").String(), jen.Id("backoff").Add(dur())}, []jen.Code{jen.Bool(), jen.Error()},

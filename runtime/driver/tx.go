@@ -35,11 +35,14 @@ const txBound = ", SESSION wait_timeout = %[1]d, SESSION innodb_lock_wait_timeou
 const txSettings = "SESSION autocommit = @lockgen_tx_autocommit, SESSION wait_timeout = @lockgen_tx_wait_timeout, " +
 	"SESSION innodb_lock_wait_timeout = @lockgen_tx_lock_wait_timeout"
 
-// txCommit commits InTx's transaction (turning autocommit on commits it)
-// and gives the session back its settings, in one statement.
-const txCommit = "SET SESSION autocommit = 1, " + txSettings
-
-// txRestore gives the session back its settings after a ROLLBACK.
+// txRestore gives the session back its settings after the COMMIT or the
+// ROLLBACK that ends InTx's transaction. The transaction ends with a
+// statement of its own, not by turning autocommit on in this one: a
+// transaction that ends that way leaves the one-shot isolation of SET
+// TRANSACTION (READ COMMITTED) in force for the connection's next
+// transaction, on both servers, so an application transaction that got
+// the connection from the pool next ran READ COMMITTED instead of its own
+// isolation (TestInTxLeavesTheConnectionsIsolationAlone).
 const txRestore = "SET " + txSettings
 
 // IdleBound is the wait_timeout, in whole seconds, that keeps a pinned
@@ -69,10 +72,9 @@ func IdleBound(d time.Duration) int64 {
 // the transaction that waits on a row lock fails on the server (1205)
 // about when its client gives up, instead of waiting on there, holding the
 // rows it locked before, for the server's 50 s default. The connection's
-// autocommit, wait_timeout and innodb_lock_wait_timeout are restored in
-// the statement that commits, so a commit costs no extra round trip: SET
-// TRANSACTION, SET (the bounds, autocommit off), fn's statements, SET
-// (autocommit on, which commits, and the saved values back).
+// autocommit, wait_timeout and innodb_lock_wait_timeout are restored after
+// the COMMIT: SET TRANSACTION, SET (the bounds, autocommit off), fn's
+// statements, COMMIT, SET (the saved values back).
 //
 // When fn fails or panics the transaction is rolled back with a ROLLBACK
 // bounded by ctx; when that, the restore or the commit does not succeed,
@@ -126,9 +128,43 @@ func InTxIdle(ctx context.Context, db *sql.DB, idle int64, fn func(conn *sql.Con
 		}
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, txCommit); err != nil {
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return err
 	}
-	restored = true
+	// Committed: a failed restore only costs the connection.
+	_, rerr := conn.ExecContext(ctx, txRestore)
+	restored = rerr == nil
 	return nil
+}
+
+// ReadCommitted runs fn, one autocommit statement on a connection of db,
+// in READ COMMITTED whatever the session's isolation. A statement that
+// changes rows listed by id, some of which may have changed meanwhile
+// (another worker's claim of a run whose stale outcome is being recorded),
+// then locks only the rows it changes: in REPEATABLE READ, the server's
+// default, an UPDATE keeps the rows it read and did not change locked
+// until it ends, and one that waits on a row an operator holds kept
+// another worker's run from its heartbeats for as long (the chaos harness
+// found it: two healthy handlers cancelled). In READ COMMITTED it
+// releases them at once, and passes a row another transaction holds
+// without waiting when the row's last committed version does not match.
+//
+// It costs one round trip (SET TRANSACTION, whose one-shot isolation the
+// autocommit statement uses and ends). When fn fails, the connection is
+// discarded, not pooled: a statement that never reached the server would
+// leave the one-shot isolation to the next transaction on it.
+func ReadCommitted(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) error) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
+		discardConn(conn)
+		return err
+	}
+	if err := fn(conn); err != nil {
+		discardConn(conn)
+		return err
+	}
+	return conn.Close()
 }

@@ -171,3 +171,57 @@ func TestInTxIdleBoundsTheServersLockWaits(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&after))
 	assert.Equal(t, before, after, "the session's own lock wait timeout is back")
 }
+
+// TestInTxLeavesTheConnectionsIsolationAlone: InTx's transaction and a
+// row-strategy holding's are READ COMMITTED, and the pooled connection they
+// ran on keeps the isolation the application gave its sessions (the
+// server's REPEATABLE READ here) for what runs on it next: an application
+// transaction reads the same row twice alike although another session
+// changed it in between. InTx used to end by turning autocommit on, which
+// left its one-shot READ COMMITTED to the next transaction on both servers.
+func TestInTxLeavesTheConnectionsIsolationAlone(t *testing.T) {
+	for name, use := range map[string]func(ctx context.Context, t *testing.T, db *sql.DB){
+		"InTx": func(ctx context.Context, t *testing.T, db *sql.DB) {
+			require.NoError(t, InTx(ctx, db, func(conn *sql.Conn) error {
+				_, err := conn.ExecContext(ctx, "SELECT v FROM iso WHERE id = 1 FOR UPDATE")
+				return err
+			}))
+		},
+		"row committed": func(ctx context.Context, t *testing.T, db *sql.DB) {
+			rc, err := BeginRow(ctx, db, time.Second, 0)
+			require.NoError(t, err)
+			require.NoError(t, rc.RestoreLockWait(ctx))
+			require.NoError(t, rc.Commit())
+		},
+		"row rolled back": func(ctx context.Context, t *testing.T, db *sql.DB) {
+			rc, err := BeginRow(ctx, db, time.Second, 0)
+			require.NoError(t, err)
+			require.NoError(t, rc.RestoreLockWait(ctx))
+			require.NoError(t, rc.Rollback())
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tdb := testdb.New(t)
+			tdb.Exec(t, "CREATE TABLE iso (id INT PRIMARY KEY, v INT)")
+			tdb.Exec(t, "INSERT INTO iso VALUES (1, 1)")
+			tdb.Grant(t, "iso")
+			db := tdb.Open(t)
+			db.SetMaxOpenConns(1)
+			other := tdb.Open(t)
+			use(ctx, t, db)
+
+			// The one connection of db, after use.
+			tx, err := db.BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback() }()
+			var before, after int
+			require.NoError(t, tx.QueryRowContext(ctx, "SELECT v FROM iso WHERE id = 1").Scan(&before))
+			_, err = other.ExecContext(ctx, "UPDATE iso SET v = v + 1 WHERE id = 1")
+			require.NoError(t, err)
+			require.NoError(t, tx.QueryRowContext(ctx, "SELECT v FROM iso WHERE id = 1").Scan(&after))
+			assert.Equal(t, before, after, "a REPEATABLE READ transaction on the same connection reads its snapshot")
+		})
+	}
+}

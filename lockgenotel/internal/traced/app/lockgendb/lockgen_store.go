@@ -571,13 +571,20 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 	return hb, nil
 }
 
-// RunsComplete implements driver.JobStore.
+// RunsComplete implements driver.JobStore, in READ COMMITTED: a listed
+// run claimed again since keeps no lock of this statement.
 func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
 	ids, refs := claimArgs(claims)
-	return s.q.RunsComplete(ctx, RunsCompleteParams{
-		Ids:       ids,
-		ClaimRefs: refs,
+	var n int64
+	err := driver.ReadCommitted(ctx, s.db, func(conn *sql.Conn) error {
+		var err error
+		n, err = New(conn).RunsComplete(ctx, RunsCompleteParams{
+			Ids:       ids,
+			ClaimRefs: refs,
+		})
+		return err
 	})
+	return n, err
 }
 
 // RunFail implements driver.JobStore.
