@@ -130,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	defer c.killAll()
 	watchCtx, stopWatching := context.WithCancel(ctx)
 	var watchers sync.WaitGroup
-	for _, w := range []func(context.Context){c.keepAlive, c.watchStrands, c.watchTransactions} {
+	for _, w := range []func(context.Context){c.keepAlive, c.watchStrands} {
 		watchers.Add(1)
 		go func() { defer watchers.Done(); w(watchCtx) }()
 	}
@@ -144,6 +144,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	began := time.Now()
 	// Times in the report count from here, as the plan's do.
 	c.start = Mono()
+	// The transaction log's times too: it gets the start as a value, read
+	// here, not c.start from its goroutine.
+	watchers.Add(1)
+	go func(start int64) { defer watchers.Done(); c.watchTransactions(watchCtx, start) }(c.start)
 	var wg sync.WaitGroup
 	for _, f := range plan {
 		if d := time.Until(began.Add(f.At)); d > 0 {

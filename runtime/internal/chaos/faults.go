@@ -188,14 +188,15 @@ func (c *Controller) keepAlive(ctx context.Context) {
 	}
 }
 
-// watchTransactions writes to trx.log in Config.Dir, every 250 ms, every
+// watchTransactions writes to trx.log in Config.Dir, every 250 ms (times
+// from start, the start of the faults, as in the progress lines), every
 // transaction open for a second or more, of any user (the workers' and the
 // lockrows fault's alike): its age, user, session, rows locked, what the
 // session runs, and which rows of the runs table it holds (MySQL) or who
 // waits for whom (MariaDB). A
 // run's heartbeat skips a row another transaction holds; when the checker
 // says a healthy handler lost its lease, this log names who held its row.
-func (c *Controller) watchTransactions(ctx context.Context) {
+func (c *Controller) watchTransactions(ctx context.Context, start int64) {
 	f, err := os.Create(filepath.Join(c.cfg.Dir, "trx.log"))
 	if err != nil {
 		return
@@ -214,7 +215,7 @@ func (c *Controller) watchTransactions(ctx context.Context) {
 		if err != nil {
 			continue
 		}
-		at := Dur(Mono() - c.start)
+		at := Dur(Mono() - start)
 		var lines []string
 		var trxs []string
 		for rows.Next() {
