@@ -254,7 +254,7 @@ func (s *erroringCompletes) RunsComplete(ctx context.Context, claims []driver.Cl
 }
 
 // TestJobsCompletionIsRetriedAfterDeadlocksAndRefusals: a completion that
-// deadlocks (1213), or that the server refuses for a reason that is not
+// deadlocks (1213) or times out on a row lock (1205), or that the server refuses for a reason that is not
 // the outcome's (1226 max_user_connections, 1040 too many connections,
 // 1045 a rotated password, 1290 read-only), is retried like a lost
 // connection, however many times in a row: the outcome is recorded, and
@@ -263,7 +263,7 @@ func (s *erroringCompletes) RunsComplete(ctx context.Context, claims []driver.Cl
 // the chaos harness saw successful last attempts end orphaned behind
 // 1226s).
 func TestJobsCompletionIsRetriedAfterDeadlocksAndRefusals(t *testing.T) {
-	for _, number := range []uint16{1213, 1226, 1040, 1045, 1290} {
+	for _, number := range []uint16{1213, 1205, 1226, 1040, 1045, 1290} {
 		t.Run(fmt.Sprint(number), func(t *testing.T) {
 			tdb := testdb.New(t)
 			ctx := context.Background()
