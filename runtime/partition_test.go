@@ -89,3 +89,43 @@ func TestRowPartitionedHolderIsReplacedWithinItsIdleBound(t *testing.T) {
 		})
 	}
 }
+
+// TestServerWaitPartitionedHolderDelaysAWaiterByOneTTLAtMost: a lease
+// holder with wait_mode server, partitioned from the server (the client
+// gives up, the server never learns), leaves its wake lock held on the
+// server for the server's wait_timeout (hours): lockgen does not bound
+// that session. What is bounded is its cost (docs/strategies.md): the
+// wake lock never decides who holds the lock, each server-side wait is at
+// most one TTL, so a waiter takes the row once it expired by the database
+// clock plus at most one TTL, never before the holder's local deadline,
+// with a greater token, while the stranded session still holds the wake
+// lock (issue 21, item 3: the bound stated and tested for server-wait
+// locks).
+func TestServerWaitPartitionedHolderDelaysAWaiterByOneTTLAtMost(t *testing.T) {
+	tdb := testdb.New(t)
+	proxy, viaProxy := testkit.OpenViaProxy(t, tdb)
+	const ttl = 2 * time.Second
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), TTL: ttl, Wait: 30 * time.Second, WaitOnServer: true}
+	holder := sessionNode(t, viaProxy).lock(t, cfg)
+	direct := tdb.Open(t)
+	rival := sessionNode(t, direct).lock(t, cfg)
+	ctx := context.Background()
+	lease, err := holder.Try(ctx, "")
+	require.NoError(t, err)
+	stranded := wakeHolderConn(t, direct, cfg.Name)
+	require.NotZero(t, stranded, "the holding has its wake lock")
+
+	proxy.Partition()
+	cut := time.Now()
+	next, err := rival.Acquire(ctx, "") // waits in GET_LOCK on the stranded wake lock, then reads the row
+	require.NoError(t, err, "the waiter got the lock within its 30 s wait")
+	waited := time.Since(cut)
+	defer func() { require.NoError(t, next.Release(ctx)) }()
+	assert.False(t, time.Now().Before(lease.LocalDeadline()), "the waiter got the lock before the holder's local deadline")
+	require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost, "the holder knows it lost the lock")
+	assert.Greater(t, next.Token(), lease.Token())
+	assert.Equal(t, stranded, wakeHolderConn(t, direct, cfg.Name), "the partitioned session still holds the wake lock on the server")
+	assert.Less(t, waited, 2*ttl+3*time.Second, "the row expired within one TTL of the partition, and the waiter's server-side wait lasted one TTL at most")
+	t.Logf("the waiter got the lock %v after the partition (TTL %v)", waited.Round(time.Millisecond), ttl)
+	require.NoError(t, proxy.Close())
+}
