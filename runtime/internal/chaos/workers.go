@@ -33,7 +33,8 @@ type proc struct {
 }
 
 // settings are what differs between the workers: the session time zone
-// and sql_mode in the DSN, and the process's local time zone (TZ). The
+// and sql_mode in the DSN (one sets a strict mode of its own; the others
+// keep the server's), and the process's local time zone (TZ). The
 // driver's loc is UTC for all: the runtime refuses any other (a node
 // whose loc differed would store other DATETIME values for the same
 // instant), and a sql_mode that is not strict.
@@ -80,6 +81,10 @@ func (c *Controller) spawn(p *proc) error {
 	cmd := exec.Command(c.bin, "-proc", fmt.Sprint(p.id), "-inc", fmt.Sprint(p.inc), "-dsn", p.dsn, "-history", c.hist)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), "TZ="+p.tz)
+	// The kernel kills the worker when the controller dies: a killed or
+	// crashed controller would otherwise leave its workers running
+	// against the server for ever.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return err
