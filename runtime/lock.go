@@ -252,6 +252,12 @@ func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Le
 		sent := clock.Now()
 		token, err := l.acquireRow(ctx, key)
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				// No answer within the TTL (a dead connection, or a row
+				// lock held that long): busy, as an answer that late
+				// would have been, so that a waiter goes on waiting.
+				return nil, fmt.Errorf("%w: acquiring %s did not answer within its TTL (%v): %w", ErrNotAcquired, l.describe(key), l.cfg.TTL, err)
+			}
 			if !IsTransient(err) || ctx.Err() != nil {
 				return nil, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
 			}
@@ -283,7 +289,15 @@ func (l *Lock) tryLease(ctx context.Context, key string, wake *wakeHolding) (*Le
 // row that shows a session holding (a node on strategy session, as during a
 // rolling change), LeaseTakeover, which takes it only if that holding's
 // server-side lock is free. It returns the new token, or 0.
+//
+// Each statement is bounded by one TTL, whatever ctx allows: an answer that
+// late is given back unused anyway (tryLease), and a statement on a dead
+// connection (after a blackhole, on a half-open connection) must not hold
+// the caller, and a connection of the pool, until readTimeout or the
+// kernel's retransmission timeout ends it.
 func (l *Lock) acquireRow(ctx context.Context, key string) (int64, error) {
+	ctx, cancel := bounded(ctx, l.cfg.TTL)
+	defer cancel()
 	store := l.client.store
 	token, err := store.LeaseAcquire(ctx, l.cfg.Name, key, l.client.owner, l.cfg.TTL)
 	if err != nil || token != driver.SessionHeld {

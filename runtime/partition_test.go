@@ -129,3 +129,61 @@ func TestServerWaitPartitionedHolderDelaysAWaiterByOneTTLAtMost(t *testing.T) {
 	t.Logf("the waiter got the lock %v after the partition (TTL %v)", waited.Round(time.Millisecond), ttl)
 	require.NoError(t, proxy.Close())
 }
+
+// TestAcquireOnADeadConnectionReturnsWithinItsBound: an acquisition whose
+// caller's ctx has no deadline, sent on a pooled connection that a
+// blackhole killed, returns an error within its bound — one TTL per
+// statement for lease and session locks, the lock wait plus the idle
+// bound for row locks — instead of waiting for the connection's
+// readTimeout or the kernel's retransmission timeout, holding the caller
+// and a connection of the pool (the chaos harness: a process's pool of 8
+// stayed in use for 8 s after a blackhole ended, and a handler's success
+// could not be recorded before the process was killed). Found from the
+// hour-long MySQL run of 2026-11-27; these pools have no readTimeout, so
+// the old code waited for good.
+func TestAcquireOnADeadConnectionReturnsWithinItsBound(t *testing.T) {
+	for _, tc := range []struct {
+		strategy runtime.Strategy
+		bound    time.Duration
+	}{
+		{runtime.StrategyLease, 2 * time.Second},
+		{runtime.StrategySession, 2 * time.Second},
+		{runtime.StrategyRow, time.Second + 3*time.Second},
+	} {
+		t.Run(string(tc.strategy), func(t *testing.T) {
+			t.Parallel()
+			tdb := testdb.New(t)
+			proxy, viaProxy := testkit.OpenViaProxy(t, tdb)
+			viaProxy.SetMaxOpenConns(1) // the one connection the blackhole kills
+			cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: tc.strategy, TTL: 2 * time.Second}
+			if tc.strategy == runtime.StrategyRow {
+				cfg.TTL, cfg.IdleTimeout = 0, 3*time.Second
+			}
+			lock := sessionNode(t, viaProxy).lock(t, cfg)
+			ctx := context.Background()
+			warm, err := lock.Try(ctx, "")
+			require.NoError(t, err, "a first holding through the proxy")
+			require.NoError(t, warm.Release(ctx))
+
+			proxy.Blackhole()
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() {
+				lease, err := lock.Try(ctx, "")
+				if err == nil {
+					_ = lease.Release(ctx)
+				}
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				took := time.Since(start)
+				require.Error(t, err, "no acquisition through a blackhole")
+				assert.Less(t, took, tc.bound+2*time.Second, "the acquisition returned within its bound (%v)", tc.bound)
+				t.Logf("Try returned after %v: %v", took.Round(time.Millisecond), err)
+			case <-time.After(tc.bound + 15*time.Second):
+				t.Fatalf("Try on a dead connection had not returned after %v (bound %v)", time.Since(start).Round(time.Second), tc.bound)
+			}
+		})
+	}
+}

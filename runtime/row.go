@@ -57,6 +57,16 @@ func (l *Lock) tryRow(ctx context.Context, key string, wait time.Duration) (*Lea
 func (l *Lock) tryRowOnce(ctx context.Context, key string, wait time.Duration) (*Lease, error) {
 	rs := l.client.store
 	lockWait := max(wait, time.Second) // Try's Take waits only for a first insert
+	// The statements of the acquisition are bounded, whatever ctx allows
+	// (see bounded): the server-side lock wait and the session's idle
+	// bound. The holding's lease context is ctx itself.
+	idle := l.cfg.IdleTimeout
+	if idle <= 0 {
+		idle = driver.RowIdleBound
+	}
+	holdCtx := ctx
+	ctx, cancel := bounded(ctx, lockWait+idle)
+	defer cancel()
 	rtx, err := rs.RowBegin(ctx, lockWait, l.cfg.IdleTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("lockgen: acquire %s: begin: %w", l.describe(key), err)
@@ -97,7 +107,7 @@ func (l *Lock) tryRowOnce(ctx context.Context, key string, wait time.Duration) (
 	if err := rtx.RestoreLockWait(ctx); err != nil {
 		return fail(err)
 	}
-	return newLease(ctx, l, key, token, l.client.clock.Now(), &rowHolding{rtx: rtx}), nil
+	return newLease(holdCtx, l, key, token, l.client.clock.Now(), &rowHolding{rtx: rtx}), nil
 }
 
 // Tx returns the transaction of a row-strategy holding, which keeps the lock

@@ -119,18 +119,27 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	}
 	wait = max(wait, 0)
 	name := sessionLockName(ss.SessionNamespace(), l.cfg.Name, key)
-	conn, err := ss.SessionConn(ctx)
+	// Every step is bounded, whatever ctx allows (see bounded): the
+	// connection, the server-side wait and one TTL for each statement.
+	pctx, cancel := bounded(ctx, wait+l.cfg.TTL)
+	conn, err := ss.SessionConn(pctx)
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("lockgen: acquire %s: pin a connection: %w", l.describe(key), err)
 	}
 	// A silent session ends on the server IdleBound(TTL) after its last
 	// statement: later than the local deadline, which counts TTL -
 	// SafetyMargin from when that statement was sent (see renew).
-	if err := conn.BoundIdle(ctx, l.cfg.TTL); err != nil {
+	bctx, cancel := bounded(ctx, l.cfg.TTL)
+	err = conn.BoundIdle(bctx, l.cfg.TTL)
+	cancel()
+	if err != nil {
 		_ = conn.Discard()
 		return nil, fmt.Errorf("lockgen: acquire %s: bound the pinned connection: %w", l.describe(key), err)
 	}
-	got, err := l.client.getLock(ctx, conn, name, wait)
+	gctx, cancel := bounded(ctx, wait+l.cfg.TTL)
+	got, err := l.client.getLock(gctx, conn, name, wait)
+	cancel()
 	switch {
 	case err != nil:
 		_ = conn.Discard() // GET_LOCK may have succeeded on the server
@@ -143,7 +152,9 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		return nil, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
 	}
 	sent := l.client.clock.Now()
-	token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner)
+	tctx, cancel := bounded(ctx, l.cfg.TTL)
+	token, err := conn.Token(tctx, l.cfg.Name, key, l.client.owner)
+	cancel()
 	if took := l.client.clock.Now().Sub(sent); err == nil && token != 0 && took >= l.cfg.TTL-l.cfg.SafetyMargin {
 		// The token statement waited for the row's lock so long that its
 		// token, from the clock at its start, may be below one a pruned
@@ -170,6 +181,10 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		} else {
 			_ = conn.Close()
 		}
+		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			// No answer within the TTL: busy, as a slower answer is.
+			return nil, fmt.Errorf("%w: the fencing token of %s did not answer within its TTL (%v): %w", ErrNotAcquired, l.describe(key), l.cfg.TTL, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("lockgen: acquire %s: fencing token: %w", l.describe(key), err)
 		}
@@ -182,6 +197,15 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	// keeps the lock until the connection ends or has been silent for
 	// IdleBound(TTL) after that statement, which is later.
 	return newLease(ctx, l, key, token, sent, &sessionHolding{conn: conn, name: name}), nil
+}
+
+// bounded is ctx bounded by d: every statement of an acquisition is, so
+// that one sent on a dead connection (after a blackhole, on a half-open
+// connection) ends within its bound when the caller's ctx has no
+// deadline, instead of holding the caller, and a connection of the pool,
+// until readTimeout or the kernel's retransmission timeout ends it.
+func bounded(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d)
 }
 
 // plainLockName reports whether both servers keep s as a GET_LOCK name
