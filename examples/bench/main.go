@@ -1,8 +1,11 @@
 // Command bench measures, on one pool against the same server, what a lock
 // round trip costs: SELECT 1, a hand-written upsert+release pair, and
 // lockgen's acquire+release pair through the generated API (lease and
-// session strategies), with 1 and 8 clients. It prints a table and the ratio
-// lockgen lease/raw (target >= 0.9).
+// session strategies), with 1 and 8 clients. It prints a table and the
+// ratios to the raw floors: lockgen lease/raw upsert+release pair (target
+// >= 0.9; issue 24: >= 0.95), and lockgen session/raw GET_LOCK+RELEASE_LOCK
+// pair on a pinned connection, the way sanketplus/go-mysql-lock does it
+// without a fencing token (issue 24: >= 1.0).
 //
 // It creates its tables as the admin, LOCKGEN_DSN (default
 // root@tcp(127.0.0.1:3306)/test), and measures as a user that has SELECT,
@@ -88,16 +91,19 @@ func run(ctx context.Context, dsns demodb.DSNs, dur time.Duration) error {
 	}
 	raw, lg := results[opRaw], results[opLockgen]
 	fmt.Printf("%-36s %12.2f %12.2f\n", "ratio lockgen/raw (target >= 0.9)", lg[0]/raw[0], lg[1]/raw[1])
+	rawGet, ses := results[opRawGetLock], results[opSession]
+	fmt.Printf("%-36s %12.2f %12.2f\n", "ratio session/raw GET_LOCK (>= 1.0)", ses[0]/rawGet[0], ses[1]/rawGet[1])
 	return nil
 }
 
 const (
-	opSelect  = "SELECT 1"
-	opRaw     = "raw upsert+release pair"
-	opLockgen = "lockgen TryBenchLock+Release pair"
-	opSession = "lockgen session Try+Release pair"
-	opRow     = "lockgen row Try+Release pair"
-	opSQLC    = "same SQL via sqlc, no runtime"
+	opSelect     = "SELECT 1"
+	opRaw        = "raw upsert+release pair"
+	opRawGetLock = "raw GET_LOCK+RELEASE_LOCK pair"
+	opLockgen    = "lockgen TryBenchLock+Release pair"
+	opSession    = "lockgen session Try+Release pair"
+	opRow        = "lockgen row Try+Release pair"
+	opSQLC       = "same SQL via sqlc, no runtime"
 )
 
 type env struct {
@@ -147,6 +153,7 @@ func (e *env) ops() []op {
 	return []op{
 		{opSelect, e.select1},
 		{opRaw, e.rawPair},
+		{opRawGetLock, e.rawGetLockPair},
 		{opSQLC, e.sqlcPair},
 		{opLockgen, e.lockgenPair},
 		{opSession, e.sessionPair},
@@ -170,6 +177,33 @@ func (e *env) rawPair(ctx context.Context, client int) error {
 	}
 	_, err = e.db.ExecContext(ctx, rawRelease, name, "bench")
 	return err
+}
+
+// rawGetLockPair is what sanketplus/go-mysql-lock's ObtainContext and
+// Release send: a connection pinned from the pool, GET_LOCK, RELEASE_LOCK,
+// the connection back to the pool. No row, no fencing token.
+func (e *env) rawGetLockPair(ctx context.Context, client int) error {
+	conn, err := e.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	name := "bench_raw_getlock-" + strconv.Itoa(client)
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", name, 30).Scan(&got); err != nil {
+		return err
+	}
+	if got.Int64 != 1 {
+		return fmt.Errorf("raw GET_LOCK %s was not free", name)
+	}
+	var released sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT RELEASE_LOCK(?)", name).Scan(&released); err != nil {
+		return err
+	}
+	if released.Int64 != 1 {
+		return fmt.Errorf("raw RELEASE_LOCK %s: %v", name, released)
+	}
+	return nil
 }
 
 // sqlcPair runs lockgen's acquire and release statements through the
