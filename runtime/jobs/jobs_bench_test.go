@@ -384,9 +384,7 @@ func benchRawDrainBatches(b *testing.B) (float64, string) {
 	db := benchPool(b, tdb)
 	defer db.Close()
 	prefill(b, benchNode(b, db, "prefill", &jobStats{}), benchWorked)
-	claim := fmt.Sprintf(`SELECT id FROM lockgen_runs
-WHERE queue = ? AND state = 'available' AND run_at <= UTC_TIMESTAMP(6)
-ORDER BY priority DESC, run_at, id LIMIT %d FOR UPDATE SKIP LOCKED`, batch)
+	claim := rawClaimBatchSQL(batch)
 	var txns atomic.Int64
 	rate, total, _ := hammer(b, benchClients, 2*time.Minute, func(ctx context.Context, client int) (int, error) {
 		tx, err := db.BeginTx(ctx, nil)
@@ -428,10 +426,17 @@ ORDER BY priority DESC, run_at, id LIMIT %d FOR UPDATE SKIP LOCKED`, batch)
 	return rate, fmt.Sprintf("%d runs in %d transactions", total, txns.Load())
 }
 
-const (
-	rawClaimSQL = `SELECT id FROM lockgen_runs
+// rawClaimBatchSQL locks up to n due runs of a queue, in claim order,
+// skipping those another transaction holds.
+func rawClaimBatchSQL(n int) string {
+	return fmt.Sprintf(`SELECT id FROM lockgen_runs
 WHERE queue = ? AND state = 'available' AND run_at <= UTC_TIMESTAMP(6)
-ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED`
+ORDER BY priority DESC, run_at, id LIMIT %d FOR UPDATE SKIP LOCKED`, n)
+}
+
+var rawClaimSQL = rawClaimBatchSQL(1)
+
+const (
 	rawMarkRunningSQL = `UPDATE lockgen_runs SET state = 'running', attempt = attempt + 1, claim = claim + 1, worker = ?,
 deadline = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND WHERE id = ? AND state = 'available'`
 	rawCompleteSQL = `UPDATE lockgen_runs SET state = 'completed', finished_at = UTC_TIMESTAMP(6), deadline = NULL
