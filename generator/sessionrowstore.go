@@ -78,10 +78,10 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(sessionTokenDoc)
 	f.Func().Params(crecv.Clone()).Id("Token").Params(
-		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner"), jen.Id("lockName")).String(),
 	).Params(jen.Int64(), jen.Error()).Block(
 		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionToken").Call(jen.Id("ctx"), literal(db("SessionTokenParams"),
-			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")},
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"LockName", jen.Id("lockName")},
 		)),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
 		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),

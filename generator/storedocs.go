@@ -71,7 +71,9 @@ const (
 	releaseLockDoc = "// ReleaseLock implements driver.SessionConn: RELEASE_LOCK; 1 released, 0\n" +
 		"// held by another connection, -1 not held at all."
 	sessionTokenDoc = "// Token implements driver.SessionConn: it records the holding in the lock\n" +
-		"// row and returns the new fencing token, the statement's LastInsertId."
+		"// row and returns the new fencing token, the statement's LastInsertId; 0\n" +
+		"// when this connection does not hold the session lock lockName or the\n" +
+		"// row is held by a lease."
 	leaseRenewManyDoc = "// LeaseRenewMany implements driver.Store: one statement renews the\n" +
 		"// holdings (keys[i], tokens[i]) of lock name by owner; each row is matched\n" +
 		"// with its own key's token through the holding column."

@@ -169,14 +169,19 @@ SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released
 -- name: SessionToken :execresult
 -- SessionToken records a session-lock holding in the lock row and issues its
 -- fencing token (the result's LastInsertId), run right after GET_LOCK
--- succeeded. GET_LOCK excludes other session holders; the row itself is
--- taken only when it is free or held by a session holding (expires_at is
--- the far-future marker while a session holds it), never from a live lease
--- of the same lock (as during a rolling change of strategy): then
--- LastInsertId is 0. The row stays "unexpired" until the holding is
--- released, so LeaseGuard works for session locks too.
+-- succeeded, on the same connection, and only while that connection holds
+-- the named session lock lock_name (IS_USED_LOCK): otherwise it changes
+-- nothing and LastInsertId is 0. GET_LOCK excludes other session holders;
+-- the row itself is taken only when it is free or marked by a session
+-- holding (expires_at is the far-future marker, which a session holding
+-- leaves when it ends: the server-side lock says whether it is held),
+-- never from a live lease of the same lock (as during a rolling change of
+-- strategy): then LastInsertId is 0 too. The row stays "unexpired" while
+-- the holding lasts, so LeaseGuard works for session locks too.
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
-VALUES (sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+SELECT sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59'
+FROM DUAL
+WHERE IS_USED_LOCK(sqlc.arg(lock_name)) = CONNECTION_ID()
 ON DUPLICATE KEY UPDATE
     token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', sqlc.arg(owner), owner),

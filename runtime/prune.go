@@ -2,9 +2,12 @@ package runtime
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/probe"
 )
 
@@ -34,6 +37,14 @@ const PruneBatch = 1000
 // long as every node uses a TTL no longer than this Lock's for the lock:
 // during a rollout that lengthens it, prune with the longer one.
 //
+// A row a session holding marked (session holdings leave their far-future
+// mark when they end) is deleted under the same age rules once its
+// server-side lock is free: IS_FREE_LOCK of the name the session holders
+// compute for its key, read while the row is locked, so a session holder
+// that got its GET_LOCK before keeps the row, and one that gets it after
+// waits for the deletion and writes a new row with a token from its
+// statement's start, above the deleted one as for any other row.
+//
 // Run it from a leader or a timer. It returns how many rows it deleted, and
 // ErrInvalid for an unkeyed lock or an olderThan below the lock's TTL; like
 // every entry point it first checks the server, once per Client, and fails
@@ -59,7 +70,80 @@ func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error
 			return total, fmt.Errorf("lockgen: prune lock %q: %w", l.cfg.Name, err)
 		}
 		if n < PruneBatch {
+			break
+		}
+	}
+	for {
+		n, scanned, err := l.pruneSessionMarks(ctx, olderThan)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("lockgen: prune lock %q: session marks: %w", l.cfg.Name, err)
+		}
+		if scanned < PruneBatch {
 			return total, nil
 		}
 	}
+}
+
+// pruneSessionMarks deletes up to PruneBatch rows marked by session
+// holdings whose token is older than olderThan and whose server-side lock
+// is free, in one short READ COMMITTED transaction: the rows are read
+// FOR UPDATE SKIP LOCKED (as LeasePrunable reads the free rows), and each
+// is deleted only if IS_FREE_LOCK of its key's GET_LOCK name, computed here
+// as session holders compute it, is 1 when the DELETE runs. It returns
+// the rows deleted and the rows read. A store without a pool (a test's)
+// has none to prune.
+func (l *Lock) pruneSessionMarks(ctx context.Context, olderThan time.Duration) (deleted int64, scanned int, err error) {
+	ss := l.client.store
+	target := ss.Server()
+	if target.DB == nil {
+		return 0, 0, nil
+	}
+	table := target.LocksTable
+	err = driver.InTxIdle(ctx, target.DB, 1, func(conn *sql.Conn) error {
+		rows, err := conn.QueryContext(ctx, "SELECT lock_key FROM "+table+
+			" WHERE name = ? AND lock_key <> '' AND expires_at = '9999-12-31 23:59:59'"+
+			" AND token < CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - ?"+
+			" LIMIT ? FOR UPDATE SKIP LOCKED", l.cfg.Name, olderThan.Microseconds(), PruneBatch)
+		if err != nil {
+			return err
+		}
+		var keys []string
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				_ = rows.Close()
+				return err
+			}
+			keys = append(keys, k)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		scanned = len(keys)
+		if len(keys) == 0 {
+			return nil
+		}
+		var cond strings.Builder
+		args := []any{l.cfg.Name}
+		for i, k := range keys {
+			if i > 0 {
+				cond.WriteString(" OR ")
+			}
+			cond.WriteString("(lock_key = ? AND IS_FREE_LOCK(?) = 1)")
+			args = append(args, k, sessionLockName(ss.SessionNamespace(), l.cfg.Name, k))
+		}
+		res, err := conn.ExecContext(ctx, "DELETE FROM "+table+
+			" WHERE name = ? AND expires_at = '9999-12-31 23:59:59' AND ("+cond.String()+")", args...)
+		if err != nil {
+			return err
+		}
+		deleted, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		// The commit may not have landed: nothing is known deleted.
+		return 0, scanned, err
+	}
+	return deleted, scanned, nil
 }

@@ -274,3 +274,50 @@ func TestSessionTokenThatWaitedPastTheTTLIsGivenBack(t *testing.T) {
 	assert.Greater(t, lease.Token(), before)
 	require.NoError(t, lease.Release(ctx))
 }
+
+// TestPruneDeletesReleasedSessionMarks: a session holding leaves its row
+// marked (far-future expiry) when it ends; Prune deletes such rows once
+// their server-side lock is free and their token is old enough, never the
+// row of a live session holding, and tokens keep rising across it.
+func TestPruneDeletesReleasedSessionMarks(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Admin(t)
+	n := sessionNode(t, tdb.Open(t))
+	ttl := 500 * time.Millisecond
+	l := n.lock(t, runtime.LockConfig{Name: "sessions", Keyed: true, Strategy: runtime.StrategySession, TTL: ttl})
+	ctx := context.Background()
+	tokens := map[string]int64{}
+	for i := 0; i < 5; i++ {
+		for r := 0; r < 3; r++ {
+			lease, err := l.Try(ctx, strconv.Itoa(i))
+			require.NoError(t, err)
+			tokens[lease.Key()] = lease.Token()
+			require.NoError(t, lease.Release(ctx))
+		}
+	}
+	held, err := l.Try(ctx, "held")
+	require.NoError(t, err)
+	var marked int
+	require.NoError(t, admin.QueryRow("SELECT COUNT(*) FROM lockgen_locks WHERE name = 'sessions' AND expires_at = '9999-12-31 23:59:59'").Scan(&marked))
+	require.Equal(t, 6, marked, "released session holdings keep their mark")
+
+	pruned, err := l.Prune(ctx, time.Hour)
+	require.NoError(t, err)
+	assert.Zero(t, pruned, "no token is an hour old")
+	time.Sleep(ttl + 50*time.Millisecond)
+	pruned, err = l.Prune(ctx, ttl)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5), pruned, "the five released keys, not the held one")
+	var rows int
+	require.NoError(t, admin.QueryRow("SELECT COUNT(*) FROM lockgen_locks WHERE name = 'sessions'").Scan(&rows))
+	assert.Equal(t, 1, rows)
+	require.NoError(t, held.Err())
+
+	for key, before := range tokens {
+		lease, err := l.Try(ctx, key)
+		require.NoError(t, err)
+		assert.Greater(t, lease.Token(), before, "key %s: tokens keep rising across a prune", key)
+		require.NoError(t, lease.Release(ctx))
+	}
+	require.NoError(t, held.Release(ctx))
+}

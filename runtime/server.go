@@ -204,28 +204,64 @@ const getLockPoll = 50 * time.Millisecond
 // GET_LOCK(name, 0) every 50 ms, so a wait neither ends early nor runs
 // over by more than one poll. Results are GetLock's.
 func (c *Client) getLock(ctx context.Context, conn driver.SessionConn, name string, wait time.Duration) (int64, error) {
+	first, polled := c.lockWaits(wait)
+	deadline := c.clock.Now().Add(wait)
+	got, err := conn.GetLock(ctx, name, first)
+	if err != nil || got != 0 || !polled {
+		return got, err
+	}
+	return c.pollLock(ctx, conn, name, deadline)
+}
+
+// boundGetLock is getLock on a pinned connection whose idle time is not
+// bounded yet: the first GET_LOCK and the bound (SessionConn.BoundIdle)
+// go in one statement, SessionConn.BoundGetLock. When the wait goes on
+// after it (MySQL's polled sub-second rest), the session is bounded first,
+// since a GET_LOCK that did not acquire changed nothing. Results are
+// GetLock's; on error the caller discards the connection.
+func (c *Client) boundGetLock(ctx context.Context, conn driver.SessionConn, name string, wait, idle time.Duration) (int64, error) {
+	first, polled := c.lockWaits(wait)
+	deadline := c.clock.Now().Add(wait)
+	ok, err := conn.BoundGetLock(ctx, idle, name, first)
+	switch {
+	case err != nil:
+		return -1, err
+	case ok:
+		return 1, nil
+	case !polled:
+		return 0, nil
+	}
+	if err := conn.BoundIdle(ctx, idle); err != nil {
+		return -1, err
+	}
+	return c.pollLock(ctx, conn, name, deadline)
+}
+
+// lockWaits splits a wait for GET_LOCK: the first call's timeout, and
+// whether the rest is polled until the deadline (see getLock).
+func (c *Client) lockWaits(wait time.Duration) (first time.Duration, polled bool) {
 	c.server.mu.Lock()
 	fractional := c.server.report != nil && c.server.report.FractionalLockWait()
 	c.server.mu.Unlock()
 	if wait <= 0 || fractional {
-		return conn.GetLock(ctx, name, max(wait, 0))
+		return max(wait, 0), false
 	}
-	deadline := c.clock.Now().Add(wait)
-	if whole := wait.Truncate(time.Second); whole > 0 {
-		if got, err := conn.GetLock(ctx, name, whole); err != nil || got != 0 {
-			return got, err
-		}
-	}
+	return wait.Truncate(time.Second), true
+}
+
+// pollLock polls GET_LOCK(name, 0) every getLockPoll until it answers or
+// deadline passes (0).
+func (c *Client) pollLock(ctx context.Context, conn driver.SessionConn, name string, deadline time.Time) (int64, error) {
 	for {
-		if got, err := conn.GetLock(ctx, name, 0); err != nil || got != 0 {
-			return got, err
-		}
 		left := deadline.Sub(c.clock.Now())
 		if left <= 0 {
 			return 0, nil
 		}
 		if err := sleepOrWake(ctx, c.clock, min(left, getLockPoll), nil); err != nil {
 			return 0, err
+		}
+		if got, err := conn.GetLock(ctx, name, 0); err != nil || got != 0 {
+			return got, err
 		}
 	}
 }

@@ -127,18 +127,12 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	if err != nil {
 		return nil, fmt.Errorf("lockgen: acquire %s: pin a connection: %w", l.describe(key), err)
 	}
-	// A silent session ends on the server IdleBound(TTL) after its last
-	// statement: later than the local deadline, which counts TTL -
+	// The first GET_LOCK also bounds the session (one statement): a
+	// silent session ends on the server IdleBound(TTL) after its last
+	// statement, later than the local deadline, which counts TTL -
 	// SafetyMargin from when that statement was sent (see renew).
-	bctx, cancel := bounded(ctx, l.cfg.TTL)
-	err = conn.BoundIdle(bctx, l.cfg.TTL)
-	cancel()
-	if err != nil {
-		_ = conn.Discard()
-		return nil, fmt.Errorf("lockgen: acquire %s: bound the pinned connection: %w", l.describe(key), err)
-	}
 	gctx, cancel := bounded(ctx, wait+l.cfg.TTL)
-	got, err := l.client.getLock(gctx, conn, name, wait)
+	got, err := l.client.boundGetLock(gctx, conn, name, wait, l.cfg.TTL)
 	cancel()
 	switch {
 	case err != nil:
@@ -153,23 +147,17 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	}
 	sent := l.client.clock.Now()
 	tctx, cancel := bounded(ctx, l.cfg.TTL)
-	token, err := conn.Token(tctx, l.cfg.Name, key, l.client.owner)
+	token, err := conn.Token(tctx, l.cfg.Name, key, l.client.owner, name)
 	cancel()
 	if took := l.client.clock.Now().Sub(sent); err == nil && token != 0 && took >= l.cfg.TTL-l.cfg.SafetyMargin {
 		// The token statement waited for the row's lock so long that its
 		// token, from the clock at its start, may be below one a pruned
 		// row had (see Prune): give the holding back unused, as tryLease
-		// does with a slow acquire.
-		id := driver.LeaseID{Name: l.cfg.Name, Key: key, Owner: l.client.owner, Token: token}
+		// does with a slow acquire (the row keeps its session mark, free
+		// once the server-side lock is).
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.TTL)
-		freed, ferr := conn.Free(rctx, id)
-		released, rerr := conn.ReleaseLock(rctx, name)
+		_, _ = conn.ReleaseClose(rctx, name) // discards the connection unless released
 		cancel()
-		if ferr != nil || !freed || rerr != nil || released != 1 {
-			_ = conn.Discard()
-		} else {
-			_ = conn.Close()
-		}
 		return nil, fmt.Errorf("%w: the fencing token of %s took %v, longer than its lease", ErrNotAcquired, l.describe(key), took)
 	}
 	if err != nil || token == 0 {
@@ -187,6 +175,13 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		}
 		if err != nil {
 			return nil, fmt.Errorf("lockgen: acquire %s: fencing token: %w", l.describe(key), err)
+		}
+		if rerr == nil && released != 1 {
+			// The token statement found the connection without the lock:
+			// on MariaDB, a GET_LOCK killed while it waited (KILL QUERY)
+			// can leave the acquire's statement answering as if it had
+			// acquired (see driver.SessionPin.BoundGetLock).
+			return nil, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused): the connection does not hold the session lock", l.describe(key))
 		}
 		// The row is held by a live lease of the same lock (a node still
 		// running the lease strategy): busy, whatever GET_LOCK said.
@@ -266,29 +261,25 @@ func (h *sessionHolding) renew(ls *Lease, left time.Duration) bool {
 	return false
 }
 
-// release releases the server-side lock, marks the row free if it still
-// shows this holding, and returns the pinned connection.
+// release releases the server-side lock and returns the pinned
+// connection, with its wait_timeout restored, in one statement
+// (SessionConn.ReleaseClose). The row keeps the holding's session mark
+// (the far-future expiry): writing it free would cost a second durable
+// write per holding, and a marked row whose server-side lock is free is
+// free to every strategy (the next session holder's token statement takes
+// it, lease and row acquirers take it over after IS_FREE_LOCK, Holder and
+// the ops layer ask the server, Prune deletes it once that lock is free).
 func (h *sessionHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
 	defer cancel()
-	// The row first, while the server lock still keeps the next holder's
-	// token statement out; both on the pinned connection.
-	_, rowErr := h.conn.Free(ctx, ls.id)
-	released, err := h.conn.ReleaseLock(ctx, h.name)
-	if err == nil && released == 1 {
-		_ = h.conn.Close()
-	} else {
-		_ = h.conn.Discard() // never pool a connection that may hold the lock
-	}
+	released, err := h.conn.ReleaseClose(ctx, h.name)
 	switch {
 	case brokenConn(err):
 		return fmt.Errorf("%w: %s: the pinned connection broke before release", ErrLeaseLost, ls.describe())
 	case err != nil:
 		return fmt.Errorf("lockgen: release %s token %d: %w", ls.describe(), ls.id.Token, err)
-	case released != 1:
+	case !released:
 		return fmt.Errorf("%w: %s: the server did not have this holding's session lock", ErrLeaseLost, ls.describe())
-	case rowErr != nil:
-		return fmt.Errorf("lockgen: release %s token %d: mark the row free: %w", ls.describe(), ls.id.Token, rowErr)
 	}
 	return nil
 }

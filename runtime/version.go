@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV6 and V7 are the compile-time version guards
+// RegenerateWithLockgenGenerateV8 is the compile-time version guard
 // of generated code. Every package lockgen generates for this runtime refers
-// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV7), so
+// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV8), so
 // generated code and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -38,12 +38,17 @@ package runtime
 // context), which the generated store writes and reads in the headers
 // column that migration 0005 adds and whose migration it names
 // (driver.Target.HeadersMigration); the generated package has WithTracer.
-// This runtime requires that column, which V5 code has no migration for,
-// so it does not run V5 code.
-const RegenerateWithLockgenGenerateV6 = true
-
+//
 // V7: the generated ops.Config marks the lease locks whose waiters wait on
 // the server (ops.Lock.WaitOnServer), so that the locks page counts them.
-// This runtime still runs V6 code (its locks page then counts no waiter of
-// a lease lock).
-const RegenerateWithLockgenGenerateV7 = true
+//
+// V8: a session acquisition's first statement both waits in GET_LOCK and
+// bounds the session (driver.SessionConn.BoundGetLock), and a release is
+// one statement that leaves the row's session mark
+// (driver.SessionConn.ReleaseClose). On MariaDB a GET_LOCK killed in that
+// first statement can leave it answering as if acquired, so the token
+// statement now checks that its connection holds the server-side lock
+// (SessionConn.Token takes the lock name; SessionToken tests
+// IS_USED_LOCK): V7 code, whose token statement does not, would be unsafe
+// under this runtime, which therefore does not run V6 or V7 code.
+const RegenerateWithLockgenGenerateV8 = true

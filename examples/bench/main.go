@@ -230,8 +230,10 @@ func (e *env) lockgenPair(ctx context.Context, client int) error {
 	return lease.Release(ctx)
 }
 
-// sessionPair is the session strategy's pair: GET_LOCK and the token bump,
-// then RELEASE_LOCK and freeing the row (4 statements, not 2).
+// sessionPair is the session strategy's pair: one SET that takes GET_LOCK
+// and bounds the session, the token bump (the pair's one durable write),
+// then one SET that runs RELEASE_LOCK and restores the session (3
+// statements, not 2).
 func (e *env) sessionPair(ctx context.Context, client int) error {
 	lease, err := e.locks.TryBenchSessionLock(ctx, "session-"+strconv.Itoa(client))
 	if err != nil {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime/internal/servererr"
 )
 
 // SessionPin is the connection pinned for one session-lock holding (or a
@@ -45,6 +48,77 @@ func (p *SessionPin) BoundIdle(ctx context.Context, idle time.Duration) error {
 	p.bound = true // a failed SET may still have changed it
 	_, err := p.conn.ExecContext(ctx, fmt.Sprintf("SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = %d", IdleBound(idle)))
 	return err
+}
+
+// notAcquired is the CASE branch the one-statement acquire and release
+// take when GET_LOCK or RELEASE_LOCK did not answer 1: a scalar subquery of
+// two rows, which fails the whole SET with error 1242 at run time (only
+// when the branch is taken). Both servers then change no variable: a
+// failed SET is atomic. NULL would not do: both servers take
+// wait_timeout = NULL as 0 and clamp it to 1 second, with a warning.
+const notAcquired = "(SELECT 1 UNION ALL SELECT 1)"
+
+// sqlString is s as a SQL string literal that both servers read as the same
+// bytes whatever the connection's character set and sql_mode
+// (NO_BACKSLASH_ESCAPES): hex with the utf8mb4 introducer. The one-statement
+// acquire and release embed the lock name so that they take one round trip
+// whatever the DSN's interpolateParams (a statement with arguments is
+// prepared, run and closed otherwise: two round trips).
+func sqlString(s string) string {
+	return "_utf8mb4 X'" + hex.EncodeToString([]byte(s)) + "'"
+}
+
+// sqlSeconds is d as GET_LOCK's timeout in seconds, with microseconds.
+func sqlSeconds(d time.Duration) string {
+	us := max(d, 0).Microseconds()
+	return fmt.Sprintf("%d.%06d", us/1e6, us%1e6)
+}
+
+// BoundGetLock is BoundIdle and GetLock in one statement (one round trip
+// instead of two): it waits up to timeout on the server for the named lock
+// and, only when it got it, bounds the session's idle time as BoundIdle
+// does, keeping the previous wait_timeout for Close and ReleaseClose. Not
+// acquired (GET_LOCK timed out, or answered NULL: killed or refused):
+// false, and the statement changed nothing, so the connection can go back
+// to the pool as it is (or be bounded with BoundIdle for a longer wait).
+// On any other error the caller discards the connection: the lock may be
+// held.
+func (p *SessionPin) BoundGetLock(ctx context.Context, idle time.Duration, lockName string, timeout time.Duration) (bool, error) {
+	was := p.bound
+	p.bound = true // a failed SET may still have changed it
+	_, err := p.conn.ExecContext(ctx, fmt.Sprintf(
+		"SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = CASE GET_LOCK(%s, %s) WHEN 1 THEN %d ELSE %s END",
+		sqlString(lockName), sqlSeconds(timeout), IdleBound(idle), notAcquired))
+	if servererr.IsNotAcquiredBranch(err) {
+		p.bound = was
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// ReleaseClose releases the named lock and returns the connection to the
+// pool with the wait_timeout it had before BoundIdle or BoundGetLock, in
+// one statement: true when this connection held the lock. When it did not
+// (false, nil), or on error, the connection is discarded instead, as
+// Discard does: the runtime never pools a connection whose locks it is
+// unsure of.
+func (p *SessionPin) ReleaseClose(ctx context.Context, lockName string) (bool, error) {
+	restore := "CAST(@@SESSION.wait_timeout AS SIGNED)"
+	if p.bound {
+		restore = "CAST(IFNULL(@lockgen_session_wait_timeout, @@GLOBAL.wait_timeout) AS SIGNED)"
+	}
+	_, err := p.conn.ExecContext(ctx, fmt.Sprintf(
+		"SET SESSION wait_timeout = CASE RELEASE_LOCK(%s) WHEN 1 THEN %s ELSE %s END",
+		sqlString(lockName), restore, notAcquired))
+	if err != nil {
+		_ = p.Discard()
+		if servererr.IsNotAcquiredBranch(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	p.bound = false
+	return true, p.conn.Close()
 }
 
 // Close returns the connection to the pool, with the wait_timeout it had

@@ -141,8 +141,9 @@ type SessionConn interface {
 	// connection, -1 not held at all.
 	ReleaseLock(ctx context.Context, lockName string) (int64, error)
 	// Token records the holding in the lock row (name, key) and returns its
-	// fencing token.
-	Token(ctx context.Context, name, key, owner string) (int64, error)
+	// fencing token, only while this connection holds the session lock
+	// lockName: 0 when it does not, or when the row is held by a lease.
+	Token(ctx context.Context, name, key, owner, lockName string) (int64, error)
 	// Free marks the row free if id still holds it (as Store.LeaseRelease),
 	// on this connection, so releasing needs no second connection.
 	Free(ctx context.Context, id LeaseID) (bool, error)
@@ -156,6 +157,14 @@ type SessionConn interface {
 	// IdleBound(idle), and keeps the previous wait_timeout for Close (see
 	// SessionPin.BoundIdle).
 	BoundIdle(ctx context.Context, idle time.Duration) error
+	// BoundGetLock is BoundIdle and GetLock in one statement; not acquired,
+	// it changed nothing (see SessionPin.BoundGetLock).
+	BoundGetLock(ctx context.Context, idle time.Duration, lockName string, timeout time.Duration) (bool, error)
+	// ReleaseClose releases the named lock and returns the connection to
+	// the pool with its wait_timeout restored, in one statement; it
+	// discards the connection instead when it did not hold the lock or on
+	// error (see SessionPin.ReleaseClose).
+	ReleaseClose(ctx context.Context, lockName string) (bool, error)
 	// Close returns the connection to the pool, with the wait_timeout it
 	// had before BoundIdle.
 	Close() error

@@ -7,6 +7,7 @@ func (o *Ops) Statements() map[string][]any {
 	return map[string][]any{
 		"leaders":           append([]any{q.leaders + inList(2)}, "master", "other"),
 		"lockCount":         {q.lockCount, "orders", 10000},
+		"lockMarks":         {q.lockMarks, "orders", 10000},
 		"locksScan":         {q.locksScan, "orders", "orders", "k0100", ScanLimit},
 		"locksScanName":     {q.locksScanName, "orders", "k0100", ScanLimit},
 		"locksScanNameFrom": {q.locksScanNameFrom, "orders", "", ScanLimit},

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // Holding is a held lock row: who holds it, with which fencing token, and
@@ -29,6 +31,10 @@ type Holding struct {
 	// locks with wait_mode server), when the server can tell; absent
 	// otherwise (LockPage.WaitersUnseen says why).
 	Waiters *int64 `json:"waiters,omitempty"`
+
+	// sessionMark: the row shows a session mark, held only while its
+	// server-side lock is (see dropEndedSessions).
+	sessionMark bool
 }
 
 // LockSummary is a declared lock and how many of its rows are held.
@@ -113,19 +119,109 @@ func (o *Ops) Locks(ctx context.Context, f LocksFilter) (*LockPage, error) {
 			page.Items = append(page.Items, h)
 			if len(page.Items) == limit {
 				page.Next = encodeLockCursor(h.Lock, h.Key)
-				return rows.Err()
+				if err := rows.Close(); err != nil {
+					return err
+				}
+				return o.dropEndedSessions(ctx, tx, page)
 			}
 		}
 		if scanned == ScanLimit {
 			page.Next = encodeLockCursor(last.Lock, last.Key)
 		}
-		return rows.Err()
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		return o.dropEndedSessions(ctx, tx, page)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ops: list locks: %w", err)
 	}
 	o.addWaiters(ctx, page)
 	return page, nil
+}
+
+// dropEndedSessions takes off the page the rows that show a session mark
+// whose server-side lock is free: a session holding leaves its mark when
+// it ends (or its holder dies), and only the server knows whether the
+// lock is still held. The page may then hold fewer items than asked.
+func (o *Ops) dropEndedSessions(ctx context.Context, tx *sql.Tx, page *LockPage) error {
+	byLock := map[string][]int{}
+	for i, h := range page.Items {
+		if h.sessionMark {
+			byLock[h.Lock] = append(byLock[h.Lock], i)
+		}
+	}
+	if len(byLock) == 0 {
+		return nil
+	}
+	drop := map[int]bool{}
+	for lock, idx := range byLock {
+		keys := make([]string, len(idx))
+		for j, i := range idx {
+			keys[j] = page.Items[i].Key
+		}
+		held, err := o.sessionHeld(ctx, tx, lock, keys)
+		if err != nil {
+			return err
+		}
+		for j, i := range idx {
+			drop[i] = !held[j]
+		}
+	}
+	kept := page.Items[:0]
+	for i, h := range page.Items {
+		if !drop[i] {
+			kept = append(kept, h)
+		}
+	}
+	page.Items = kept
+	return nil
+}
+
+// markedKeys reads the keys of a lock's rows that show a session mark,
+// among its first CountCap rows.
+func (o *Ops) markedKeys(ctx context.Context, tx *sql.Tx, lock string) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, o.q.lockMarks, lock, o.cfg.CountCap)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, rows.Err()
+}
+
+// sessionHeldBatch is the most locks one sessionHeld statement asks about.
+const sessionHeldBatch = 500
+
+// sessionHeld asks the server whether the session locks of lock's keys are
+// held (IS_USED_LOCK of the GET_LOCK name session holders compute,
+// runtime.ServerLockName), one statement per sessionHeldBatch keys.
+func (o *Ops) sessionHeld(ctx context.Context, tx *sql.Tx, lock string, keys []string) ([]bool, error) {
+	held := make([]bool, 0, len(keys))
+	for len(keys) > 0 {
+		n := min(len(keys), sessionHeldBatch)
+		cols := strings.TrimSuffix(strings.Repeat("IS_USED_LOCK(?) IS NOT NULL, ", n), ", ")
+		args := make([]any, n)
+		dest := make([]any, n)
+		got := make([]bool, n)
+		for i, k := range keys[:n] {
+			args[i] = runtime.ServerLockName(o.cfg.TablePrefix, lock, k, false)
+			dest[i] = &got[i]
+		}
+		if err := tx.QueryRowContext(ctx, "SELECT "+cols, args...).Scan(dest...); err != nil {
+			return nil, err
+		}
+		held = append(held, got...)
+		keys = keys[n:]
+	}
+	return held, nil
 }
 
 // scanHolding reads one row of lockCols.
@@ -140,6 +236,7 @@ func (o *Ops) scanHolding(rows interface{ Scan(...any) error }) (Holding, bool, 
 	if l, ok := o.declaredLock(h.Lock); ok {
 		h.Strategy = l.Strategy
 	}
+	h.sessionMark = expires.Year() == 9999
 	if expires.Year() > 1970 && expires.Year() < 9999 {
 		ms := leftUs / 1000
 		h.ExpiresAt, h.TimeLeftMS = &expires, &ms

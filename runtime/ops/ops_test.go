@@ -239,6 +239,53 @@ func TestLocksPagesHeldRowsOnly(t *testing.T) {
 	requireCode(t, err, ops.CodeInvalid, "limit")
 }
 
+// TestEndedSessionHoldingsAreNotHeld: a session holding leaves its row's
+// far-future mark when it ends; the locks page and the status counts show
+// only the marked rows whose server-side lock is held.
+func TestEndedSessionHoldingsAreNotHeld(t *testing.T) {
+	cfg := deployment
+	cfg.Locks = append(slices.Clone(deployment.Locks), ops.Lock{Name: "sessions", Strategy: "session", Keyed: true})
+	f := newFixture(t, cfg)
+	ctx := context.Background()
+	sessions := f.lock(t, runtime.LockConfig{Name: "sessions", Strategy: runtime.StrategySession, Keyed: true, TTL: 30 * time.Second})
+	// GET_LOCK names are server-wide: keys no other test uses.
+	prefix := fmt.Sprintf("ended%d-", time.Now().UnixNano())
+	var want []string
+	for i := 0; i < 6; i++ {
+		key := fmt.Sprintf("%s%d", prefix, i)
+		lease, err := sessions.Try(ctx, key)
+		require.NoError(t, err)
+		if i%2 == 0 {
+			require.NoError(t, lease.Release(ctx))
+			continue
+		}
+		want = append(want, key)
+		defer func() { _ = lease.Release(ctx) }()
+	}
+	var marked int
+	require.NoError(t, f.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM lockgen_locks WHERE name = 'sessions' AND expires_at = '9999-12-31 23:59:59'").Scan(&marked))
+	require.Equal(t, 6, marked, "every session holding, ended or not, marks its row")
+
+	page, err := f.ops.Locks(ctx, ops.LocksFilter{Name: "sessions"})
+	require.NoError(t, err)
+	var got []string
+	for _, h := range page.Items {
+		assert.Equal(t, "session", h.Strategy)
+		got = append(got, h.Key)
+	}
+	assert.Equal(t, want, got, "only the live session holdings")
+
+	st, err := f.ops.Status(ctx)
+	require.NoError(t, err)
+	var held int64 = -1
+	for _, l := range st.Locks {
+		if l.Name == "sessions" {
+			held = l.Held
+		}
+	}
+	assert.Equal(t, int64(3), held)
+}
+
 // TestRunsPagesNewestFirstAndFilters: runs page newest first by ID, filter
 // by job, queue and state, and every bad filter names its field.
 func TestRunsPagesNewestFirstAndFilters(t *testing.T) {

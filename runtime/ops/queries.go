@@ -7,9 +7,11 @@ import "strings"
 const utcNow = "(UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)"
 
 // heldExpr is true for a row that shows a holding: a lease until its
-// expiry, a session holding (the far-future mark) until its release, a
-// row-strategy holding (the 1970 mark, uncommitted: seen by a READ
-// UNCOMMITTED read) until its transaction ends.
+// expiry, a session holding (the far-future mark, which stays after the
+// holding ends: such a row is held only while its server-side lock is,
+// which sessionHeld asks the server), a row-strategy holding (the 1970
+// mark, uncommitted: seen by a READ UNCOMMITTED read) until its
+// transaction ends.
 const heldExpr = "(owner <> '' AND (expires_at > " + utcNow + " OR expires_at = '1970-01-01 00:00:02'))"
 
 // historySet appends one entry to a run's history, as the runtime's
@@ -28,8 +30,11 @@ type queries struct {
 	now string
 	// leaders reads the unkeyed rows of the named locks (IN list appended).
 	leaders string
-	// lockCount counts, among the first cap rows of a lock, those held.
-	lockCount string
+	// lockCount counts, among the first cap rows of a lock, those held:
+	// all of them, and those that show a session mark, which are held
+	// only while their server-side lock is (see sessionHeld); lockMarks
+	// reads the keys of those marked rows.
+	lockCount, lockMarks string
 	// locksScan reads up to ScanLimit rows after a cursor, in key order;
 	// locksScanName the same within one lock; locksScanNameFrom from a
 	// key on, that key included.
@@ -70,7 +75,8 @@ func render(prefix string) queries {
 	return queries{
 		now:               r.Replace("SELECT {now}"),
 		leaders:           r.Replace("SELECT " + lockCols + " FROM {locks} WHERE lock_key = '' AND {held} AND name IN "),
-		lockCount:         r.Replace("SELECT COUNT(*), COALESCE(SUM(held), 0) FROM (SELECT {held} AS held FROM {locks} WHERE name = ? LIMIT ?) t"),
+		lockCount:         r.Replace("SELECT COUNT(*), COALESCE(SUM(held), 0), COALESCE(SUM(held AND expires_at = '9999-12-31 23:59:59'), 0) FROM (SELECT {held} AS held, expires_at FROM {locks} WHERE name = ? LIMIT ?) t"),
+		lockMarks:         r.Replace("SELECT lock_key FROM (SELECT lock_key, owner, expires_at FROM {locks} WHERE name = ? LIMIT ?) t WHERE owner <> '' AND expires_at = '9999-12-31 23:59:59'"),
 		locksScan:         r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name > ? OR (name = ? AND lock_key > ?) ORDER BY name, lock_key LIMIT ?"),
 		locksScanName:     r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name = ? AND lock_key > ? ORDER BY lock_key LIMIT ?"),
 		locksScanNameFrom: r.Replace("SELECT " + lockCols + " FROM {locks} WHERE name = ? AND lock_key >= ? ORDER BY lock_key LIMIT ?"),

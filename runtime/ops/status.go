@@ -53,9 +53,24 @@ func (o *Ops) Status(ctx context.Context) (*Status, error) {
 				leaders = append(leaders, l.Name)
 			}
 			s := LockSummary{Lock: l}
-			var rows int64
-			if err := tx.QueryRowContext(ctx, o.q.lockCount, l.Name, o.cfg.CountCap).Scan(&rows, &s.Held); err != nil {
+			var rows, marked int64
+			if err := tx.QueryRowContext(ctx, o.q.lockCount, l.Name, o.cfg.CountCap).Scan(&rows, &s.Held, &marked); err != nil {
 				return err
+			}
+			if marked > 0 {
+				keys, err := o.markedKeys(ctx, tx, l.Name)
+				if err != nil {
+					return err
+				}
+				held, err := o.sessionHeld(ctx, tx, l.Name, keys)
+				if err != nil {
+					return err
+				}
+				for _, h := range held {
+					if !h {
+						s.Held--
+					}
+				}
 			}
 			s.Exact = rows < int64(o.cfg.CountCap)
 			st.Locks = append(st.Locks, s)

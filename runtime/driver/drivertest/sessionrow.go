@@ -39,8 +39,14 @@ func testSession(t *testing.T, s driver.Store) {
 	rel, err := c2.ReleaseLock(ctx, lockName)
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, rel, "another connection cannot release it")
+	tok, err := c2.Token(ctx, name, "", "b", lockName)
+	require.NoError(t, err)
+	assert.Zero(t, tok, "a connection without the session lock gets no token")
+	bound, err := c2.BoundGetLock(ctx, time.Minute, lockName, 100*time.Millisecond)
+	require.NoError(t, err)
+	assert.False(t, bound, "the one-statement acquire times out on a held lock too")
 
-	t1, err := c1.Token(ctx, name, "", "a")
+	t1, err := c1.Token(ctx, name, "", "a", lockName)
 	require.NoError(t, err)
 	require.Positive(t, t1)
 	id := driver.LeaseID{Name: name, Owner: "a", Token: t1}
@@ -53,7 +59,7 @@ func testSession(t *testing.T, s driver.Store) {
 	ok, err = c1.Free(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	t2, err := c1.Token(ctx, name, "", "a")
+	t2, err := c1.Token(ctx, name, "", "a", lockName)
 	require.NoError(t, err)
 	assert.Greater(t, t2, t1, "every session holding's token is above the last")
 
@@ -73,6 +79,29 @@ func testSession(t *testing.T, s driver.Store) {
 		return err == nil && !used
 	}, 5*time.Second, 20*time.Millisecond, "the server frees a discarded connection's lock")
 	require.NoError(t, c1.Close())
+
+	c3, err := s.SessionConn(ctx)
+	require.NoError(t, err)
+	bound, err = c3.BoundGetLock(ctx, time.Minute, lockName, time.Second)
+	require.NoError(t, err)
+	require.True(t, bound, "the one-statement acquire takes a free lock")
+	held, err = c3.HoldsLock(ctx, lockName)
+	require.NoError(t, err)
+	assert.True(t, held)
+	t3, err := c3.Token(ctx, name, "", "c", lockName)
+	require.NoError(t, err)
+	assert.Greater(t, t3, t2)
+	released, err := c3.ReleaseClose(ctx, lockName)
+	require.NoError(t, err)
+	assert.True(t, released)
+	used, err = s.SessionIsUsed(ctx, lockName)
+	require.NoError(t, err)
+	assert.False(t, used, "the one-statement release frees the lock")
+	c4, err := s.SessionConn(ctx)
+	require.NoError(t, err)
+	released, err = c4.ReleaseClose(ctx, lockName)
+	require.NoError(t, err)
+	assert.False(t, released, "a lock this connection does not hold is not released")
 }
 
 // testLeaseTakeover: a row that shows a session holding is reported to
@@ -86,7 +115,7 @@ func testLeaseTakeover(t *testing.T, s driver.Store) {
 	got, err := conn.GetLock(ctx, s.SessionNamespace()+name, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, got)
-	held, err := conn.Token(ctx, name, "", "a")
+	held, err := conn.Token(ctx, name, "", "a", s.SessionNamespace()+name)
 	require.NoError(t, err)
 
 	tok, err := s.LeaseAcquire(ctx, name, "", "b", time.Minute)

@@ -23,6 +23,7 @@ const (
 	MySQLNowaitBusy = 3572 // ER_LOCK_NOWAIT: MySQL's answer to NOWAIT
 	UnsupportedPS   = 1295 // ER_UNSUPPORTED_PS: a statement the server cannot prepare
 	TooManyPrepared = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
+	SubqueryRows    = 1242 // ER_SUBQUERY_NO_1_ROW: the not-acquired branch of driver.SessionPin's one-statement acquire and release
 
 	// Refusals: the server turned the connection or the statement away for
 	// a reason that says nothing about the statement itself.
@@ -81,6 +82,11 @@ func IsRefusal(err error) bool {
 func IsLockWaitFailure(err error) bool {
 	return is(err, LockWaitTimeout, MySQLNowaitBusy)
 }
+
+// IsNotAcquiredBranch reports error 1242, which the one-statement session
+// acquire and release (driver.SessionPin.BoundGetLock, ReleaseClose) raise
+// on purpose when GET_LOCK or RELEASE_LOCK did not answer 1.
+func IsNotAcquiredBranch(err error) bool { return is(err, SubqueryRows) }
 
 // IsDeadlock reports InnoDB's deadlock error, after which the server has
 // rolled back the whole transaction.

@@ -1622,7 +1622,9 @@ func (q *Queries) SessionReleaseLock(ctx context.Context, lockName string) (int6
 
 const sessionToken = `-- name: SessionToken :execresult
 INSERT INTO dash_locks (name, lock_key, owner, token, acquired_at, expires_at)
-VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59')
+SELECT ?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59'
+FROM DUAL
+WHERE IS_USED_LOCK(?) = CONNECTION_ID()
 ON DUPLICATE KEY UPDATE
     token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', ?, owner),
@@ -1631,24 +1633,29 @@ ON DUPLICATE KEY UPDATE
 `
 
 type SessionTokenParams struct {
-	Name    string
-	LockKey string
-	Owner   string
+	Name     string
+	LockKey  string
+	Owner    string
+	LockName string
 }
 
 // SessionToken records a session-lock holding in the lock row and issues its
 // fencing token (the result's LastInsertId), run right after GET_LOCK
-// succeeded. GET_LOCK excludes other session holders; the row itself is
-// taken only when it is free or held by a session holding (expires_at is
-// the far-future marker while a session holds it), never from a live lease
-// of the same lock (as during a rolling change of strategy): then
-// LastInsertId is 0. The row stays "unexpired" until the holding is
-// released, so LeaseGuard works for session locks too.
+// succeeded, on the same connection, and only while that connection holds
+// the named session lock lock_name (IS_USED_LOCK): otherwise it changes
+// nothing and LastInsertId is 0. GET_LOCK excludes other session holders;
+// the row itself is taken only when it is free or marked by a session
+// holding (expires_at is the far-future marker, which a session holding
+// leaves when it ends: the server-side lock says whether it is held),
+// never from a live lease of the same lock (as during a rolling change of
+// strategy): then LastInsertId is 0 too. The row stays "unexpired" while
+// the holding lasts, so LeaseGuard works for session locks too.
 func (q *Queries) SessionToken(ctx context.Context, arg SessionTokenParams) (sql.Result, error) {
 	return q.db.ExecContext(ctx, sessionToken,
 		arg.Name,
 		arg.LockKey,
 		arg.Owner,
+		arg.LockName,
 		arg.Owner,
 	)
 }

@@ -291,12 +291,15 @@ func (c sessionConn) ReleaseLock(ctx context.Context, lockName string) (int64, e
 }
 
 // Token implements driver.SessionConn: it records the holding in the lock
-// row and returns the new fencing token, the statement's LastInsertId.
-func (c sessionConn) Token(ctx context.Context, name, key, owner string) (int64, error) {
+// row and returns the new fencing token, the statement's LastInsertId; 0
+// when this connection does not hold the session lock lockName or the
+// row is held by a lease.
+func (c sessionConn) Token(ctx context.Context, name, key, owner, lockName string) (int64, error) {
 	res, err := c.q.SessionToken(ctx, SessionTokenParams{
-		Name:    name,
-		LockKey: key,
-		Owner:   owner,
+		Name:     name,
+		LockKey:  key,
+		Owner:    owner,
+		LockName: lockName,
 	})
 	if err != nil {
 		return 0, err
