@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,8 +21,15 @@ import (
 // repository), writes its YAML block as lockgen.yaml and its go:generate
 // file, and puts every complete Go program of the README (package main) in
 // the module; the generated code and those programs must then build and vet,
-// and go tool lockgen check must pass. Before the spec is replaced, the
-// starter lockgen init wrote is generated and built too.
+// and lockgen check must pass. Before the spec is replaced, the starter
+// lockgen init wrote is generated and built too.
+//
+// The new module starts at go 1.24.0, as one made by Go 1.24 would: the
+// section puts the tool in a module file of its own (lockgen.tool.mod), so
+// the module's go.mod must end with its go line unchanged, no toolchain or
+// tool line, and no requirement but the runtime and the runtime's own
+// requirements (no sqlc, no lockgen tool module); lockgen.tool.mod must hold
+// the tool.
 //
 // The go commands run without a workspace, with the caller's GOCACHE,
 // GOMODCACHE and GOPROXY, and GOSUMDB=off: the checksum database would need
@@ -67,6 +75,9 @@ func TestREADMEAdoption(t *testing.T) {
 	}
 
 	run("go", "mod", "init", "example.com/app")
+	run("go", "mod", "edit", "-go="+appGo)
+	require.Contains(t, using, strings.Join(append([]string{"go"}, goTool...), " "),
+		"the section runs the tool as the test does")
 	var shells, specs, generateFiles, programs int
 	for _, b := range fencedBlocks(using) {
 		switch {
@@ -78,8 +89,11 @@ func TestREADMEAdoption(t *testing.T) {
 			}
 			run("sh", "-ec", script)
 			if strings.Contains(script, "lockgen init") {
-				// The starter generates and builds as init wrote it.
-				run("go", "tool", "lockgen", "generate")
+				// The starter generates and builds as init wrote it
+				// (with step 3's go mod tidy: the go.mod of step 1 requires
+				// the runtime, whose checksums go.sum gets then).
+				run("go", append(goTool, "generate")...)
+				run("go", "mod", "tidy")
 				run("go", "build", "./...")
 			}
 		case b.lang == "yaml":
@@ -109,10 +123,56 @@ func TestREADMEAdoption(t *testing.T) {
 	run("go", "mod", "tidy") // step 4: tidy adds the MySQL driver
 	run("go", "build", "./...")
 	run("go", "vet", "./...")
-	run("go", "tool", "lockgen", "check")
-	gomod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-	require.NoError(t, err)
-	require.Contains(t, string(gomod), "\ntool github.com/lockgen/lockgen/cmd/lockgen\n")
+	run("go", append(goTool, "check")...)
+
+	// The tool and sqlc stay out of the module's go.mod.
+	var app, runtimeMod, tool goMod
+	require.NoError(t, json.Unmarshal([]byte(run("go", "mod", "edit", "-json")), &app))
+	require.NoError(t, json.Unmarshal([]byte(run("go", "mod", "edit", "-json", filepath.Join(repo, "runtime", "go.mod"))), &runtimeMod))
+	require.NoError(t, json.Unmarshal([]byte(run("go", "mod", "edit", "-json", "lockgen.tool.mod")), &tool))
+	require.Equal(t, appGo, app.Go, "the module's go line")
+	require.Empty(t, app.Toolchain, "the module's toolchain line")
+	require.Empty(t, app.Tool, "the module's tool lines")
+	allowed := map[string]bool{"github.com/lockgen/lockgen/runtime": true}
+	for _, r := range runtimeMod.Require {
+		allowed[r.Path] = true
+	}
+	for _, r := range app.Require {
+		require.True(t, allowed[r.Path], "go.mod requires %s, neither the runtime nor one of its requirements", r.Path)
+	}
+	require.Contains(t, requirePaths(app), "github.com/lockgen/lockgen/runtime")
+	require.Equal(t, []string{"github.com/lockgen/lockgen/cmd/lockgen"}, toolPaths(tool), "lockgen.tool.mod's tool lines")
+	require.Contains(t, requirePaths(tool), "github.com/sqlc-dev/sqlc")
+}
+
+// appGo is the go line of the new module of TestREADMEAdoption: one made
+// by Go 1.24, the oldest the runtime supports.
+const appGo = "1.24.0"
+
+// goTool is how the README's section runs lockgen: go, then these.
+var goTool = []string{"tool", "-modfile=lockgen.tool.mod", "lockgen"}
+
+// goMod is the part of go mod edit -json's output the test reads.
+type goMod struct {
+	Go, Toolchain string
+	Require       []struct{ Path string }
+	Tool          []struct{ Path string }
+}
+
+func requirePaths(m goMod) []string {
+	var paths []string
+	for _, r := range m.Require {
+		paths = append(paths, r.Path)
+	}
+	return paths
+}
+
+func toolPaths(m goMod) []string {
+	var paths []string
+	for _, r := range m.Tool {
+		paths = append(paths, r.Path)
+	}
+	return paths
 }
 
 // checkout matches the line of the README's first shell block that says
