@@ -73,8 +73,9 @@ func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error
 			break
 		}
 	}
+	after := ""
 	for {
-		n, scanned, err := l.pruneSessionMarks(ctx, olderThan)
+		n, last, scanned, err := l.pruneSessionMarks(ctx, olderThan, after)
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("lockgen: prune lock %q: session marks: %w", l.cfg.Name, err)
@@ -82,29 +83,32 @@ func (l *Lock) Prune(ctx context.Context, olderThan time.Duration) (int64, error
 		if scanned < PruneBatch {
 			return total, nil
 		}
+		after = last // held marks stay: read on from the last key
 	}
 }
 
 // pruneSessionMarks deletes up to PruneBatch rows marked by session
-// holdings whose token is older than olderThan and whose server-side lock
-// is free, in one short READ COMMITTED transaction: the rows are read
-// FOR UPDATE SKIP LOCKED (as LeasePrunable reads the free rows), and each
-// is deleted only if IS_FREE_LOCK of its key's GET_LOCK name, computed here
-// as session holders compute it, is 1 when the DELETE runs. It returns
-// the rows deleted and the rows read. A store without a pool (a test's)
-// has none to prune.
-func (l *Lock) pruneSessionMarks(ctx context.Context, olderThan time.Duration) (deleted int64, scanned int, err error) {
+// holdings whose key is above after, whose token is older than olderThan
+// and whose server-side lock is free, in one short READ COMMITTED
+// transaction: the rows are read in key order FOR UPDATE SKIP LOCKED (as
+// LeasePrunable reads the free rows), and each is deleted only if
+// IS_FREE_LOCK of its key's GET_LOCK name, computed here as session holders
+// compute it, is 1 when the DELETE runs. It returns the rows deleted, the
+// last key read (the next call reads on from it: a held mark is read once
+// per Prune, not again and again) and how many rows it read. A store
+// without a pool (a test's) has none to prune.
+func (l *Lock) pruneSessionMarks(ctx context.Context, olderThan time.Duration, after string) (deleted int64, last string, scanned int, err error) {
 	ss := l.client.store
 	target := ss.Server()
 	if target.DB == nil {
-		return 0, 0, nil
+		return 0, "", 0, nil
 	}
 	table := target.LocksTable
 	err = driver.InTxIdle(ctx, target.DB, 1, func(conn *sql.Conn) error {
 		rows, err := conn.QueryContext(ctx, "SELECT lock_key FROM "+table+
-			" WHERE name = ? AND lock_key <> '' AND expires_at = '9999-12-31 23:59:59'"+
+			" WHERE name = ? AND lock_key > ? AND expires_at = '9999-12-31 23:59:59'"+
 			" AND token < CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - ?"+
-			" LIMIT ? FOR UPDATE SKIP LOCKED", l.cfg.Name, olderThan.Microseconds(), PruneBatch)
+			" ORDER BY lock_key LIMIT ? FOR UPDATE SKIP LOCKED", l.cfg.Name, after, olderThan.Microseconds(), PruneBatch)
 		if err != nil {
 			return err
 		}
@@ -124,17 +128,22 @@ func (l *Lock) pruneSessionMarks(ctx context.Context, olderThan time.Duration) (
 		if len(keys) == 0 {
 			return nil
 		}
+		last = keys[len(keys)-1]
 		var cond strings.Builder
 		args := []any{l.cfg.Name}
 		for i, k := range keys {
 			if i > 0 {
 				cond.WriteString(" OR ")
 			}
-			cond.WriteString("(lock_key = ? AND IS_FREE_LOCK(?) = 1)")
+			cond.WriteString("(t.lock_key = ? AND IS_FREE_LOCK(?) = 1)")
 			args = append(args, k, sessionLockName(ss.SessionNamespace(), l.cfg.Name, k))
 		}
-		res, err := conn.ExecContext(ctx, "DELETE FROM "+table+
-			" WHERE name = ? AND expires_at = '9999-12-31 23:59:59' AND ("+cond.String()+")", args...)
+		// The multi-table form takes the index hint: without it, both
+		// servers chose a full scan for a long OR list on a small table,
+		// and the DELETE then waited for rows of other locks that another
+		// transaction held (a row holding) until the lock wait timeout.
+		res, err := conn.ExecContext(ctx, "DELETE t FROM "+table+" t FORCE INDEX (PRIMARY)"+
+			" WHERE t.name = ? AND t.expires_at = '9999-12-31 23:59:59' AND ("+cond.String()+")", args...)
 		if err != nil {
 			return err
 		}
@@ -143,7 +152,7 @@ func (l *Lock) pruneSessionMarks(ctx context.Context, olderThan time.Duration) (
 	})
 	if err != nil {
 		// The commit may not have landed: nothing is known deleted.
-		return 0, scanned, err
+		return 0, last, scanned, err
 	}
-	return deleted, scanned, nil
+	return deleted, last, scanned, nil
 }

@@ -3,6 +3,8 @@ package runtime_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -320,4 +322,88 @@ func TestPruneDeletesReleasedSessionMarks(t *testing.T) {
 		require.NoError(t, lease.Release(ctx))
 	}
 	require.NoError(t, held.Release(ctx))
+}
+
+// TestPruneReadsPastHeldSessionMarks: more old marks than one prune batch
+// whose session locks are held are kept, and Prune returns (it read the
+// same batch of held marks again and again, for good, before it paged by
+// key) having deleted the free marks after them, without waiting for a
+// row of another lock that a transaction holds (the DELETE of marks
+// scanned the whole table without its index hint, and waited for that
+// row until the lock wait timeout).
+func TestPruneReadsPastHeldSessionMarks(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Admin(t)
+	n := sessionNode(t, tdb.Open(t))
+	name := "held-" + tdb.Name[len(tdb.Name)-6:] // lock names are server-wide
+	l := n.lock(t, runtime.LockConfig{Name: name, Keyed: true, Strategy: runtime.StrategySession, TTL: time.Second})
+	ctx := context.Background()
+	holder, err := admin.Conn(ctx) // one session may hold many named locks
+	require.NoError(t, err)
+	defer holder.Close()
+	old := time.Now().Add(-time.Hour).UnixMicro()
+	var keys []string
+	for i := 0; i <= runtime.PruneBatch; i++ {
+		keys = append(keys, fmt.Sprintf("a%05d", i))
+	}
+	for _, k := range keys {
+		var got int
+		require.NoError(t, holder.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", runtime.ServerLockName("lockgen_", name, k, false)).Scan(&got))
+		require.Equal(t, 1, got)
+	}
+	defer func() {
+		for _, k := range keys {
+			_, _ = holder.ExecContext(ctx, "DO RELEASE_LOCK(?)", runtime.ServerLockName("lockgen_", name, k, false))
+		}
+	}()
+	for _, k := range append(slices.Clone(keys), "z1", "z2") {
+		_, err := admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES (?, ?, 'gone', ?, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, '9999-12-31 23:59:59')", name, k, old)
+		require.NoError(t, err)
+	}
+	_, err = admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES ('other', 'k', 'x', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+	require.NoError(t, err)
+	other, err := admin.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback() }()
+	_, err = other.ExecContext(ctx, "SELECT token FROM lockgen_locks WHERE name = 'other' AND lock_key = 'k' FOR UPDATE")
+	require.NoError(t, err)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	pruned, err := l.Prune(pctx, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), pruned, "the two free marks after the held ones")
+	var rows int
+	require.NoError(t, admin.QueryRow("SELECT COUNT(*) FROM lockgen_locks WHERE name = ?", name).Scan(&rows))
+	assert.Equal(t, len(keys), rows, "every held mark kept")
+}
+
+// TestPruneOfSessionMarksWaitsOnNoOtherRow: the DELETE of free session
+// marks reads the lock's rows by primary key, so a row of another lock that
+// a transaction holds does not stop it (without the index hint both servers
+// scanned the small table and waited for that row until the lock wait
+// timeout).
+func TestPruneOfSessionMarksWaitsOnNoOtherRow(t *testing.T) {
+	tdb := testdb.New(t)
+	admin := tdb.Admin(t)
+	n := sessionNode(t, tdb.Open(t))
+	name := "marks-" + tdb.Name[len(tdb.Name)-6:]
+	l := n.lock(t, runtime.LockConfig{Name: name, Keyed: true, Strategy: runtime.StrategySession, TTL: time.Second})
+	ctx := context.Background()
+	old := time.Now().Add(-time.Hour).UnixMicro()
+	for i := 0; i < 50; i++ {
+		_, err := admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES (?, ?, 'gone', ?, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, '9999-12-31 23:59:59')", name, fmt.Sprintf("k%02d", i), old)
+		require.NoError(t, err)
+	}
+	_, err := admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES ('other', 'k', 'x', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
+	require.NoError(t, err)
+	other, err := admin.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback() }()
+	_, err = other.ExecContext(ctx, "SELECT token FROM lockgen_locks WHERE name = 'other' AND lock_key = 'k' FOR UPDATE")
+	require.NoError(t, err)
+	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	pruned, err := l.Prune(pctx, time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, int64(50), pruned)
 }

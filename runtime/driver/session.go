@@ -87,7 +87,7 @@ func (p *SessionPin) BoundGetLock(ctx context.Context, idle time.Duration, lockN
 	was := p.bound
 	p.bound = true // a failed SET may still have changed it
 	_, err := p.conn.ExecContext(ctx, fmt.Sprintf(
-		"SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = CASE GET_LOCK(%s, %s) WHEN 1 THEN %d ELSE %s END",
+		"SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = COALESCE(CASE GET_LOCK(%s, %s) WHEN 1 THEN %d ELSE %s END, CAST(@@SESSION.wait_timeout AS SIGNED))",
 		sqlString(lockName), sqlSeconds(timeout), IdleBound(idle), notAcquired))
 	if servererr.IsNotAcquiredBranch(err) {
 		p.bound = was
@@ -98,7 +98,10 @@ func (p *SessionPin) BoundGetLock(ctx context.Context, idle time.Duration, lockN
 
 // ReleaseClose releases the named lock and returns the connection to the
 // pool with the wait_timeout it had before BoundIdle or BoundGetLock, in
-// one statement: true when this connection held the lock. When it did not
+// one statement: true when this connection held the lock (or, on MariaDB,
+// when the statement was killed after RELEASE_LOCK answered that it did
+// not: the COALESCE then keeps the session's wait_timeout, and the
+// connection, which holds no lock, goes back to the pool). When it did not
 // (false, nil), or on error, the connection is discarded instead, as
 // Discard does: the runtime never pools a connection whose locks it is
 // unsure of.
@@ -108,7 +111,7 @@ func (p *SessionPin) ReleaseClose(ctx context.Context, lockName string) (bool, e
 		restore = "CAST(IFNULL(@lockgen_session_wait_timeout, @@GLOBAL.wait_timeout) AS SIGNED)"
 	}
 	_, err := p.conn.ExecContext(ctx, fmt.Sprintf(
-		"SET SESSION wait_timeout = CASE RELEASE_LOCK(%s) WHEN 1 THEN %s ELSE %s END",
+		"SET SESSION wait_timeout = COALESCE(CASE RELEASE_LOCK(%s) WHEN 1 THEN %s ELSE %s END, CAST(@@SESSION.wait_timeout AS SIGNED))",
 		sqlString(lockName), restore, notAcquired))
 	if err != nil {
 		_ = p.Discard()
