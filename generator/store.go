@@ -152,9 +152,7 @@ func storeGlue(m *model) *jen.File {
 				kv{"Name", jen.Id("name")}, kv{"OlderThanUs", jen.Id("olderThan").Dot("Microseconds").Call()}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))},
 			)),
 			jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("keys")).Op("==").Lit(0)).Block(jen.Return(jen.Err())),
-			jen.List(jen.Id("n"), jen.Err()).Op("=").Id("qt").Dot("LeasePrune").Call(jen.Id("ctx"), literal(db("LeasePruneParams"),
-				kv{"Name", jen.Id("name")}, kv{"LockKeys", jen.Id("keys")},
-			)),
+			jen.List(jen.Id("n"), jen.Err()).Op("=").Add(dr("DeleteKeys")).Call(jen.Id("ctx"), jen.Id("conn"), jen.Lit(m.Table), jen.Id("name"), jen.Id("keys")),
 			jen.Return(jen.Err()),
 		)),
 		jen.If(jen.Err().Op("!=").Nil()).Block(

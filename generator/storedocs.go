@@ -83,7 +83,8 @@ const (
 		"// locks up to limit keyed rows of lock name that have been free for longer\n" +
 		"// than olderThan by the database clock and whose newest fencing token is\n" +
 		"// more than olderThan below that clock in microseconds, passing rows that\n" +
-		"// another transaction holds (SKIP LOCKED), and deletes them."
+		"// another transaction holds (SKIP LOCKED), and deletes them, each by its\n" +
+		"// primary key (driver.DeleteKeys)."
 	freeDoc = "// Free implements driver.SessionConn: it marks the row free, on the\n" +
 		"// pinned connection, if id still holds it."
 	connRenewDoc = "// Renew implements driver.SessionConn: it extends the row held by id to\n" +

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/lockgen/lockgen/runtime/driver"
@@ -129,25 +128,11 @@ func (l *Lock) pruneSessionMarks(ctx context.Context, olderThan time.Duration, a
 			return nil
 		}
 		last = keys[len(keys)-1]
-		var cond strings.Builder
-		args := []any{l.cfg.Name}
+		names := make([]string, len(keys))
 		for i, k := range keys {
-			if i > 0 {
-				cond.WriteString(" OR ")
-			}
-			cond.WriteString("(t.lock_key = ? AND IS_FREE_LOCK(?) = 1)")
-			args = append(args, k, sessionLockName(ss.SessionNamespace(), l.cfg.Name, k))
+			names[i] = sessionLockName(ss.SessionNamespace(), l.cfg.Name, k)
 		}
-		// The multi-table form takes the index hint: without it, both
-		// servers chose a full scan for a long OR list on a small table,
-		// and the DELETE then waited for rows of other locks that another
-		// transaction held (a row holding) until the lock wait timeout.
-		res, err := conn.ExecContext(ctx, "DELETE t FROM "+table+" t FORCE INDEX (PRIMARY)"+
-			" WHERE t.name = ? AND t.expires_at = '9999-12-31 23:59:59' AND ("+cond.String()+")", args...)
-		if err != nil {
-			return err
-		}
-		deleted, err = res.RowsAffected()
+		deleted, err = driver.DeleteFreeSessionMarks(ctx, conn, table, l.cfg.Name, keys, names)
 		return err
 	})
 	if err != nil {

@@ -117,8 +117,8 @@ WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
 -- row_limit rows of keyed lock name that have been free (released or
 -- expired) for longer than older_than_us microseconds by the database
 -- clock and whose token, the newest the row issued, is more than
--- older_than_us below the clock in microseconds; LeasePrune then deletes
--- them. The token test matters because a fresh row's token is the clock at
+-- older_than_us below the clock in microseconds; the store's LeasePrune
+-- then deletes them (driver.DeleteKeys). The token test matters because a fresh row's token is the clock at
 -- its statement's start: an acquisition that waited in the row lock queue
 -- carries a clock from before its wait, and must find the row (and
 -- GREATEST(token + 1, ...)) if any holding it did not see was issued less
@@ -140,12 +140,6 @@ WHERE name = sqlc.arg(name) AND lock_key <> ''
   AND token < CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - CAST(sqlc.arg(older_than_us) AS SIGNED)
 LIMIT ?
 FOR UPDATE SKIP LOCKED;
-
--- name: LeasePrune :execrows
--- LeasePrune deletes the rows of lock name that LeasePrunable locked, in
--- the same transaction.
-DELETE FROM jobsdemo_locks
-WHERE name = sqlc.arg(name) AND lock_key IN (sqlc.slice(lock_keys));
 
 -- name: SessionGetLock :one
 -- SessionGetLock waits up to timeout_us microseconds, on the server, for the

@@ -213,8 +213,8 @@ type LeasePrunableParams struct {
 // row_limit rows of keyed lock name that have been free (released or
 // expired) for longer than older_than_us microseconds by the database
 // clock and whose token, the newest the row issued, is more than
-// older_than_us below the clock in microseconds; LeasePrune then deletes
-// them. The token test matters because a fresh row's token is the clock at
+// older_than_us below the clock in microseconds; the store's LeasePrune
+// then deletes them (driver.DeleteKeys). The token test matters because a fresh row's token is the clock at
 // its statement's start: an acquisition that waited in the row lock queue
 // carries a clock from before its wait, and must find the row (and
 // GREATEST(token + 1, ...)) if any holding it did not see was issued less
@@ -255,37 +255,6 @@ func (q *Queries) LeasePrunable(ctx context.Context, arg LeasePrunableParams) ([
 		return nil, err
 	}
 	return items, nil
-}
-
-const leasePrune = `-- name: LeasePrune :execrows
-DELETE FROM jobsdemo_locks
-WHERE name = ? AND lock_key IN (/*SLICE:lock_keys*/?)
-`
-
-type LeasePruneParams struct {
-	Name     string
-	LockKeys []string
-}
-
-// LeasePrune deletes the rows of lock name that LeasePrunable locked, in
-// the same transaction.
-func (q *Queries) LeasePrune(ctx context.Context, arg LeasePruneParams) (int64, error) {
-	query := leasePrune
-	var queryParams []interface{}
-	queryParams = append(queryParams, arg.Name)
-	if len(arg.LockKeys) > 0 {
-		for _, v := range arg.LockKeys {
-			queryParams = append(queryParams, v)
-		}
-		query = strings.Replace(query, "/*SLICE:lock_keys*/?", strings.Repeat(",?", len(arg.LockKeys))[1:], 1)
-	} else {
-		query = strings.Replace(query, "/*SLICE:lock_keys*/?", "NULL", 1)
-	}
-	result, err := q.db.ExecContext(ctx, query, queryParams...)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected()
 }
 
 const leaseRelease = `-- name: LeaseRelease :execrows

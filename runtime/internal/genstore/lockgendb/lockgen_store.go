@@ -196,7 +196,8 @@ func (s Store) LeaseGetMany(ctx context.Context, name string, keys []string) (ma
 // locks up to limit keyed rows of lock name that have been free for longer
 // than olderThan by the database clock and whose newest fencing token is
 // more than olderThan below that clock in microseconds, passing rows that
-// another transaction holds (SKIP LOCKED), and deletes them.
+// another transaction holds (SKIP LOCKED), and deletes them, each by its
+// primary key (driver.DeleteKeys).
 func (s Store) LeasePrune(ctx context.Context, name string, olderThan time.Duration, limit int) (int64, error) {
 	var n int64
 	// A second of idleness ends the session: a prune stranded by a
@@ -211,10 +212,7 @@ func (s Store) LeasePrune(ctx context.Context, name string, olderThan time.Durat
 		if err != nil || len(keys) == 0 {
 			return err
 		}
-		n, err = qt.LeasePrune(ctx, LeasePruneParams{
-			Name:     name,
-			LockKeys: keys,
-		})
+		n, err = driver.DeleteKeys(ctx, conn, "lockgen_locks", name, keys)
 		return err
 	})
 	if err != nil {
