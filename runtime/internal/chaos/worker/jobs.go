@@ -32,7 +32,7 @@ func openGuardDB(cfg *mysql.Config) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(connector)
+	db := sql.OpenDB(runtime.ConnectTimeout(connector, 2*time.Second))
 	db.SetMaxOpenConns(2)
 	db.SetMaxIdleConns(2)
 	db.SetConnMaxIdleTime(10 * time.Second)

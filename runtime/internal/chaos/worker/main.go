@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,7 +79,11 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 	if err != nil {
 		return err
 	}
-	db := sql.OpenDB(connector)
+	// Each connection's handshake bounded (runtime.ConnectTimeout, as the
+	// README recommends): a handshake a fault swallowed held the pool's
+	// one opener goroutine for readTimeout, and every statement of the
+	// process waited for a connection meanwhile.
+	db := sql.OpenDB(runtime.ConnectTimeout(connector, 2*time.Second))
 	defer db.Close()
 	db.SetMaxOpenConns(pool)
 	db.SetMaxIdleConns(pool)
@@ -377,9 +382,33 @@ type diagnosis struct{ slog.Handler }
 
 func (d diagnosis) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelWarn || strings.Contains(r.Message, "heartbeat") || strings.Contains(r.Message, "rescu") {
+		stalled(r)
 		return d.Handler.Handle(ctx, r)
 	}
 	return nil
+}
+
+// stallDump is the run of failed heartbeats in a row after which the
+// worker writes every goroutine's stack to stderr (its log), once per run
+// of failures: about 6.7 s of failing at the harness's heartbeat period,
+// longer than most faults, so that a pool still starved after a fault
+// healed (RELIABILITY.md, Open) shows what holds its connections.
+const stallDump = 20
+
+// stalled writes the goroutine dump when r is the stallDump-th failed
+// heartbeat in a row.
+func stalled(r slog.Record) {
+	if r.Message != "lockgen: run heartbeat failed" {
+		return
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "failures_in_a_row" && a.Value.Kind() == slog.KindInt64 && a.Value.Int64() == stallDump {
+			fmt.Fprintf(os.Stderr, "chaos-worker: %d heartbeats failed in a row; goroutines:\n", stallDump)
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+			return false
+		}
+		return true
+	})
 }
 
 func (d diagnosis) WithAttrs(attrs []slog.Attr) slog.Handler {
