@@ -13,8 +13,11 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // DefaultDSN is the local MariaDB the examples use unless told otherwise.
@@ -63,14 +66,15 @@ func Config(dsn string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-// Open opens a pool on cfg (the examples open one per simulated node) and
-// checks that the server answers.
+// Open opens a pool on cfg (the examples open one per simulated node),
+// each connect bounded by runtime.ConnectTimeout as the README recommends,
+// and checks that the server answers.
 func Open(cfg *mysql.Config) (*sql.DB, error) {
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(c)
+	db := sql.OpenDB(runtime.ConnectTimeout(c, 5*time.Second))
 	if err := db.Ping(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to %s as %s (is MariaDB running? `make db` starts it): %w", cfg.Addr, cfg.User, err)
