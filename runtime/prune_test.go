@@ -20,49 +20,67 @@ import (
 
 // TestPruneKeepsHeldRowsAndTokensRising: pruning deletes only rows free for
 // longer than the age given; a pruned key acquired again gets a token above
-// every token it had.
+// every token it had. For session locks the released rows keep their
+// session mark, and Prune deletes them once their server-side lock is free
+// and their token old enough, never the row of a live holding.
 func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
-	tdb := testdb.New(t)
-	admin := tdb.Admin(t)
-	n := newNode(t, tdb.Open(t))
-	ttl := 500 * time.Millisecond
-	l := n.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: ttl})
-	ctx := context.Background()
-	tokens := map[string]int64{}
-	for i := 0; i < 5; i++ {
-		for r := 0; r < 3; r++ { // a few acquisitions per key
-			lease, err := l.Try(ctx, strconv.Itoa(i))
+	for _, strategy := range []runtime.Strategy{runtime.StrategyLease, runtime.StrategySession} {
+		t.Run(string(strategy), func(t *testing.T) {
+			tdb := testdb.New(t)
+			admin := tdb.Admin(t)
+			var n *node
+			name := "orders"
+			if strategy == runtime.StrategySession {
+				n = sessionNode(t, tdb.Open(t))
+				name = uniqueName(t, tdb) // session lock names are server-wide
+			} else {
+				n = newNode(t, tdb.Open(t))
+			}
+			ttl := 500 * time.Millisecond
+			l := n.lock(t, runtime.LockConfig{Name: name, Keyed: true, Strategy: strategy, TTL: ttl})
+			ctx := context.Background()
+			tokens := map[string]int64{}
+			for i := 0; i < 5; i++ {
+				for r := 0; r < 3; r++ { // a few acquisitions per key
+					lease, err := l.Try(ctx, strconv.Itoa(i))
+					require.NoError(t, err)
+					tokens[lease.Key()] = lease.Token()
+					require.NoError(t, lease.Release(ctx))
+				}
+			}
+			held, err := l.Try(ctx, "held")
 			require.NoError(t, err)
-			tokens[lease.Key()] = lease.Token()
-			require.NoError(t, lease.Release(ctx))
-		}
+			if strategy == runtime.StrategySession {
+				var marked int
+				require.NoError(t, admin.QueryRow("SELECT COUNT(*) FROM lockgen_locks WHERE name = ? AND expires_at = '9999-12-31 23:59:59'", name).Scan(&marked))
+				require.Equal(t, 6, marked, "released session holdings keep their mark")
+			}
+
+			pruned, err := l.Prune(ctx, time.Hour)
+			require.NoError(t, err)
+			assert.Zero(t, pruned, "nothing has been free for an hour")
+			time.Sleep(ttl + 50*time.Millisecond)
+			pruned, err = l.Prune(ctx, ttl)
+			require.NoError(t, err)
+			assert.Equal(t, int64(5), pruned, "the five released keys, not the held one")
+			var rows int
+			require.NoError(t, admin.QueryRow("SELECT COUNT(*) FROM lockgen_locks WHERE name = ?", name).Scan(&rows))
+			assert.Equal(t, 1, rows)
+			require.NoError(t, held.Err())
+
+			for key, before := range tokens {
+				lease, err := l.Try(ctx, key)
+				require.NoError(t, err)
+				assert.Greater(t, lease.Token(), before, "key %s: tokens keep rising across a prune", key)
+				require.NoError(t, lease.Release(ctx))
+			}
+			require.NoError(t, held.Release(ctx))
+
+			plain := n.lock(t, runtime.LockConfig{Name: "plain", Strategy: strategy, TTL: time.Second})
+			_, err = plain.Prune(ctx, time.Hour)
+			require.ErrorIs(t, err, runtime.ErrInvalid)
+		})
 	}
-	held, err := l.Try(ctx, "held")
-	require.NoError(t, err)
-
-	pruned, err := l.Prune(ctx, time.Hour)
-	require.NoError(t, err)
-	assert.Zero(t, pruned, "nothing has been free for an hour")
-	time.Sleep(ttl + 50*time.Millisecond)
-	pruned, err = l.Prune(ctx, ttl)
-	require.NoError(t, err)
-	assert.Equal(t, int64(5), pruned, "the five released keys, not the held one")
-	var rows int
-	require.NoError(t, admin.QueryRow("SELECT COUNT(*) FROM lockgen_locks WHERE name = 'orders'").Scan(&rows))
-	assert.Equal(t, 1, rows)
-	require.NoError(t, held.Err())
-
-	for key, before := range tokens {
-		lease, err := l.Try(ctx, key)
-		require.NoError(t, err)
-		assert.Greater(t, lease.Token(), before, "key %s: tokens keep rising across a prune", key)
-		require.NoError(t, lease.Release(ctx))
-	}
-	require.NoError(t, held.Release(ctx))
-
-	plain := n.lock(t, runtime.LockConfig{Name: "plain", TTL: time.Second})
-	_, err = plain.Prune(ctx, time.Hour)
-	require.ErrorIs(t, err, runtime.ErrInvalid)
 }
 
 // TestPruneWaitsOnNoHeldRow: a transaction that keeps one key's row locked
@@ -277,60 +295,10 @@ func TestSessionTokenThatWaitedPastTheTTLIsGivenBack(t *testing.T) {
 	require.NoError(t, lease.Release(ctx))
 }
 
-// TestPruneDeletesReleasedSessionMarks: a session holding leaves its row
-// marked (far-future expiry) when it ends; Prune deletes such rows once
-// their server-side lock is free and their token is old enough, never the
-// row of a live session holding, and tokens keep rising across it.
-func TestPruneDeletesReleasedSessionMarks(t *testing.T) {
-	tdb := testdb.New(t)
-	admin := tdb.Admin(t)
-	n := sessionNode(t, tdb.Open(t))
-	ttl := 500 * time.Millisecond
-	l := n.lock(t, runtime.LockConfig{Name: "sessions", Keyed: true, Strategy: runtime.StrategySession, TTL: ttl})
-	ctx := context.Background()
-	tokens := map[string]int64{}
-	for i := 0; i < 5; i++ {
-		for r := 0; r < 3; r++ {
-			lease, err := l.Try(ctx, strconv.Itoa(i))
-			require.NoError(t, err)
-			tokens[lease.Key()] = lease.Token()
-			require.NoError(t, lease.Release(ctx))
-		}
-	}
-	held, err := l.Try(ctx, "held")
-	require.NoError(t, err)
-	var marked int
-	require.NoError(t, admin.QueryRow("SELECT COUNT(*) FROM lockgen_locks WHERE name = 'sessions' AND expires_at = '9999-12-31 23:59:59'").Scan(&marked))
-	require.Equal(t, 6, marked, "released session holdings keep their mark")
-
-	pruned, err := l.Prune(ctx, time.Hour)
-	require.NoError(t, err)
-	assert.Zero(t, pruned, "no token is an hour old")
-	time.Sleep(ttl + 50*time.Millisecond)
-	pruned, err = l.Prune(ctx, ttl)
-	require.NoError(t, err)
-	assert.Equal(t, int64(5), pruned, "the five released keys, not the held one")
-	var rows int
-	require.NoError(t, admin.QueryRow("SELECT COUNT(*) FROM lockgen_locks WHERE name = 'sessions'").Scan(&rows))
-	assert.Equal(t, 1, rows)
-	require.NoError(t, held.Err())
-
-	for key, before := range tokens {
-		lease, err := l.Try(ctx, key)
-		require.NoError(t, err)
-		assert.Greater(t, lease.Token(), before, "key %s: tokens keep rising across a prune", key)
-		require.NoError(t, lease.Release(ctx))
-	}
-	require.NoError(t, held.Release(ctx))
-}
-
 // TestPruneReadsPastHeldSessionMarks: more old marks than one prune batch
 // whose session locks are held are kept, and Prune returns (it read the
 // same batch of held marks again and again, for good, before it paged by
-// key) having deleted the free marks after them, without waiting for a
-// row of another lock that a transaction holds (the DELETE of marks
-// scanned the whole table without its index hint, and waited for that
-// row until the lock wait timeout).
+// key) having deleted the free marks after them.
 func TestPruneReadsPastHeldSessionMarks(t *testing.T) {
 	tdb := testdb.New(t)
 	admin := tdb.Admin(t)
@@ -360,13 +328,6 @@ func TestPruneReadsPastHeldSessionMarks(t *testing.T) {
 		_, err := admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES (?, ?, 'gone', ?, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, '9999-12-31 23:59:59')", name, k, old)
 		require.NoError(t, err)
 	}
-	_, err = admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES ('other', 'k', 'x', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
-	require.NoError(t, err)
-	other, err := admin.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer func() { _ = other.Rollback() }()
-	_, err = other.ExecContext(ctx, "SELECT token FROM lockgen_locks WHERE name = 'other' AND lock_key = 'k' FOR UPDATE")
-	require.NoError(t, err)
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	pruned, err := l.Prune(pctx, time.Second)
@@ -377,49 +338,24 @@ func TestPruneReadsPastHeldSessionMarks(t *testing.T) {
 	assert.Equal(t, len(keys), rows, "every held mark kept")
 }
 
-// TestPruneOfSessionMarksWaitsOnNoOtherRow: the DELETE of free session
-// marks reads the lock's rows by primary key, so a row of another lock that
-// a transaction holds does not stop it (without the index hint both servers
-// scanned the small table and waited for that row until the lock wait
-// timeout).
-func TestPruneOfSessionMarksWaitsOnNoOtherRow(t *testing.T) {
-	tdb := testdb.New(t)
-	admin := tdb.Admin(t)
-	n := sessionNode(t, tdb.Open(t))
-	name := "marks-" + tdb.Name[len(tdb.Name)-6:]
-	l := n.lock(t, runtime.LockConfig{Name: name, Keyed: true, Strategy: runtime.StrategySession, TTL: time.Second})
-	ctx := context.Background()
-	old := time.Now().Add(-time.Hour).UnixMicro()
-	for i := 0; i < 50; i++ {
-		_, err := admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES (?, ?, 'gone', ?, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, '9999-12-31 23:59:59')", name, fmt.Sprintf("k%02d", i), old)
-		require.NoError(t, err)
-	}
-	_, err := admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES ('other', 'k', 'x', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
-	require.NoError(t, err)
-	other, err := admin.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer func() { _ = other.Rollback() }()
-	_, err = other.ExecContext(ctx, "SELECT token FROM lockgen_locks WHERE name = 'other' AND lock_key = 'k' FOR UPDATE")
-	require.NoError(t, err)
-	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	pruned, err := l.Prune(pctx, time.Second)
-	require.NoError(t, err)
-	assert.Equal(t, int64(50), pruned)
-}
-
 // TestPruneWaitsOnNoRowOfAnotherLock: a row of another lock that a
 // transaction holds (a row-strategy holding, say) stops neither Prune's
-// DELETE of free rows nor of session marks: both failed with 1205 on both
-// servers, their DELETE planned as a scan of the small table.
+// DELETE of free rows nor of session marks: both failed with 1205 (MySQL
+// for the marks, both servers for the free rows), their DELETE planned as
+// a scan of the small table, before they deleted by primary key.
 func TestPruneWaitsOnNoRowOfAnotherLock(t *testing.T) {
 	tdb := testdb.New(t)
 	admin := tdb.Admin(t)
-	n := newNode(t, tdb.Open(t))
-	l := n.lock(t, runtime.LockConfig{Name: "free", Keyed: true, TTL: time.Second})
+	n := sessionNode(t, tdb.Open(t))
+	free := n.lock(t, runtime.LockConfig{Name: "free", Keyed: true, TTL: time.Second})
+	// Session lock names are server-wide: a name no other test uses.
+	marks := n.lock(t, runtime.LockConfig{Name: "marks-" + tdb.Name[len(tdb.Name)-6:], Keyed: true, Strategy: runtime.StrategySession, TTL: time.Second})
 	ctx := context.Background()
+	old := time.Now().Add(-time.Hour).UnixMicro()
 	for i := 0; i < 50; i++ {
 		_, err := admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES ('free', ?, '', 1, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR)", fmt.Sprintf("k%02d", i))
+		require.NoError(t, err)
+		_, err = admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES (?, ?, 'gone', ?, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, '9999-12-31 23:59:59')", marks.Config().Name, fmt.Sprintf("k%02d", i), old)
 		require.NoError(t, err)
 	}
 	_, err := admin.ExecContext(ctx, "INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at) VALUES ('other', 'k', 'x', 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))")
@@ -431,7 +367,9 @@ func TestPruneWaitsOnNoRowOfAnotherLock(t *testing.T) {
 	require.NoError(t, err)
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	pruned, err := l.Prune(pctx, time.Second)
-	require.NoError(t, err)
-	assert.Equal(t, int64(50), pruned)
+	for _, l := range []*runtime.Lock{free, marks} {
+		pruned, err := l.Prune(pctx, time.Second)
+		require.NoError(t, err, l.Config().Name)
+		assert.Equal(t, int64(50), pruned, l.Config().Name)
+	}
 }
