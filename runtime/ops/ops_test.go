@@ -183,6 +183,33 @@ func TestStatusCountsStopAtTheCap(t *testing.T) {
 	assert.Equal(t, ops.Counts{Due: 2, Exact: false}, qs[0].Counts)
 }
 
+// TestStatusOfALocksOnlyDeployment: a spec without jobs generates no runs
+// or queues table; Status and Queues answer from the locks table alone
+// (Status failed with 1146 on the missing queues table).
+func TestStatusOfALocksOnlyDeployment(t *testing.T) {
+	cfg := ops.Config{Locks: deployment.Locks}
+	f := newFixture(t, cfg)
+	ctx := context.Background()
+	_, err := f.tdb.Admin(t).ExecContext(ctx, "DROP TABLE lockgen_queues, lockgen_runs")
+	require.NoError(t, err)
+	lease, err := f.lock(t, runtime.LockConfig{Name: "orders", Keyed: true, TTL: 30 * time.Second}).Try(ctx, "k")
+	require.NoError(t, err)
+	defer func() { _ = lease.Release(ctx) }()
+	st, err := f.ops.Status(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, st.Queues)
+	var held int64 = -1
+	for _, l := range st.Locks {
+		if l.Name == "orders" {
+			held = l.Held
+		}
+	}
+	assert.Equal(t, int64(1), held)
+	qs, err := f.ops.Queues(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, qs)
+}
+
 // TestLocksPagesHeldRowsOnly: the held-locks list pages in (lock, key)
 // order with an opaque cursor, skips free rows, filters by lock, and
 // refuses a cursor it did not make.

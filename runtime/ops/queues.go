@@ -51,6 +51,11 @@ func (o *Ops) Queues(ctx context.Context) ([]Queue, error) {
 }
 
 func (o *Ops) queueList(ctx context.Context) ([]Queue, error) {
+	if len(o.cfg.Jobs) == 0 {
+		// A deployment without jobs has no queues table (its migrations
+		// create the locks table alone): nothing to list.
+		return []Queue{}, nil
+	}
 	rows, err := o.db.QueryContext(ctx, o.q.queuesRows)
 	if err != nil {
 		return nil, err
