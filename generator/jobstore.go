@@ -82,6 +82,10 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.Return(jen.Id("runs"), jen.Nil()),
 	)
 	claimArgs := jen.List(jen.Id("ids"), jen.Id("refs")).Op(":=").Id("claimArgs").Call(jen.Id("claims"))
+	// rowOf is the driver.HeartbeatRow of a peeked or locked row r.
+	rowOf := func() *jen.Statement {
+		return dr("RowOf").Call(jen.Id("r").Dot("ID"), jen.Id("r").Dot("Claim"), jen.Id("r").Dot("State"))
+	}
 	method("// RunsHeartbeat implements driver.JobStore: read the runs, lock those\n// still running with the claims that no other transaction holds, then\n// extend them, in one transaction.", "RunsHeartbeat",
 		[]jen.Code{ctx(), claims(), jen.Id("lease").Add(dur())}, []jen.Code{dr("Heartbeat"), jen.Error()},
 		jen.Var().Id("hb").Add(dr("Heartbeat")),
@@ -97,16 +101,14 @@ func jobsGlue(f *jen.File, m *model) {
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
 			jen.Id("peeked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Lit(0), jen.Len(jen.Id("peek"))),
 			jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("peek")).Block(
-				jen.Id("peeked").Op("=").Append(jen.Id("peeked"), literal(dr("HeartbeatRow"),
-					kv{"ID", jen.Id("r").Dot("ID")}, kv{"Claim", jen.Id("r").Dot("Claim")}, kv{"Running", jen.Id("r").Dot("State").Op("==").Lit("running")}, kv{"Cancelled", jen.Id("r").Dot("State").Op("==").Lit("cancelled")})),
+				jen.Id("peeked").Op("=").Append(jen.Id("peeked"), rowOf()),
 			),
 			jen.List(jen.Id("locked"), jen.Id("live")).Op(":=").Add(dr("HeartbeatPlan")).Call(jen.Id("claims"), jen.Id("peeked")),
 			jen.If(jen.Len(jen.Id("live")).Op(">").Lit(0)).Block(
 				jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatLock").Call(jen.Id("ctx"), jen.Id("live")),
 				jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
 				jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
-					jen.Id("locked").Op("=").Append(jen.Id("locked"), literal(dr("HeartbeatRow"),
-						kv{"ID", jen.Id("r").Dot("ID")}, kv{"Claim", jen.Id("r").Dot("Claim")}, kv{"Running", jen.Id("r").Dot("State").Op("==").Lit("running")}, kv{"Cancelled", jen.Id("r").Dot("State").Op("==").Lit("cancelled")})),
+					jen.Id("locked").Op("=").Append(jen.Id("locked"), rowOf()),
 				),
 			),
 			jen.Id("hb").Op("=").Add(dr("SortHeartbeat")).Call(jen.Id("claims"), jen.Id("locked")),
@@ -123,22 +125,27 @@ func jobsGlue(f *jen.File, m *model) {
 		),
 		jen.Return(jen.Id("hb"), jen.Nil()),
 	)
-	// readCommitted runs one statement of the queries with its result in n,
-	// through driver.ReadCommitted.
-	readCommitted := func(stmt jen.Code) []jen.Code {
-		return []jen.Code{
-			jen.Var().Id("n").Int64(),
-			jen.Err().Op(":=").Add(dr("ReadCommitted")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
-				jen.Var().Err().Error(),
-				jen.List(jen.Id("n"), jen.Err()).Op("=").Id("New").Call(jen.Id("conn")).Add(stmt),
+	method("// RunsComplete implements driver.JobStore, in READ COMMITTED: it waits on no\n// row, and a listed run claimed again since keeps no lock of it. When it\n// completes fewer runs than claims, a read without a lock tells which of\n// the others another transaction held (busy).", "RunsComplete",
+		[]jen.Code{ctx(), claims()}, []jen.Code{dr("Completion"), jen.Error()},
+		claimArgs.Clone(),
+		jen.Var().Id("done").Add(dr("Completion")),
+		jen.Err().Op(":=").Add(dr("ReadCommitted")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
+			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
+			jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("qt").Dot("RunsComplete").Call(jen.Id("ctx"), literal(db("RunsCompleteParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")})),
+			jen.If(jen.Err().Op("!=").Nil().Op("||").Id("n").Op("==").Int64().Call(jen.Len(jen.Id("claims")))).Block(
+				jen.Id("done").Dot("Completed").Op("=").Id("n"),
 				jen.Return(jen.Err()),
-			)),
-			jen.Return(jen.Id("n"), jen.Err()),
-		}
-	}
-	method("// RunsComplete implements driver.JobStore, in READ COMMITTED: a listed\n// run claimed again since keeps no lock of this statement.", "RunsComplete",
-		[]jen.Code{ctx(), claims()}, []jen.Code{jen.Int64(), jen.Error()},
-		append([]jen.Code{claimArgs.Clone()}, readCommitted(jen.Dot("RunsComplete").Call(jen.Id("ctx"), literal(db("RunsCompleteParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")})))...)...,
+			),
+			jen.List(jen.Id("peek"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatPeek").Call(jen.Id("ctx"), jen.Id("ids")),
+			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+			jen.Id("peeked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Lit(0), jen.Len(jen.Id("peek"))),
+			jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("peek")).Block(
+				jen.Id("peeked").Op("=").Append(jen.Id("peeked"), rowOf()),
+			),
+			jen.Id("done").Op("=").Add(dr("SortCompletion")).Call(jen.Id("claims"), jen.Id("n"), jen.Id("peeked")),
+			jen.Return(jen.Nil()),
+		)),
+		jen.Return(jen.Id("done"), jen.Err()),
 	)
 	method("// RunFail implements driver.JobStore.", "RunFail",
 		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("errText").String(), jen.Id("backoff").Add(dur())}, []jen.Code{jen.Bool(), jen.Error()},

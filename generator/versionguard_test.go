@@ -55,7 +55,7 @@ func TestVersionGuard(t *testing.T) {
 		}
 	}
 	require.Len(t, errs, 1, "the guard is the only error:\n%s", out)
-	// versionGuard (RegenerateWithLockgenGenerateV8) is the whole message
+	// versionGuard (RegenerateWithLockgenGenerateV9) is the whole message
 	// the user sees: it names the command that fixes the build.
 	require.Regexp(t, `lockgen\.go:\d+:\d+: undefined: runtime\.`+regexp.QuoteMeta(versionGuard)+`$`, errs[0])
 }

@@ -218,7 +218,7 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 // POST /api/v1/runs/complete with {"runs": [{"id", "claim"}, …]}: 200
-// {"completed", "conflicts": [{"id", "state", "claim"}, …]}.
+// {"completed", "conflicts": [{"id", "state", "claim"}, …], "busy": [{"id", "claim"}, …]}.
 func (h *handler) completeMany(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Runs []ops.ClaimRef `json:"runs"`

@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV8 is the compile-time version guard
+// RegenerateWithLockgenGenerateV9 is the compile-time version guard
 // of generated code. Every package lockgen generates for this runtime refers
-// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV8), so
+// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV9), so
 // generated code and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -51,4 +51,10 @@ package runtime
 // (SessionConn.Token takes the lock name; SessionToken tests
 // IS_USED_LOCK): V7 code, whose token statement does not, would be unsafe
 // under this runtime, which therefore does not run V6 or V7 code.
-const RegenerateWithLockgenGenerateV8 = true
+//
+// V9: driver.JobStore's RunsComplete never waits on a run's row that
+// another transaction holds and reports such runs busy
+// (driver.Completion), so that one held row keeps no other outcome of its
+// batch unrecorded. V8 code, whose RunsComplete waits, does not fit the
+// interface.
+const RegenerateWithLockgenGenerateV9 = true

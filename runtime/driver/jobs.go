@@ -139,13 +139,54 @@ type Heartbeat struct {
 	Busy []Claim
 }
 
+// Completion is what RunsComplete did with the claims it was given.
+type Completion struct {
+	// Completed counts the runs it marked completed.
+	Completed int64
+	// Busy are the claims whose rows another transaction held, so that
+	// they were not completed, although their runs were still running or
+	// orphaned with them: record them again later. The claims neither
+	// completed nor busy are gone (rescued, claimed again, retried,
+	// cancelled, pruned): recording them again changes nothing.
+	Busy []Claim
+}
+
+// SortCompletion is the Completion of a RunsComplete that marked
+// completed runs with claims: when that is fewer than the claims, the
+// rows peeked afterwards, without a lock, say which of the others are
+// busy (still running or orphaned with their claims).
+func SortCompletion(claims []Claim, completed int64, peeked []HeartbeatRow) Completion {
+	c := Completion{Completed: completed}
+	rows := make(map[int64]HeartbeatRow, len(peeked))
+	for _, r := range peeked {
+		rows[r.ID] = r
+	}
+	for _, cl := range claims {
+		if r, ok := rows[cl.ID]; ok && r.Claim == cl.Claim && (r.Running || r.Orphaned) {
+			c.Busy = append(c.Busy, cl)
+		}
+	}
+	return c
+}
+
 // HeartbeatRow is a run's row as a heartbeat locked it (or, for
 // HeartbeatPlan, read it without a lock).
 type HeartbeatRow struct {
 	ID, Claim int64
-	// Running and Cancelled say the row's state: running, or cancelled
-	// (by an operator, maybe while it ran).
-	Running, Cancelled bool
+	// Running, Cancelled and Orphaned say the row's state: running,
+	// cancelled (by an operator, maybe while it ran), or orphaned.
+	Running, Cancelled, Orphaned bool
+}
+
+// RowOf is the HeartbeatRow of a run's row read as id, claim and state.
+func RowOf(id, claim int64, state string) HeartbeatRow {
+	return HeartbeatRow{
+		ID:        id,
+		Claim:     claim,
+		Running:   state == string(RunRunning),
+		Cancelled: state == string(RunCancelled),
+		Orphaned:  state == string(RunOrphaned),
+	}
 }
 
 // SortHeartbeat sorts claims by the rows a heartbeat locked: a claim whose
@@ -229,8 +270,12 @@ type JobStore interface {
 	// nothing is known to be extended (the commit may not have landed).
 	RunsHeartbeat(ctx context.Context, claims []Claim, lease time.Duration) (Heartbeat, error)
 	// RunsComplete marks completed the runs still holding claims, running
-	// or orphaned.
-	RunsComplete(ctx context.Context, claims []Claim) (int64, error)
+	// or orphaned. It never waits on a run's row that another transaction
+	// holds: such a run is left as it is and reported Busy when a read
+	// without a lock still finds it running or orphaned with its claim, and
+	// the others are completed all the same. With an error nothing is known
+	// to be completed.
+	RunsComplete(ctx context.Context, claims []Claim) (Completion, error)
 	// RunFail records a failed attempt of a run still holding c, running
 	// or orphaned: due again after backoff, or discarded without attempts
 	// left.

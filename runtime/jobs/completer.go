@@ -24,9 +24,13 @@ import (
 // outcome could not be written yet) and claims no new runs once
 // maxUnrecorded are queued. A deadlock or a lock wait timeout (1213, 1205:
 // the server rolled the statement back) is retried like a lost
-// connection, for as long as it takes. An outcome the server rejects (any
+// connection, for as long as it takes. A completion never waits on a run's
+// row that another transaction holds (an operator's SELECT … FOR UPDATE):
+// that one stays queued and is tried again with backoff, while the rest
+// of its batch is recorded at once. An outcome the server rejects (any
 // other MySQL error) recordTries times is dropped, and so is every
-// outcome still queued after close and recordTries more rounds: their runs
+// outcome still queued after close and recordTries more rounds (or, when
+// other transactions hold their rows, a lease after close): their runs
 // stay running until their deadline passes and are rescued and run again
 // (at least once), or orphaned when on their last attempt, where a later
 // outcome of the same claim is still recorded.
@@ -95,9 +99,17 @@ func (r *completer) loop() {
 	cfg := r.w.cfg
 	clock := r.w.jobs.clock
 	log := r.w.jobs.log
-	var since time.Time // when the oldest queued outcome arrived
-	failures := 0       // rounds in a row that ended on an error
-	roundsClosed := 0   // failed rounds since close
+	// backoff is the wait before the next try after n rounds in a row that
+	// left outcomes unrecorded: 50 ms, doubling, at most a quarter lease.
+	backoff := func(n int) time.Duration {
+		return min(time.Duration(1<<min(n-1, 10))*50*time.Millisecond, max(cfg.Lease/4, 50*time.Millisecond))
+	}
+	var since time.Time    // when the oldest queued outcome arrived
+	failures := 0          // rounds in a row that ended on an error
+	roundsClosed := 0      // failed rounds since close
+	busyRounds := 0        // rounds in a row that left busy completions
+	busyLeft := 0          // how many of the queue the last round left busy
+	var closedAt time.Time // when a round after close first left busy completions
 	for {
 		r.mu.Lock()
 		items, closed := slices.Clone(r.queue), r.closed
@@ -118,7 +130,12 @@ func (r *completer) loop() {
 		var wait time.Duration
 		switch {
 		case failures > 0:
-			wait = min(time.Duration(1<<min(failures-1, 10))*50*time.Millisecond, max(cfg.Lease/4, 50*time.Millisecond))
+			wait = backoff(failures)
+		case busyLeft == len(items):
+			// Only completions whose rows another transaction held, and
+			// nothing new: try them again later, sooner when another
+			// outcome arrives.
+			wait = backoff(busyRounds)
 		case !closed && len(items) < cfg.CompleteBatch:
 			wait = cfg.CompleteEvery - clock.Now().Sub(since)
 		}
@@ -135,12 +152,28 @@ func (r *completer) loop() {
 				<-t.C()
 			}
 		}
-		done, err := r.record(items)
+		done, busy, err := r.record(items)
 		r.mu.Lock()
 		r.queue = slices.DeleteFunc(r.queue, func(o outcome) bool { return done[o.run] })
 		left := len(r.queue)
 		r.mu.Unlock()
 		since = time.Time{}
+		if busyLeft = len(busy); busyLeft > 0 {
+			busyRounds++
+		} else {
+			busyRounds = 0
+		}
+		if closed && err == nil && busyLeft > 0 {
+			// Rows held by other transactions: tried again for up to a
+			// lease after close, the time the last heartbeat gave them.
+			if closedAt.IsZero() {
+				closedAt = clock.Now()
+			}
+			if clock.Now().Sub(closedAt) >= cfg.Lease {
+				log.Error("lockgen: could not record the outcomes of finished runs before stopping: other transactions held their rows; they will be rescued: run again, or orphaned on their last attempt", "queue", cfg.Queue, "runs", left)
+				return
+			}
+		}
 		if err == nil {
 			failures = 0
 			continue
@@ -163,13 +196,15 @@ func (r *completer) loop() {
 const recordTries = 5
 
 // record writes items' outcomes and returns the ones it is done with
-// (recorded, or given up after recordTries rejections) and the first
-// error. A lost connection or a timeout ends the round at once: the
+// (recorded, or given up after recordTries rejections), the completions
+// it left because another transaction held their rows (busy), and the
+// first error. A lost connection or a timeout ends the round at once: the
 // statements after it would most likely wait as long. A deadlock or a lock
 // wait timeout counts as neither a rejection nor a lost connection: the
-// round goes on, and those outcomes are retried in the next.
-func (r *completer) record(items []outcome) (map[*Run]bool, error) {
-	done := map[*Run]bool{}
+// round goes on, and those outcomes are retried in the next; so are busy
+// completions, which are no error.
+func (r *completer) record(items []outcome) (done map[*Run]bool, busy []outcome, err error) {
+	done = map[*Run]bool{}
 	var firstErr error
 	// settle notes the result of one statement for its outcomes and
 	// reports whether the round may go on.
@@ -208,7 +243,7 @@ func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 		}
 		return true
 	}
-	var completed []outcome
+	var completed, held []outcome
 	for _, o := range items {
 		var err error
 		delay, snooze := snoozed(o.err, rand.N[time.Duration])
@@ -222,17 +257,25 @@ func (r *completer) record(items []outcome) (map[*Run]bool, error) {
 			continue
 		}
 		if !settle([]outcome{o}, err) {
-			return done, firstErr
+			return done, held, firstErr
 		}
 	}
 	for len(completed) > 0 {
 		n := min(len(completed), r.w.cfg.CompleteBatch)
-		if !settle(completed[:n], r.complete(completed[:n])) {
-			return done, firstErr
+		batch := completed[:n]
+		busy, err := r.complete(batch)
+		if !settle(batch, err) {
+			return done, held, firstErr
 		}
+		for _, o := range busy {
+			// Held by another transaction: not recorded, and no
+			// rejection either; queued for the next round.
+			delete(done, o.run)
+		}
+		held = append(held, busy...)
 		completed = completed[n:]
 	}
-	return done, firstErr
+	return done, held, firstErr
 }
 
 // statement runs one recording statement, bounded by the lease.
@@ -242,22 +285,36 @@ func (r *completer) statement(fn func(ctx context.Context) error) error {
 	return fn(ctx)
 }
 
-func (r *completer) complete(items []outcome) error {
+// complete records the completions of items in one statement and returns
+// the items whose rows another transaction held (busy): they stay queued.
+func (r *completer) complete(items []outcome) (busy []outcome, err error) {
 	claims := make([]driver.Claim, len(items))
 	for i, o := range items {
 		claims[i] = driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
 	}
-	var n int64
-	err := r.statement(func(ctx context.Context) (err error) {
-		n, err = r.w.jobs.store.RunsComplete(ctx, claims)
+	var done driver.Completion
+	err = r.statement(func(ctx context.Context) (err error) {
+		done, err = r.w.jobs.store.RunsComplete(ctx, claims)
 		return err
 	})
-	if err == nil && int(n) < len(claims) {
+	if err != nil {
+		return nil, err
+	}
+	if gone := len(claims) - int(done.Completed) - len(done.Busy); gone > 0 {
 		r.w.jobs.log.Warn("lockgen: completions arrived too late and matched no running or orphaned run: "+
 			"while they could not be recorded, their runs were rescued and made due again (a new attempt may run them), "+
-			"or retried or cancelled by an operator, or pruned", "queue", r.w.cfg.Queue, "runs", len(claims)-int(n))
+			"or retried or cancelled by an operator, or pruned", "queue", r.w.cfg.Queue, "runs", gone)
 	}
-	return err
+	held := make(map[int64]bool, len(done.Busy))
+	for _, c := range done.Busy {
+		held[c.ID] = true
+	}
+	for _, o := range items {
+		if held[o.run.ID] {
+			busy = append(busy, o)
+		}
+	}
+	return busy, nil
 }
 
 // snooze gives back a run whose handler snoozed it or whose singleton lock

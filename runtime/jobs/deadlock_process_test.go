@@ -130,10 +130,10 @@ func (s *countingStore) RunsHeartbeat(ctx context.Context, claims []driver.Claim
 	return hb, err
 }
 
-func (s *countingStore) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
-	n, err := s.Store.RunsComplete(ctx, claims)
+func (s *countingStore) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
+	done, err := s.Store.RunsComplete(ctx, claims)
 	s.note("complete", err)
-	return n, err
+	return done, err
 }
 
 func (s *countingStore) RunFail(ctx context.Context, c driver.Claim, errText string, backoff time.Duration) (bool, error) {
@@ -319,9 +319,9 @@ type deadlockingStore struct {
 
 var errDeadlockForTest = &mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}
 
-func (s *deadlockingStore) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
+func (s *deadlockingStore) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
 	if s.completes.Add(1) <= 2 {
-		return 0, errDeadlockForTest
+		return driver.Completion{}, errDeadlockForTest
 	}
 	return s.Store.RunsComplete(ctx, claims)
 }

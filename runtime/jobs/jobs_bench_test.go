@@ -236,13 +236,13 @@ func (s statsStore) RunsClaim(ctx context.Context, queue, worker string, limit i
 	return runs, err
 }
 
-func (s statsStore) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
-	n, err := s.Store.RunsComplete(ctx, claims)
+func (s statsStore) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
+	done, err := s.Store.RunsComplete(ctx, claims)
 	if err == nil {
 		s.stats.completes.Add(1)
-		s.stats.completed.Add(n)
+		s.stats.completed.Add(done.Completed)
 	}
-	return n, err
+	return done, err
 }
 
 // benchNode is one node's job API on its own pool, counting into stats.

@@ -269,9 +269,9 @@ func TestJobsRescueAndStaleClaim(t *testing.T) {
 	assert.Contains(t, info.LastError, "rescued: worker dead-worker")
 	assert.Equal(t, int32(1), ran.Load())
 
-	n, err := store.RunsComplete(ctx, []driver.Claim{dead})
+	done, err := store.RunsComplete(ctx, []driver.Claim{dead})
 	require.NoError(t, err)
-	assert.Zero(t, n, "a stale claim completes nothing")
+	assert.Equal(t, driver.Completion{}, done, "a stale claim completes nothing")
 	ok, err := store.RunFail(ctx, dead, "late failure", time.Second)
 	require.NoError(t, err)
 	assert.False(t, ok, "a stale claim cannot fail the run either")
@@ -391,10 +391,10 @@ type failingCompletes struct {
 
 var errDBDown = errors.New("test: database unavailable")
 
-func (s *failingCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
+func (s *failingCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
 	if s.on.Load() {
 		s.failed.Add(1)
-		return 0, errDBDown
+		return driver.Completion{}, errDBDown
 	}
 	return s.Store.RunsComplete(ctx, claims)
 }
@@ -888,7 +888,7 @@ func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 	assert.Zero(t, n, "the last attempt may still finish")
 	done, err := store.RunsComplete(ctx, []driver.Claim{slow})
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), done, "the late success is recorded")
+	assert.Equal(t, driver.Completion{Completed: 1}, done, "the late success is recorded")
 	assert.Equal(t, jobs.RunCompleted, waitState(t, j, slow.ID, jobs.RunCompleted).State)
 
 	over := newRun("over")

@@ -246,9 +246,9 @@ type erroringCompletes struct {
 	number uint16
 }
 
-func (s *erroringCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
+func (s *erroringCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
 	if s.left.Add(-1) >= 0 {
-		return 0, &mysql.MySQLError{Number: s.number, Message: "failed on purpose"}
+		return driver.Completion{}, &mysql.MySQLError{Number: s.number, Message: "failed on purpose"}
 	}
 	return s.Store.RunsComplete(ctx, claims)
 }
@@ -334,6 +334,72 @@ func TestJobsRowLockedByAnAdminDelaysNoOtherHeartbeat(t *testing.T) {
 	close(held.release)
 	info := waitState(t, j, heldID, jobs.RunCompleted)
 	assert.Equal(t, 2, info.Attempt, "the held run ran again once its row was free")
+}
+
+// TestJobsRowLockedByAnAdminDelaysNoOtherCompletion: four runs finish
+// together, so their completions are one batch, while an admin
+// transaction holds one of their rows (SELECT … FOR UPDATE). The other
+// three are recorded completed while the admin still holds the row; the
+// held one stays running, and is recorded completed, as its first
+// attempt, once the row is free. The batch used to be one UPDATE that
+// waited on the held row: no outcome of the batch was recorded until the
+// admin let go (six successes lost to a SIGKILL in that wait in the MySQL
+// chaos run of session 7).
+func TestJobsRowLockedByAnAdminDelaysNoOtherCompletion(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
+
+	runs := newHealthyRuns()
+	var ids []int64
+	for range 4 {
+		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "done", MaxAttempts: 3, Timeout: time.Minute})
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	heldID := ids[0] // first in primary key order: the UPDATE met it first
+	// A long lease: no heartbeat matters here. A long CompleteEvery: the
+	// four completions are surely one batch.
+	startWorker(t, j, jobs.WorkerConfig{Lease: 20 * time.Second, RescueEvery: 100 * time.Millisecond, Concurrency: 8,
+		PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, CompleteEvery: 300 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"done": {Handle: runs.handle}}})
+	runs.waitStarted(t, len(ids))
+
+	admin, err := tdb.Open(t).BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = admin.Rollback() }()
+	var locked int64
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", heldID).Scan(&locked))
+	close(runs.release)
+
+	reader := tdb.Open(t)
+	states := func() map[int64]string {
+		out := map[int64]string{}
+		for _, id := range ids {
+			var state string
+			require.NoError(t, reader.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", id).Scan(&state))
+			out[id] = state
+		}
+		return out
+	}
+	var last map[int64]string
+	require.Eventually(t, func() bool {
+		last = states()
+		return last[ids[1]] == "completed" && last[ids[2]] == "completed" && last[ids[3]] == "completed"
+	}, 10*time.Second, 50*time.Millisecond, "the other runs of the batch are completed while the admin holds one row: %v", &last)
+	var state string
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", heldID).Scan(&state))
+	assert.Equal(t, "running", state, "the held run waits for its row")
+	require.NoError(t, admin.Rollback())
+
+	info := waitState(t, j, heldID, jobs.RunCompleted)
+	assert.Equal(t, 1, info.Attempt, "the held run's success is recorded once its row is free")
+	runs.mu.Lock()
+	defer runs.mu.Unlock()
+	assert.Empty(t, runs.lost, "no handler's context ended")
+	for _, id := range ids {
+		assert.Equal(t, 1, runs.handled[id], "run %d was handled once", id)
+	}
 }
 
 // TestJobsPruneWaitingOnARowLockDelaysNoHeartbeat: while an admin

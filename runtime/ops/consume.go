@@ -270,15 +270,22 @@ func (o *Ops) Heartbeat(ctx context.Context, id int64, req HeartbeatRequest) (He
 		if _, err := o.run(ctx, id); err != nil {
 			return Heartbeated{}, err // not found, or the database's
 		}
-		return Heartbeated{}, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("run %d is held by another transaction: not extended, heartbeat again in a moment", id)}
+		return Heartbeated{}, busyRun(id, "extended", "heartbeat")
 	}
 	return Heartbeated{}, o.stale(ctx, id, req.Claim)
+}
+
+// busyRun is the error of a consumer's statement on run id that another
+// transaction held: not done (extended, completed), to send again.
+func busyRun(id int64, done, again string) error {
+	return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("run %d is held by another transaction: not %s, %s again in a moment", id, done, again)}
 }
 
 // Complete records that a consumer's attempt succeeded: the run, still
 // holding the claim (running, or orphaned after its lease and timeout
 // passed), is completed. Otherwise CodeConflict (another claim or a final
-// state) or CodeNotFound; nothing is written.
+// state), CodeNotFound, or CodeUnavailable when another transaction holds
+// the run's row (complete it again in a moment); nothing is written.
 func (o *Ops) Complete(ctx context.Context, id, claim int64) (*Run, error) {
 	if err := checkClaim(id, claim); err != nil {
 		return nil, err
@@ -288,11 +295,14 @@ func (o *Ops) Complete(ctx context.Context, id, claim int64) (*Run, error) {
 	}
 	ctx, cancel := o.bounded(ctx)
 	defer cancel()
-	n, err := o.store.RunsComplete(ctx, []driver.Claim{{ID: id, Claim: claim}})
+	done, err := o.store.RunsComplete(ctx, []driver.Claim{{ID: id, Claim: claim}})
 	if err != nil {
 		return nil, fmt.Errorf("ops: complete run %d: %w", id, err)
 	}
-	if n == 0 {
+	if len(done.Busy) > 0 {
+		return nil, busyRun(id, "completed", "complete")
+	}
+	if done.Completed == 0 {
 		return nil, o.stale(ctx, id, claim)
 	}
 	return o.run(ctx, id)
@@ -304,13 +314,16 @@ type ClaimRef struct {
 	Claim int64 `json:"claim"`
 }
 
-// Completed is the answer to CompleteMany: how many runs it completed, and
-// the runs of the request that are not completed with the claim given
+// Completed is the answer to CompleteMany: how many runs it completed, the
+// runs of the request that are not completed with the claim given
 // (rescued, claimed again, cancelled, pruned: state "" and claim 0 for a
-// run that no longer exists).
+// run that no longer exists), and the attempts not recorded because
+// another transaction held their runs' rows (still running or orphaned
+// with their claims: complete them again in a moment).
 type Completed struct {
 	Completed int64      `json:"completed"`
 	Conflicts []Conflict `json:"conflicts"`
+	Busy      []ClaimRef `json:"busy"`
 }
 
 // Conflict is a run an outcome did not match: its state and claim now.
@@ -322,8 +335,9 @@ type Conflict struct {
 
 // CompleteMany is Complete for up to MaxClaim attempts in one statement: a
 // consumer that claimed a batch records it in one round trip. Each run is
-// completed if it still holds its claim; the others are listed as
-// conflicts, and nothing is written to them.
+// completed if it still holds its claim and no other transaction holds its
+// row; the others are listed as conflicts or busy, and nothing is written
+// to them.
 func (o *Ops) CompleteMany(ctx context.Context, refs []ClaimRef) (Completed, error) {
 	if len(refs) < 1 || len(refs) > MaxClaim {
 		return Completed{}, invalid("runs", "runs must hold 1 to %d claims, got %d", MaxClaim, len(refs))
@@ -341,13 +355,18 @@ func (o *Ops) CompleteMany(ctx context.Context, refs []ClaimRef) (Completed, err
 	}
 	ctx, cancel := o.bounded(ctx)
 	defer cancel()
-	n, err := o.store.RunsComplete(ctx, claims)
+	done, err := o.store.RunsComplete(ctx, claims)
 	if err != nil {
 		return Completed{}, fmt.Errorf("ops: complete %d runs: %w", len(claims), err)
 	}
-	out := Completed{Completed: n, Conflicts: []Conflict{}}
-	if n == int64(len(claims)) {
+	out := Completed{Completed: done.Completed, Conflicts: []Conflict{}, Busy: []ClaimRef{}}
+	if done.Completed == int64(len(claims)) {
 		return out, nil
+	}
+	busy := make(map[int64]bool, len(done.Busy))
+	for _, c := range done.Busy {
+		busy[c.ID] = true
+		out.Busy = append(out.Busy, ClaimRef{ID: c.ID, Claim: c.Claim})
 	}
 	args := make([]any, len(refs))
 	for i, r := range refs {
@@ -374,7 +393,7 @@ func (o *Ops) CompleteMany(ctx context.Context, refs []ClaimRef) (Completed, err
 		if !ok {
 			c = Conflict{ID: r.ID}
 		}
-		if c.State != string(driver.RunCompleted) || c.Claim != r.Claim {
+		if !busy[r.ID] && (c.State != string(driver.RunCompleted) || c.Claim != r.Claim) {
 			out.Conflicts = append(out.Conflicts, c)
 		}
 	}

@@ -102,7 +102,7 @@ func (o *Ops) OpenAPI() map[string]any {
 			"requestBody": merge(jsonBody(ref("ClaimRef")), obj{"required": true}),
 			"responses":   merge(obj{"200": answer("the completed run", ref("Run"))}, errors("400", "401", "403", "404", "409", "413", "500", "503"))}},
 		"/api/v1/runs/complete": obj{"post": obj{"operationId": "completeRuns", "security": write,
-			"summary":     fmt.Sprintf("1 to %d claimed attempts succeeded, recorded in one statement; the runs that no longer hold their claim are listed as conflicts", MaxClaim),
+			"summary":     fmt.Sprintf("1 to %d claimed attempts succeeded, recorded in one statement; the runs that no longer hold their claim are listed as conflicts, those whose rows another transaction held as busy", MaxClaim),
 			"requestBody": merge(jsonBody(ref("ClaimRefBatch")), obj{"required": true}),
 			"responses":   merge(obj{"200": answer("how many runs were completed, and the conflicts", ref("Completed"))}, errors("400", "401", "403", "413", "500", "503"))}},
 		"/api/v1/runs/{id}/fail": obj{"post": obj{"operationId": "failRun", "security": write,
@@ -281,8 +281,10 @@ func baseSchemas() obj {
 		"ClaimRefBatch": obj{"type": "object", "additionalProperties": false, "required": []any{"runs"}, "properties": obj{
 			"runs": obj{"type": "array", "minItems": 1, "maxItems": MaxClaim, "items": obj{"type": "object", "additionalProperties": false,
 				"required": []any{"id", "claim"}, "properties": obj{"id": i64, "claim": i64}}}}},
-		"Completed": object([]any{"completed", "conflicts"}, obj{"completed": i64, "conflicts": list(object([]any{"id", "state", "claim"},
-			obj{"id": i64, "state": str, "claim": i64}))}),
+		"Completed": object([]any{"completed", "conflicts", "busy"}, obj{"completed": i64, "conflicts": list(object([]any{"id", "state", "claim"},
+			obj{"id": i64, "state": str, "claim": i64})),
+			"busy": obj{"type": "array", "description": "attempts not recorded because another transaction held their runs' rows: complete them again in a moment",
+				"items": object([]any{"id", "claim"}, obj{"id": i64, "claim": i64})}}),
 		"HeartbeatRequest": obj{"type": "object", "additionalProperties": false, "required": []any{"claim"}, "properties": obj{
 			"claim": i64, "lease": obj{"type": "string", "description": "a Go duration: the new lease from now"}}},
 		"Heartbeated": object([]any{"id", "claim", "deadline", "lease_ms"}, obj{"id": i64, "claim": i64, "deadline": when,

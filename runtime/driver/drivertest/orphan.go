@@ -79,12 +79,12 @@ func testJobsOrphaned(t *testing.T, js driver.JobStore) {
 	assert.Equal(t, driver.RunOrphaned, state(t, js, done.ID).State)
 
 	stale := driver.Claim{ID: done.ID, Claim: done.Claim + 1}
-	n, err := js.RunsComplete(ctx, []driver.Claim{stale})
+	completion, err := js.RunsComplete(ctx, []driver.Claim{stale})
 	require.NoError(t, err)
-	assert.Zero(t, n, "a claim the orphaned run never had completes nothing")
-	n, err = js.RunsComplete(ctx, []driver.Claim{claimOf(done)})
+	assert.Equal(t, driver.Completion{}, completion, "a claim the orphaned run never had completes nothing")
+	completion, err = js.RunsComplete(ctx, []driver.Claim{claimOf(done)})
 	require.NoError(t, err)
-	assert.EqualValues(t, 1, n, "the late success of the orphaned attempt is recorded")
+	assert.Equal(t, driver.Completion{Completed: 1}, completion, "the late success of the orphaned attempt is recorded")
 	info := state(t, js, done.ID)
 	assert.Equal(t, driver.RunCompleted, info.State)
 	assert.False(t, info.FinishedAt.IsZero())
@@ -103,9 +103,9 @@ func testJobsOrphaned(t *testing.T, js driver.JobStore) {
 	assert.Equal(t, driver.RunAvailable, info.State)
 	assert.Zero(t, info.Attempt)
 	assert.True(t, info.FinishedAt.IsZero())
-	n, err = js.RunsComplete(ctx, []driver.Claim{claimOf(retried)})
+	completion, err = js.RunsComplete(ctx, []driver.Claim{claimOf(retried)})
 	require.NoError(t, err)
-	assert.Zero(t, n, "once retried, the old attempt's late success matches nothing")
+	assert.Equal(t, driver.Completion{}, completion, "once retried, the old attempt's late success matches nothing")
 	ok, err = js.RunFail(ctx, claimOf(retried), "late failure", 0)
 	require.NoError(t, err)
 	assert.False(t, ok, "once retried, the old attempt's late failure matches nothing")
@@ -118,7 +118,7 @@ func testJobsOrphaned(t *testing.T, js driver.JobStore) {
 
 	pruneJob := uniqueName("orphan-prune")
 	pruned := orphan(t, js, pruneJob, 1)[0]
-	n, err = js.RunsPrune(ctx, pruneJob, time.Time{}, time.Millisecond, 10)
+	n, err := js.RunsPrune(ctx, pruneJob, time.Time{}, time.Millisecond, 10)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, n, "an orphaned run is pruned after the retention")
 	_, found, err := js.RunGet(ctx, pruned.ID)

@@ -68,9 +68,9 @@ func testJobsCancelRunning(t *testing.T, js driver.JobStore) {
 	require.NoError(t, err)
 	assert.Equal(t, driver.Heartbeat{Cancelled: []driver.Claim{c}}, hb, "the heartbeat tells the worker")
 
-	n, err := js.RunsComplete(ctx, []driver.Claim{c})
+	done, err := js.RunsComplete(ctx, []driver.Claim{c})
 	require.NoError(t, err)
-	assert.Zero(t, n, "a late success of the claim changes nothing")
+	assert.Equal(t, driver.Completion{}, done, "a late success of the claim changes nothing")
 	ok, err = js.RunFail(ctx, c, "late", 0)
 	require.NoError(t, err)
 	assert.False(t, ok, "nor does a late failure")
@@ -91,4 +91,46 @@ func testJobsCancelRunning(t *testing.T, js driver.JobStore) {
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	assert.Greater(t, runs[0].Claim, c.Claim, "a new claim")
+}
+
+// testJobsCompleteSkipsHeldRows: RunsComplete waits on no row another
+// transaction holds. Of a batch of three running runs, one locked by an
+// operator's transaction, it completes the other two at once and reports
+// the held one busy; once the row is free, the held one completes.
+func testJobsCompleteSkipsHeldRows(t *testing.T, js driver.JobStore) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	job := uniqueName("complete-held")
+	for range 3 {
+		_, err := js.RunInsert(ctx, nil, newRun(job))
+		require.NoError(t, err)
+	}
+	runs, err := js.RunsClaim(ctx, job, "worker", 3, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, runs, 3)
+	claims := make([]driver.Claim, len(runs))
+	for i, r := range runs {
+		claims[i] = driver.Claim{ID: r.ID, Claim: r.Claim}
+	}
+	held := claims[1]
+	target := js.Server()
+	tx, err := target.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, "SELECT id FROM "+target.RunsTable+" WHERE id = ? FOR UPDATE", held.ID)
+	require.NoError(t, err)
+
+	bounded, stop := context.WithTimeout(ctx, 5*time.Second)
+	done, err := js.RunsComplete(bounded, claims)
+	stop()
+	require.NoError(t, err, "the completion does not wait for the operator")
+	assert.Equal(t, driver.Completion{Completed: 2, Busy: []driver.Claim{held}}, done)
+	assert.Equal(t, driver.RunCompleted, state(t, js, claims[0].ID).State)
+	assert.Equal(t, driver.RunCompleted, state(t, js, claims[2].ID).State)
+
+	require.NoError(t, tx.Rollback())
+	done, err = js.RunsComplete(ctx, claims)
+	require.NoError(t, err)
+	assert.Equal(t, driver.Completion{Completed: 1}, done, "the held run completes once free; the others match nothing")
+	assert.Equal(t, driver.RunCompleted, state(t, js, held.ID).State)
 }

@@ -528,12 +528,7 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 		}
 		peeked := make([]driver.HeartbeatRow, 0, len(peek))
 		for _, r := range peek {
-			peeked = append(peeked, driver.HeartbeatRow{
-				ID:        r.ID,
-				Claim:     r.Claim,
-				Running:   r.State == "running",
-				Cancelled: r.State == "cancelled",
-			})
+			peeked = append(peeked, driver.RowOf(r.ID, r.Claim, r.State))
 		}
 		locked, live := driver.HeartbeatPlan(claims, peeked)
 		if len(live) > 0 {
@@ -542,12 +537,7 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 				return err
 			}
 			for _, r := range rows {
-				locked = append(locked, driver.HeartbeatRow{
-					ID:        r.ID,
-					Claim:     r.Claim,
-					Running:   r.State == "running",
-					Cancelled: r.State == "cancelled",
-				})
+				locked = append(locked, driver.RowOf(r.ID, r.Claim, r.State))
 			}
 		}
 		hb = driver.SortHeartbeat(claims, locked)
@@ -572,20 +562,35 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 	return hb, nil
 }
 
-// RunsComplete implements driver.JobStore, in READ COMMITTED: a listed
-// run claimed again since keeps no lock of this statement.
-func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
+// RunsComplete implements driver.JobStore, in READ COMMITTED: it waits on no
+// row, and a listed run claimed again since keeps no lock of it. When it
+// completes fewer runs than claims, a read without a lock tells which of
+// the others another transaction held (busy).
+func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
 	ids, refs := claimArgs(claims)
-	var n int64
+	var done driver.Completion
 	err := driver.ReadCommitted(ctx, s.db, func(conn *sql.Conn) error {
-		var err error
-		n, err = New(conn).RunsComplete(ctx, RunsCompleteParams{
+		qt := New(conn)
+		n, err := qt.RunsComplete(ctx, RunsCompleteParams{
 			Ids:       ids,
 			ClaimRefs: refs,
 		})
-		return err
+		if err != nil || n == int64(len(claims)) {
+			done.Completed = n
+			return err
+		}
+		peek, err := qt.RunsHeartbeatPeek(ctx, ids)
+		if err != nil {
+			return err
+		}
+		peeked := make([]driver.HeartbeatRow, 0, len(peek))
+		for _, r := range peek {
+			peeked = append(peeked, driver.RowOf(r.ID, r.Claim, r.State))
+		}
+		done = driver.SortCompletion(claims, n, peeked)
+		return nil
 	})
-	return n, err
+	return done, err
 }
 
 // RunFail implements driver.JobStore.

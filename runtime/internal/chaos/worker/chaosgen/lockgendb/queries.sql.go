@@ -1027,11 +1027,16 @@ func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([
 }
 
 const runsComplete = `-- name: RunsComplete :execrows
-UPDATE chaos_runs FORCE INDEX (PRIMARY)
+UPDATE (
+    SELECT k.id FROM chaos_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id IN (/*SLICE:ids*/?) AND k.claim_ref IN (/*SLICE:claim_refs*/?) AND k.state IN ('running', 'orphaned')
+    LIMIT 1000000
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN chaos_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', attempt, 'worker', worker)),
-    state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
-WHERE id IN (/*SLICE:ids*/?) AND claim_ref IN (/*SLICE:claim_refs*/?) AND state IN ('running', 'orphaned')
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', r.attempt, 'worker', r.worker)),
+    r.state = 'completed', r.finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), r.deadline = NULL
+WHERE r.state IN ('running', 'orphaned')
 `
 
 type RunsCompleteParams struct {
@@ -1042,7 +1047,18 @@ type RunsCompleteParams struct {
 // RunsComplete marks completed the runs that still have the given claims,
 // running or orphaned (the late success of a last attempt whose worker was
 // cut off); a run rescued and made due again, claimed again or retried
-// since is left alone. It locks the runs in primary key order.
+// since is left alone. It never waits on a row: the derived table locks
+// the runs in primary key order with SKIP LOCKED, so a run whose row
+// another transaction holds (an operator's SELECT … FOR UPDATE, a
+// statement stuck on a dead connection) is left as it is and the others
+// are completed at once. An UPDATE of the whole batch waited on such a row
+// and kept every outcome of the batch unrecorded for as long (the chaos
+// harness lost six successes to a kill during that wait). The LIMIT keeps
+// the derived table from being merged into the UPDATE (MySQL merged it,
+// and the SKIP LOCKED with it). The locking read reads each run's latest
+// version and keeps it locked to the end: the UPDATE sees the rows as the
+// derived table chose them. The history entry reads no column the
+// statement sets (a multi-table UPDATE assigns in no set order).
 func (q *Queries) RunsComplete(ctx context.Context, arg RunsCompleteParams) (int64, error) {
 	query := runsComplete
 	var queryParams []interface{}
