@@ -97,12 +97,8 @@ func jobsGlue(f *jen.File, m *model) {
 			jen.Comment("A read without a lock first: a run no longer running with its claim"),
 			jen.Comment("(claimed again, say) is never locked, so a stale heartbeat cannot hold"),
 			jen.Comment("the new claim's row."),
-			jen.List(jen.Id("peek"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatPeek").Call(jen.Id("ctx"), jen.Id("ids")),
+			jen.List(jen.Id("peeked"), jen.Err()).Op(":=").Id("peekRuns").Call(jen.Id("ctx"), jen.Id("qt"), jen.Id("ids")),
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
-			jen.Id("peeked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Lit(0), jen.Len(jen.Id("peek"))),
-			jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("peek")).Block(
-				jen.Id("peeked").Op("=").Append(jen.Id("peeked"), rowOf()),
-			),
 			jen.List(jen.Id("locked"), jen.Id("live")).Op(":=").Add(dr("HeartbeatPlan")).Call(jen.Id("claims"), jen.Id("peeked")),
 			jen.If(jen.Len(jen.Id("live")).Op(">").Lit(0)).Block(
 				jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatLock").Call(jen.Id("ctx"), jen.Id("live")),
@@ -136,35 +132,43 @@ func jobsGlue(f *jen.File, m *model) {
 				jen.Id("done").Dot("Completed").Op("=").Id("n"),
 				jen.Return(jen.Err()),
 			),
-			jen.List(jen.Id("peek"), jen.Err()).Op(":=").Id("qt").Dot("RunsHeartbeatPeek").Call(jen.Id("ctx"), jen.Id("ids")),
+			jen.List(jen.Id("peeked"), jen.Err()).Op(":=").Id("peekRuns").Call(jen.Id("ctx"), jen.Id("qt"), jen.Id("ids")),
 			jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
-			jen.Id("peeked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Lit(0), jen.Len(jen.Id("peek"))),
-			jen.For(jen.List(jen.Id("_"), jen.Id("r")).Op(":=").Range().Id("peek")).Block(
-				jen.Id("peeked").Op("=").Append(jen.Id("peeked"), rowOf()),
-			),
 			jen.Id("done").Op("=").Add(dr("SortCompletion")).Call(jen.Id("claims"), jen.Id("n"), jen.Id("peeked")),
 			jen.Return(jen.Nil()),
 		)),
 		jen.Return(jen.Id("done"), jen.Err()),
 	)
+	// outcome ends a single-run outcome statement: n rows changed, else
+	// driver.ErrRunBusy when another transaction held the run's row.
+	outcome := func(orphaned bool) *jen.Statement {
+		return jen.Return(jen.Id("s").Dot("outcome").Call(jen.Id("ctx"), jen.Id("c"), jen.Id("n"), jen.Err(), jen.Lit(orphaned)))
+	}
 	method("// RunFail implements driver.JobStore.", "RunFail",
 		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("errText").String(), jen.Id("backoff").Add(dur())}, []jen.Code{jen.Bool(), jen.Error()},
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunFail").Call(jen.Id("ctx"), literal(db("RunFailParams"),
-			kv{"BackoffUs", jen.Id("backoff").Dot("Microseconds").Call()}, kv{"LastError", nullString(jen.Id("errText"))},
-			kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
-		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+			kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")}, kv{"LastError", nullString(jen.Id("errText"))},
+			kv{"BackoffUs", jen.Id("backoff").Dot("Microseconds").Call()})),
+		outcome(true),
 	)
 	method("// RunDiscard implements driver.JobStore.", "RunDiscard",
 		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("errText").String()}, []jen.Code{jen.Bool(), jen.Error()},
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunDiscard").Call(jen.Id("ctx"), literal(db("RunDiscardParams"),
-			kv{"LastError", nullString(jen.Id("errText"))}, kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
-		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+			kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")}, kv{"LastError", nullString(jen.Id("errText"))})),
+		outcome(true),
 	)
 	method("// RunSnooze implements driver.JobStore.", "RunSnooze",
 		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("delay").Add(dur())}, []jen.Code{jen.Bool(), jen.Error()},
 		jen.List(jen.Id("n"), jen.Err()).Op(":=").Add(q()).Dot("RunSnooze").Call(jen.Id("ctx"), literal(db("RunSnoozeParams"),
-			kv{"DelayUs", jen.Id("delay").Dot("Microseconds").Call()}, kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")})),
-		jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err()),
+			kv{"ID", jen.Id("c").Dot("ID")}, kv{"Claim", jen.Id("c").Dot("Claim")}, kv{"DelayUs", jen.Id("delay").Dot("Microseconds").Call()})),
+		outcome(false),
+	)
+	method("// outcome is the result of a single-run outcome statement on c that\n// changed n rows: when none, a read without a lock tells whether another\n// transaction held the run's row (driver.ErrRunBusy) or the run is gone.", "outcome",
+		[]jen.Code{ctx(), jen.Id("c").Add(dr("Claim")), jen.Id("n").Int64(), jen.Err().Error(), jen.Id("orphaned").Bool()}, []jen.Code{jen.Bool(), jen.Error()},
+		jen.If(jen.Err().Op("!=").Nil().Op("||").Id("n").Op(">").Lit(0)).Block(jen.Return(jen.Id("n").Op(">").Lit(0), jen.Err())),
+		jen.List(jen.Id("peeked"), jen.Err()).Op(":=").Id("peekRuns").Call(jen.Id("ctx"), q(), jen.Index().Int64().Values(jen.Id("c").Dot("ID"))),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.False(), jen.Err())),
+		jen.Return(jen.False(), dr("OutcomeBusy").Call(jen.Id("c"), jen.Id("peeked"), jen.Id("orphaned"))),
 	)
 	method("// RunsRescue implements driver.JobStore: read the runs past their deadline\n// without locking, then lock those no other transaction holds and rescue\n// them, in one short transaction.", "RunsRescue",
 		[]jen.Code{ctx(), jen.Id("limit").Int()}, []jen.Code{jen.Int64(), jen.Error()},
@@ -249,6 +253,17 @@ func jobsGlue(f *jen.File, m *model) {
 				kv{"Queue", r("Queue")}, kv{"Paused", r("Paused")}, kv{"PausedAt", r("PausedAt").Dot("Time")}, kv{"UpdatedAt", r("UpdatedAt")})),
 		),
 		jen.Return(jen.Id("out"), jen.Nil()),
+	)
+	f.Line()
+	f.Comment("peekRuns reads the claims and states of the runs ids without a lock.")
+	f.Func().Id("peekRuns").Params(ctx(), jen.Id("q").Op("*").Id("Queries"), jen.Id("ids").Index().Int64()).Params(jen.Index().Add(dr("HeartbeatRow")), jen.Error()).Block(
+		jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("q").Dot("RunsHeartbeatPeek").Call(jen.Id("ctx"), jen.Id("ids")),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
+		jen.Id("peeked").Op(":=").Make(jen.Index().Add(dr("HeartbeatRow")), jen.Len(jen.Id("rows"))),
+		jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(
+			jen.Id("peeked").Index(jen.Id("i")).Op("=").Add(rowOf()),
+		),
+		jen.Return(jen.Id("peeked"), jen.Nil()),
 	)
 	f.Line()
 	f.Comment("claimArgs splits claims into the ids and claim_ref values of the batched run statements.")

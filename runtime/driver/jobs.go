@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -178,6 +179,26 @@ type HeartbeatRow struct {
 	Running, Cancelled, Orphaned bool
 }
 
+// ErrRunBusy is the error of RunFail, RunDiscard and RunSnooze when
+// another transaction held the run's row, still running (or orphaned) with
+// the claim: nothing was written; record the outcome again later.
+var ErrRunBusy = errors.New("lockgen: the run's row is held by another transaction; its outcome is not recorded yet")
+
+// OutcomeBusy is the error of a single-run outcome statement (RunFail,
+// RunDiscard, RunSnooze) that changed no row, from its run's row peeked
+// afterwards without a lock: ErrRunBusy when the row is still running with
+// claim c, or orphaned with it when orphaned is true (the statement would
+// have changed it, so another transaction held it), nil when the run is
+// gone (rescued, claimed again, finished, cancelled, pruned).
+func OutcomeBusy(c Claim, peeked []HeartbeatRow, orphaned bool) error {
+	for _, r := range peeked {
+		if r.ID == c.ID && r.Claim == c.Claim && (r.Running || orphaned && r.Orphaned) {
+			return ErrRunBusy
+		}
+	}
+	return nil
+}
+
 // RowOf is the HeartbeatRow of a run's row read as id, claim and state.
 func RowOf(id, claim int64, state string) HeartbeatRow {
 	return HeartbeatRow{
@@ -278,7 +299,9 @@ type JobStore interface {
 	RunsComplete(ctx context.Context, claims []Claim) (Completion, error)
 	// RunFail records a failed attempt of a run still holding c, running
 	// or orphaned: due again after backoff, or discarded without attempts
-	// left.
+	// left. Like the other single-run outcomes (RunDiscard, RunSnooze) it
+	// never waits on a row another transaction holds: it returns
+	// ErrRunBusy, having written nothing, when that run still holds c.
 	RunFail(ctx context.Context, c Claim, errText string, backoff time.Duration) (bool, error)
 	// RunDiscard records a failed attempt whose handler gave up for good,
 	// of a run still holding c, running or orphaned: discarded at once,

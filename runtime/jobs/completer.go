@@ -27,7 +27,8 @@ import (
 // connection, for as long as it takes. A completion never waits on a run's
 // row that another transaction holds (an operator's SELECT … FOR UPDATE):
 // that one stays queued and is tried again with backoff, while the rest
-// of its batch is recorded at once. An outcome the server rejects (any
+// of its batch is recorded at once; so is a failure or a give-back
+// (driver.ErrRunBusy). An outcome the server rejects (any
 // other MySQL error) recordTries times is dropped, and so is every
 // outcome still queued after close and recordTries more rounds (or, when
 // other transactions hold their rows, a lease after close): their runs
@@ -256,6 +257,12 @@ func (r *completer) record(items []outcome) (done map[*Run]bool, busy []outcome,
 			completed = append(completed, o)
 			continue
 		}
+		if errors.Is(err, driver.ErrRunBusy) {
+			// Held by another transaction: not recorded, no rejection
+			// either; queued for the next round.
+			held = append(held, o)
+			continue
+		}
 		if !settle([]outcome{o}, err) {
 			return done, held, firstErr
 		}
@@ -345,6 +352,7 @@ func (r *completer) fail(o outcome) error {
 	log := r.w.jobs.log
 	switch {
 	case err != nil:
+		return err
 	case !matched:
 		log.Debug("lockgen: a failed attempt's outcome matched no run: it was rescued, cancelled or retried meanwhile",
 			"job", o.run.Job, "run_id", o.run.ID, "attempt", o.run.Attempt, "error", o.err)

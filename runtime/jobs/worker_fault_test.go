@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -337,68 +338,93 @@ func TestJobsRowLockedByAnAdminDelaysNoOtherHeartbeat(t *testing.T) {
 }
 
 // TestJobsRowLockedByAnAdminDelaysNoOtherCompletion: four runs finish
-// together, so their completions are one batch, while an admin
-// transaction holds one of their rows (SELECT … FOR UPDATE). The other
-// three are recorded completed while the admin still holds the row; the
-// held one stays running, and is recorded completed, as its first
-// attempt, once the row is free. The batch used to be one UPDATE that
-// waited on the held row: no outcome of the batch was recorded until the
-// admin let go (six successes lost to a SIGKILL in that wait in the MySQL
-// chaos run of session 7).
+// together, so their outcomes are one round of the completer, while an
+// admin transaction holds one of their rows (SELECT … FOR UPDATE). The
+// other three are recorded completed while the admin still holds the row;
+// the held one stays running, and its outcome (a success, or a failure
+// that makes it run again) is recorded once the row is free. The batch
+// used to be one UPDATE that waited on the held row, and a failure one
+// that waited before the round's completions: no outcome of the round was
+// recorded until the admin let go (six successes lost to a SIGKILL in that
+// wait in the MySQL chaos run of session 7).
 func TestJobsRowLockedByAnAdminDelaysNoOtherCompletion(t *testing.T) {
-	tdb := testdb.New(t)
-	ctx := context.Background()
-	j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
+	for _, tc := range []struct {
+		name     string
+		heldErr  error // the held run's first attempt's outcome
+		attempts int   // the held run's attempts once completed
+	}{
+		{"success", nil, 1},
+		{"failure", errors.New("first attempt fails"), 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tdb := testdb.New(t)
+			ctx := context.Background()
+			j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
 
-	runs := newHealthyRuns()
-	var ids []int64
-	for range 4 {
-		id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "done", MaxAttempts: 3, Timeout: time.Minute})
-		require.NoError(t, err)
-		ids = append(ids, id)
-	}
-	heldID := ids[0] // first in primary key order: the UPDATE met it first
-	// A long lease: no heartbeat matters here. A long CompleteEvery: the
-	// four completions are surely one batch.
-	startWorker(t, j, jobs.WorkerConfig{Lease: 20 * time.Second, RescueEvery: 100 * time.Millisecond, Concurrency: 8,
-		PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, CompleteEvery: 300 * time.Millisecond,
-		Handlers: map[string]jobs.JobHandler{"done": {Handle: runs.handle}}})
-	runs.waitStarted(t, len(ids))
+			release := make(chan struct{})
+			started := make(chan int64, 10)
+			var ids []int64
+			for range 4 {
+				id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "done", MaxAttempts: 3, Timeout: time.Minute})
+				require.NoError(t, err)
+				ids = append(ids, id)
+			}
+			heldID := ids[0] // first in primary key order: the UPDATE met it first
+			handle := func(ctx context.Context, run *jobs.Run) error {
+				started <- run.ID
+				<-release
+				if run.ID == heldID && run.Attempt == 1 {
+					return tc.heldErr
+				}
+				return nil
+			}
+			// A long lease: no heartbeat matters here. A long CompleteEvery:
+			// the completions are surely one batch.
+			startWorker(t, j, jobs.WorkerConfig{Lease: 20 * time.Second, RescueEvery: 100 * time.Millisecond, Concurrency: 8,
+				PollMin: 10 * time.Millisecond, PollMax: 50 * time.Millisecond, CompleteEvery: 300 * time.Millisecond,
+				Handlers: map[string]jobs.JobHandler{"done": {Handle: handle, BackoffInitial: time.Millisecond, BackoffMax: time.Millisecond}}})
+			for range ids {
+				select {
+				case <-started:
+				case <-time.After(20 * time.Second):
+					t.Fatal("the runs never started")
+				}
+			}
 
-	admin, err := tdb.Open(t).BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer func() { _ = admin.Rollback() }()
-	var locked int64
-	require.NoError(t, admin.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", heldID).Scan(&locked))
-	close(runs.release)
+			admin, err := tdb.Open(t).BeginTx(ctx, nil)
+			require.NoError(t, err)
+			defer func() { _ = admin.Rollback() }()
+			var locked int64
+			require.NoError(t, admin.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", heldID).Scan(&locked))
+			close(release)
 
-	reader := tdb.Open(t)
-	states := func() map[int64]string {
-		out := map[int64]string{}
-		for _, id := range ids {
+			reader := tdb.Open(t)
+			states := func() map[int64]string {
+				out := map[int64]string{}
+				for _, id := range ids {
+					var state string
+					require.NoError(t, reader.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", id).Scan(&state))
+					out[id] = state
+				}
+				return out
+			}
+			var last map[int64]string
+			require.Eventually(t, func() bool {
+				last = states()
+				return last[ids[1]] == "completed" && last[ids[2]] == "completed" && last[ids[3]] == "completed"
+			}, 10*time.Second, 50*time.Millisecond, "the other runs of the round are completed while the admin holds one row: %v", &last)
 			var state string
-			require.NoError(t, reader.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", id).Scan(&state))
-			out[id] = state
-		}
-		return out
-	}
-	var last map[int64]string
-	require.Eventually(t, func() bool {
-		last = states()
-		return last[ids[1]] == "completed" && last[ids[2]] == "completed" && last[ids[3]] == "completed"
-	}, 10*time.Second, 50*time.Millisecond, "the other runs of the batch are completed while the admin holds one row: %v", &last)
-	var state string
-	require.NoError(t, admin.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", heldID).Scan(&state))
-	assert.Equal(t, "running", state, "the held run waits for its row")
-	require.NoError(t, admin.Rollback())
+			require.NoError(t, admin.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", heldID).Scan(&state))
+			assert.Equal(t, "running", state, "the held run waits for its row")
+			require.NoError(t, admin.Rollback())
 
-	info := waitState(t, j, heldID, jobs.RunCompleted)
-	assert.Equal(t, 1, info.Attempt, "the held run's success is recorded once its row is free")
-	runs.mu.Lock()
-	defer runs.mu.Unlock()
-	assert.Empty(t, runs.lost, "no handler's context ended")
-	for _, id := range ids {
-		assert.Equal(t, 1, runs.handled[id], "run %d was handled once", id)
+			info := waitState(t, j, heldID, jobs.RunCompleted)
+			assert.Equal(t, tc.attempts, info.Attempt, "the held run's outcome is recorded once its row is free")
+			for _, id := range ids[1:] {
+				info := waitState(t, j, id, jobs.RunCompleted)
+				assert.Equal(t, 1, info.Attempt, "run %d completed as its first attempt", id)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -403,7 +404,9 @@ func (o *Ops) CompleteMany(ctx context.Context, refs []ClaimRef) (Completed, err
 // Fail records that a consumer's attempt did not succeed: retried after
 // the job's backoff while attempts are left (discarded otherwise), failed
 // for good when req.Retry is false, or snoozed. The run must still hold
-// the claim (CodeConflict otherwise); a snooze needs it running.
+// the claim (CodeConflict otherwise); a snooze needs it running. When
+// another transaction holds the run's row, nothing is written and the
+// answer is CodeUnavailable: send the outcome again in a moment.
 func (o *Ops) Fail(ctx context.Context, id int64, req FailRequest) (*Run, error) {
 	if err := checkClaim(id, req.Claim); err != nil {
 		return nil, err
@@ -437,6 +440,9 @@ func (o *Ops) Fail(ctx context.Context, id int64, req FailRequest) (*Run, error)
 		}
 		j := o.job(r.Job)
 		matched, err = o.store.RunFail(ctx, c, text, jobs.Backoff(j.BackoffInitial, j.BackoffMax, r.Attempt))
+	}
+	if errors.Is(err, driver.ErrRunBusy) {
+		return nil, busyRun(id, "recorded", "send the outcome")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ops: fail run %d: %w", id, err)

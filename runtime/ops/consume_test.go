@@ -380,3 +380,43 @@ func TestConsumeCompleteManyListsTheConflicts(t *testing.T) {
 		assert.Equal(t, tc.field, e.Field, name)
 	}
 }
+
+// TestConsumeOutcomesOfAHeldRunAreBusy: while an operator's transaction
+// holds a claimed run's row, a consumer's complete and fail answer
+// CodeUnavailable at once and write nothing, and CompleteMany completes the
+// other runs of its batch and lists the held one as busy, not as a
+// conflict. Once the row is free, the outcome is recorded.
+func TestConsumeOutcomesOfAHeldRunAreBusy(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, deployment)
+	for range 2 {
+		f.enqueue(t, jobs.NewRun{Job: "mail", Queue: "mail"})
+	}
+	got, err := f.ops.Claim(ctx, "mail", ops.ClaimRequest{Worker: "w", Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	held, other := got[0], got[1]
+	tx, err := f.db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", held.ID)
+	require.NoError(t, err)
+
+	bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = f.ops.Complete(bounded, held.ID, held.Claim)
+	assert.Equal(t, ops.CodeUnavailable, codeOf(t, err), "complete: %v", err)
+	_, err = f.ops.Fail(bounded, held.ID, ops.FailRequest{Claim: held.Claim, Error: "boom"})
+	assert.Equal(t, ops.CodeUnavailable, codeOf(t, err), "fail: %v", err)
+	done, err := f.ops.CompleteMany(bounded, []ops.ClaimRef{{ID: held.ID, Claim: held.Claim}, {ID: other.ID, Claim: other.Claim}})
+	require.NoError(t, err)
+	assert.Equal(t, ops.Completed{Completed: 1, Conflicts: []ops.Conflict{}, Busy: []ops.ClaimRef{{ID: held.ID, Claim: held.Claim}}}, done)
+	var state string
+	require.NoError(t, tx.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", held.ID).Scan(&state))
+	assert.Equal(t, "running", state, "nothing was written to the held run")
+
+	require.NoError(t, tx.Rollback())
+	r, err := f.ops.Complete(ctx, held.ID, held.Claim)
+	require.NoError(t, err)
+	assert.Equal(t, "completed", r.State)
+}

@@ -53,7 +53,7 @@ func Run(t *testing.T, open Open) {
 func RunJobs(t *testing.T, open OpenJobs) {
 	for name, test := range map[string]func(*testing.T, driver.JobStore){
 		"Jobs": testJobs, "JobsRescue": testJobsRescue, "JobsOrphaned": testJobsOrphaned, "Queues": testQueues,
-		"JobsDiscard": testJobsDiscard, "JobsCancelRunning": testJobsCancelRunning, "JobsCompleteSkipsHeldRows": testJobsCompleteSkipsHeldRows,
+		"JobsDiscard": testJobsDiscard, "JobsCancelRunning": testJobsCancelRunning, "JobsCompleteSkipsHeldRows": testJobsCompleteSkipsHeldRows, "JobsOutcomesSkipHeldRows": testJobsOutcomesSkipHeldRows,
 	} {
 		t.Run(name, func(t *testing.T) { t.Parallel(); test(t, open(t)) })
 	}

@@ -134,3 +134,58 @@ func testJobsCompleteSkipsHeldRows(t *testing.T, js driver.JobStore) {
 	assert.Equal(t, driver.Completion{Completed: 1}, done, "the held run completes once free; the others match nothing")
 	assert.Equal(t, driver.RunCompleted, state(t, js, held.ID).State)
 }
+
+// testJobsOutcomesSkipHeldRows: RunFail, RunDiscard and RunSnooze wait on
+// no row another transaction holds: each returns driver.ErrRunBusy at once
+// and writes nothing while an operator's transaction holds its run's row,
+// and records the outcome once the row is free.
+func testJobsOutcomesSkipHeldRows(t *testing.T, js driver.JobStore) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	job := uniqueName("outcome-held")
+	for range 3 {
+		_, err := js.RunInsert(ctx, nil, newRun(job))
+		require.NoError(t, err)
+	}
+	runs, err := js.RunsClaim(ctx, job, "worker", 3, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, runs, 3)
+	outcomes := map[string]func(context.Context, driver.Claim) (bool, error){
+		"fail": func(ctx context.Context, c driver.Claim) (bool, error) {
+			return js.RunFail(ctx, c, "failed", time.Hour)
+		},
+		"discard": func(ctx context.Context, c driver.Claim) (bool, error) { return js.RunDiscard(ctx, c, "for good") },
+		"snooze":  func(ctx context.Context, c driver.Claim) (bool, error) { return js.RunSnooze(ctx, c, time.Hour) },
+	}
+	want := map[string]driver.RunState{"fail": driver.RunAvailable, "discard": driver.RunDiscarded, "snooze": driver.RunAvailable}
+	claims := map[string]driver.Claim{}
+	i := 0
+	target := js.Server()
+	tx, err := target.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	for name := range outcomes {
+		claims[name] = driver.Claim{ID: runs[i].ID, Claim: runs[i].Claim}
+		i++
+		_, err = tx.ExecContext(ctx, "SELECT id FROM "+target.RunsTable+" WHERE id = ? FOR UPDATE", claims[name].ID)
+		require.NoError(t, err)
+	}
+	for name, record := range outcomes {
+		bounded, stop := context.WithTimeout(ctx, 5*time.Second)
+		ok, err := record(bounded, claims[name])
+		stop()
+		require.ErrorIs(t, err, driver.ErrRunBusy, "%s does not wait for the operator", name)
+		assert.False(t, ok, name)
+		assert.Equal(t, driver.RunRunning, state(t, js, claims[name].ID).State, "%s wrote nothing", name)
+	}
+	require.NoError(t, tx.Rollback())
+	for name, record := range outcomes {
+		ok, err := record(ctx, claims[name])
+		require.NoError(t, err, name)
+		assert.True(t, ok, "%s is recorded once the row is free", name)
+		assert.Equal(t, want[name], state(t, js, claims[name].ID).State, name)
+		ok, err = record(ctx, claims[name])
+		require.NoError(t, err, "%s again: the run is gone, not busy", name)
+		assert.False(t, ok, name)
+	}
+}

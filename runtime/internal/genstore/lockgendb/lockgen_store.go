@@ -522,13 +522,9 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 		// A read without a lock first: a run no longer running with its claim
 		// (claimed again, say) is never locked, so a stale heartbeat cannot hold
 		// the new claim's row.
-		peek, err := qt.RunsHeartbeatPeek(ctx, ids)
+		peeked, err := peekRuns(ctx, qt, ids)
 		if err != nil {
 			return err
-		}
-		peeked := make([]driver.HeartbeatRow, 0, len(peek))
-		for _, r := range peek {
-			peeked = append(peeked, driver.RowOf(r.ID, r.Claim, r.State))
 		}
 		locked, live := driver.HeartbeatPlan(claims, peeked)
 		if len(live) > 0 {
@@ -579,13 +575,9 @@ func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.
 			done.Completed = n
 			return err
 		}
-		peek, err := qt.RunsHeartbeatPeek(ctx, ids)
+		peeked, err := peekRuns(ctx, qt, ids)
 		if err != nil {
 			return err
-		}
-		peeked := make([]driver.HeartbeatRow, 0, len(peek))
-		for _, r := range peek {
-			peeked = append(peeked, driver.RowOf(r.ID, r.Claim, r.State))
 		}
 		done = driver.SortCompletion(claims, n, peeked)
 		return nil
@@ -596,38 +588,52 @@ func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.
 // RunFail implements driver.JobStore.
 func (s Store) RunFail(ctx context.Context, c driver.Claim, errText string, backoff time.Duration) (bool, error) {
 	n, err := s.q.RunFail(ctx, RunFailParams{
-		BackoffUs: backoff.Microseconds(),
+		ID:    c.ID,
+		Claim: c.Claim,
 		LastError: sql.NullString{
 			String: errText,
 			Valid:  errText != "",
 		},
-		ID:    c.ID,
-		Claim: c.Claim,
+		BackoffUs: backoff.Microseconds(),
 	})
-	return n > 0, err
+	return s.outcome(ctx, c, n, err, true)
 }
 
 // RunDiscard implements driver.JobStore.
 func (s Store) RunDiscard(ctx context.Context, c driver.Claim, errText string) (bool, error) {
 	n, err := s.q.RunDiscard(ctx, RunDiscardParams{
+		ID:    c.ID,
+		Claim: c.Claim,
 		LastError: sql.NullString{
 			String: errText,
 			Valid:  errText != "",
 		},
-		ID:    c.ID,
-		Claim: c.Claim,
 	})
-	return n > 0, err
+	return s.outcome(ctx, c, n, err, true)
 }
 
 // RunSnooze implements driver.JobStore.
 func (s Store) RunSnooze(ctx context.Context, c driver.Claim, delay time.Duration) (bool, error) {
 	n, err := s.q.RunSnooze(ctx, RunSnoozeParams{
-		DelayUs: delay.Microseconds(),
 		ID:      c.ID,
 		Claim:   c.Claim,
+		DelayUs: delay.Microseconds(),
 	})
-	return n > 0, err
+	return s.outcome(ctx, c, n, err, false)
+}
+
+// outcome is the result of a single-run outcome statement on c that
+// changed n rows: when none, a read without a lock tells whether another
+// transaction held the run's row (driver.ErrRunBusy) or the run is gone.
+func (s Store) outcome(ctx context.Context, c driver.Claim, n int64, err error, orphaned bool) (bool, error) {
+	if err != nil || n > 0 {
+		return n > 0, err
+	}
+	peeked, err := peekRuns(ctx, s.q, []int64{c.ID})
+	if err != nil {
+		return false, err
+	}
+	return false, driver.OutcomeBusy(c, peeked, orphaned)
 }
 
 // RunsRescue implements driver.JobStore: read the runs past their deadline
@@ -786,6 +792,19 @@ func (s Store) QueuesList(ctx context.Context, limit int) ([]driver.QueueState, 
 		}
 	}
 	return out, nil
+}
+
+// peekRuns reads the claims and states of the runs ids without a lock.
+func peekRuns(ctx context.Context, q *Queries, ids []int64) ([]driver.HeartbeatRow, error) {
+	rows, err := q.RunsHeartbeatPeek(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	peeked := make([]driver.HeartbeatRow, len(rows))
+	for i, r := range rows {
+		peeked[i] = driver.RowOf(r.ID, r.Claim, r.State)
+	}
+	return peeked, nil
 }
 
 // claimArgs splits claims into the ids and claim_ref values of the batched run statements.
