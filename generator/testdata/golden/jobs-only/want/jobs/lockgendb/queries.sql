@@ -357,53 +357,84 @@ WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND stat
 -- RunsComplete marks completed the runs that still have the given claims,
 -- running or orphaned (the late success of a last attempt whose worker was
 -- cut off); a run rescued and made due again, claimed again or retried
--- since is left alone. It locks the runs in primary key order.
-UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
+-- since is left alone. It never waits on a row: the derived table locks
+-- the runs in primary key order with SKIP LOCKED, so a run whose row
+-- another transaction holds (an operator's SELECT … FOR UPDATE, a
+-- statement stuck on a dead connection) is left as it is and the others
+-- are completed at once. An UPDATE of the whole batch waited on such a row
+-- and kept every outcome of the batch unrecorded for as long (the chaos
+-- harness lost six successes to a kill during that wait). The LIMIT keeps
+-- the derived table from being merged into the UPDATE (MySQL merged it,
+-- and the SKIP LOCKED with it). The locking read reads each run's latest
+-- version and keeps it locked to the end: the UPDATE sees the rows as the
+-- derived table chose them. The history entry reads no column the
+-- statement sets (a multi-table UPDATE assigns in no set order).
+UPDATE (
+    SELECT k.id FROM jobsdemo_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id IN (sqlc.slice(ids)) AND k.claim_ref IN (sqlc.slice(claim_refs)) AND k.state IN ('running', 'orphaned')
+    LIMIT 1000000
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN jobsdemo_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', attempt, 'worker', worker)),
-    state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
-WHERE id IN (sqlc.slice(ids)) AND claim_ref IN (sqlc.slice(claim_refs)) AND state IN ('running', 'orphaned');
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', r.attempt, 'worker', r.worker)),
+    r.state = 'completed', r.finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), r.deadline = NULL
+WHERE r.state IN ('running', 'orphaned');
 
 -- name: RunFail :execrows
 -- RunFail records a failed attempt of a run that still has the claim,
 -- running or orphaned: due again backoff_us after the database clock, or
 -- discarded when it has no attempts left (an orphaned run never has). The
--- error text is kept either way.
-UPDATE jobsdemo_runs
+-- error text is kept either way. Like RunsComplete it waits on no row
+-- (SKIP LOCKED): a run another transaction holds is left as it is.
+UPDATE (
+    SELECT k.id FROM jobsdemo_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id = sqlc.arg(id) AND k.claim = sqlc.arg(claim) AND k.state IN ('running', 'orphaned')
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN jobsdemo_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(attempt >= max_attempts, 'discarded', 'failed'), 'attempt', attempt, 'worker', worker, 'error', LEFT(sqlc.narg(last_error), 1000))),
-    state       = IF(attempt >= max_attempts, 'discarded', 'available'),
-    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
-    run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(backoff_us) AS SIGNED) MICROSECOND),
-    last_error  = sqlc.narg(last_error),
-    deadline    = NULL
-WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(r.attempt >= r.max_attempts, 'discarded', 'failed'), 'attempt', r.attempt, 'worker', r.worker, 'error', LEFT(sqlc.narg(last_error), 1000))),
+    r.state       = IF(r.attempt >= r.max_attempts, 'discarded', 'available'),
+    r.finished_at = IF(r.attempt >= r.max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    r.run_at      = IF(r.attempt >= r.max_attempts, r.run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(backoff_us) AS SIGNED) MICROSECOND),
+    r.last_error  = sqlc.narg(last_error),
+    r.deadline    = NULL;
 
 -- name: RunDiscard :execrows
 -- RunDiscard records a failed attempt whose handler gave up for good (a
 -- permanent error, or arguments that do not decode), running or orphaned
 -- with the claim: discarded at once, whatever attempts are left, with the
--- error text kept.
-UPDATE jobsdemo_runs
+-- error text kept. It waits on no row, as RunFail.
+UPDATE (
+    SELECT k.id FROM jobsdemo_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id = sqlc.arg(id) AND k.claim = sqlc.arg(claim) AND k.state IN ('running', 'orphaned')
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN jobsdemo_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'discarded', 'attempt', attempt, 'worker', worker, 'error', LEFT(sqlc.narg(last_error), 1000))),
-    state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = sqlc.narg(last_error), deadline = NULL
-WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state IN ('running', 'orphaned');
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'discarded', 'attempt', r.attempt, 'worker', r.worker, 'error', LEFT(sqlc.narg(last_error), 1000))),
+    r.state = 'discarded', r.finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), r.last_error = sqlc.narg(last_error), r.deadline = NULL;
 
 -- name: RunSnooze :execrows
 -- RunSnooze gives a claimed run back without counting the attempt (a
 -- singleton job whose lock is held elsewhere): due again delay_us after the
 -- database clock, if it is still running with the claim. An orphaned run
 -- stays orphaned (its handler never ran; a retry runs it): making it
--- available could collide with a newer run's unique key.
-UPDATE jobsdemo_runs
+-- available could collide with a newer run's unique key. It waits on no
+-- row, as RunFail; the history entry reads the attempt the derived table
+-- locked, as a multi-table UPDATE assigns in no set order.
+UPDATE (
+    SELECT k.id, k.attempt FROM jobsdemo_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id = sqlc.arg(id) AND k.claim = sqlc.arg(claim) AND k.state = 'running'
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN jobsdemo_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'snoozed', 'attempt', attempt, 'worker', worker)),
-    state    = 'available',
-    attempt  = attempt - 1,
-    run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
-    deadline = NULL
-WHERE id = sqlc.arg(id) AND claim = sqlc.arg(claim) AND state = 'running';
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'snoozed', 'attempt', free.attempt, 'worker', r.worker)),
+    r.state    = 'available',
+    r.attempt  = free.attempt - 1,
+    r.run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(delay_us) AS SIGNED) MICROSECOND,
+    r.deadline = NULL;
 
 -- name: RunsRescuable :many
 -- RunsRescuable reads, without locking, up to limit running runs whose

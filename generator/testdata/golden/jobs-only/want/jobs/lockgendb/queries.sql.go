@@ -687,29 +687,33 @@ func (q *Queries) RunCancel(ctx context.Context, id int64) (int64, error) {
 }
 
 const runDiscard = `-- name: RunDiscard :execrows
-UPDATE jobsdemo_runs
+UPDATE (
+    SELECT k.id FROM jobsdemo_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id = ? AND k.claim = ? AND k.state IN ('running', 'orphaned')
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN jobsdemo_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'discarded', 'attempt', attempt, 'worker', worker, 'error', LEFT(?, 1000))),
-    state = 'discarded', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), last_error = ?, deadline = NULL
-WHERE id = ? AND claim = ? AND state IN ('running', 'orphaned')
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'discarded', 'attempt', r.attempt, 'worker', r.worker, 'error', LEFT(?, 1000))),
+    r.state = 'discarded', r.finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), r.last_error = ?, r.deadline = NULL
 `
 
 type RunDiscardParams struct {
-	LastError sql.NullString
 	ID        int64
 	Claim     int64
+	LastError sql.NullString
 }
 
 // RunDiscard records a failed attempt whose handler gave up for good (a
 // permanent error, or arguments that do not decode), running or orphaned
 // with the claim: discarded at once, whatever attempts are left, with the
-// error text kept.
+// error text kept. It waits on no row, as RunFail.
 func (q *Queries) RunDiscard(ctx context.Context, arg RunDiscardParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, runDiscard,
-		arg.LastError,
-		arg.LastError,
 		arg.ID,
 		arg.Claim,
+		arg.LastError,
+		arg.LastError,
 	)
 	if err != nil {
 		return 0, err
@@ -718,35 +722,40 @@ func (q *Queries) RunDiscard(ctx context.Context, arg RunDiscardParams) (int64, 
 }
 
 const runFail = `-- name: RunFail :execrows
-UPDATE jobsdemo_runs
+UPDATE (
+    SELECT k.id FROM jobsdemo_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id = ? AND k.claim = ? AND k.state IN ('running', 'orphaned')
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN jobsdemo_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(attempt >= max_attempts, 'discarded', 'failed'), 'attempt', attempt, 'worker', worker, 'error', LEFT(?, 1000))),
-    state       = IF(attempt >= max_attempts, 'discarded', 'available'),
-    finished_at = IF(attempt >= max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
-    run_at      = IF(attempt >= max_attempts, run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND),
-    last_error  = ?,
-    deadline    = NULL
-WHERE id = ? AND claim = ? AND state IN ('running', 'orphaned')
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', IF(r.attempt >= r.max_attempts, 'discarded', 'failed'), 'attempt', r.attempt, 'worker', r.worker, 'error', LEFT(?, 1000))),
+    r.state       = IF(r.attempt >= r.max_attempts, 'discarded', 'available'),
+    r.finished_at = IF(r.attempt >= r.max_attempts, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), NULL),
+    r.run_at      = IF(r.attempt >= r.max_attempts, r.run_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND),
+    r.last_error  = ?,
+    r.deadline    = NULL
 `
 
 type RunFailParams struct {
-	LastError sql.NullString
-	BackoffUs int64
 	ID        int64
 	Claim     int64
+	LastError sql.NullString
+	BackoffUs int64
 }
 
 // RunFail records a failed attempt of a run that still has the claim,
 // running or orphaned: due again backoff_us after the database clock, or
 // discarded when it has no attempts left (an orphaned run never has). The
-// error text is kept either way.
+// error text is kept either way. Like RunsComplete it waits on no row
+// (SKIP LOCKED): a run another transaction holds is left as it is.
 func (q *Queries) RunFail(ctx context.Context, arg RunFailParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, runFail,
+		arg.ID,
+		arg.Claim,
 		arg.LastError,
 		arg.BackoffUs,
 		arg.LastError,
-		arg.ID,
-		arg.Claim,
 	)
 	if err != nil {
 		return 0, err
@@ -923,29 +932,35 @@ func (q *Queries) RunRetry(ctx context.Context, id int64) (int64, error) {
 }
 
 const runSnooze = `-- name: RunSnooze :execrows
-UPDATE jobsdemo_runs
+UPDATE (
+    SELECT k.id, k.attempt FROM jobsdemo_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id = ? AND k.claim = ? AND k.state = 'running'
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN jobsdemo_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'snoozed', 'attempt', attempt, 'worker', worker)),
-    state    = 'available',
-    attempt  = attempt - 1,
-    run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND,
-    deadline = NULL
-WHERE id = ? AND claim = ? AND state = 'running'
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'snoozed', 'attempt', free.attempt, 'worker', r.worker)),
+    r.state    = 'available',
+    r.attempt  = free.attempt - 1,
+    r.run_at   = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND,
+    r.deadline = NULL
 `
 
 type RunSnoozeParams struct {
-	DelayUs int64
 	ID      int64
 	Claim   int64
+	DelayUs int64
 }
 
 // RunSnooze gives a claimed run back without counting the attempt (a
 // singleton job whose lock is held elsewhere): due again delay_us after the
 // database clock, if it is still running with the claim. An orphaned run
 // stays orphaned (its handler never ran; a retry runs it): making it
-// available could collide with a newer run's unique key.
+// available could collide with a newer run's unique key. It waits on no
+// row, as RunFail; the history entry reads the attempt the derived table
+// locked, as a multi-table UPDATE assigns in no set order.
 func (q *Queries) RunSnooze(ctx context.Context, arg RunSnoozeParams) (int64, error) {
-	result, err := q.db.ExecContext(ctx, runSnooze, arg.DelayUs, arg.ID, arg.Claim)
+	result, err := q.db.ExecContext(ctx, runSnooze, arg.ID, arg.Claim, arg.DelayUs)
 	if err != nil {
 		return 0, err
 	}
@@ -1027,11 +1042,16 @@ func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([
 }
 
 const runsComplete = `-- name: RunsComplete :execrows
-UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
+UPDATE (
+    SELECT k.id FROM jobsdemo_runs AS k FORCE INDEX (PRIMARY)
+    WHERE k.id IN (/*SLICE:ids*/?) AND k.claim_ref IN (/*SLICE:claim_refs*/?) AND k.state IN ('running', 'orphaned')
+    LIMIT 1000000
+    FOR UPDATE SKIP LOCKED
+) AS free STRAIGHT_JOIN jobsdemo_runs AS r FORCE INDEX (PRIMARY) ON r.id = free.id
 SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
-        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', attempt, 'worker', worker)),
-    state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
-WHERE id IN (/*SLICE:ids*/?) AND claim_ref IN (/*SLICE:claim_refs*/?) AND state IN ('running', 'orphaned')
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', r.attempt, 'worker', r.worker)),
+    r.state = 'completed', r.finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), r.deadline = NULL
+WHERE r.state IN ('running', 'orphaned')
 `
 
 type RunsCompleteParams struct {
@@ -1042,7 +1062,18 @@ type RunsCompleteParams struct {
 // RunsComplete marks completed the runs that still have the given claims,
 // running or orphaned (the late success of a last attempt whose worker was
 // cut off); a run rescued and made due again, claimed again or retried
-// since is left alone. It locks the runs in primary key order.
+// since is left alone. It never waits on a row: the derived table locks
+// the runs in primary key order with SKIP LOCKED, so a run whose row
+// another transaction holds (an operator's SELECT … FOR UPDATE, a
+// statement stuck on a dead connection) is left as it is and the others
+// are completed at once. An UPDATE of the whole batch waited on such a row
+// and kept every outcome of the batch unrecorded for as long (the chaos
+// harness lost six successes to a kill during that wait). The LIMIT keeps
+// the derived table from being merged into the UPDATE (MySQL merged it,
+// and the SKIP LOCKED with it). The locking read reads each run's latest
+// version and keeps it locked to the end: the UPDATE sees the rows as the
+// derived table chose them. The history entry reads no column the
+// statement sets (a multi-table UPDATE assigns in no set order).
 func (q *Queries) RunsComplete(ctx context.Context, arg RunsCompleteParams) (int64, error) {
 	query := runsComplete
 	var queryParams []interface{}

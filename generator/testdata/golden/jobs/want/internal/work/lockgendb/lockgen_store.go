@@ -522,18 +522,9 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 		// A read without a lock first: a run no longer running with its claim
 		// (claimed again, say) is never locked, so a stale heartbeat cannot hold
 		// the new claim's row.
-		peek, err := qt.RunsHeartbeatPeek(ctx, ids)
+		peeked, err := peekRuns(ctx, qt, ids)
 		if err != nil {
 			return err
-		}
-		peeked := make([]driver.HeartbeatRow, 0, len(peek))
-		for _, r := range peek {
-			peeked = append(peeked, driver.HeartbeatRow{
-				ID:        r.ID,
-				Claim:     r.Claim,
-				Running:   r.State == "running",
-				Cancelled: r.State == "cancelled",
-			})
 		}
 		locked, live := driver.HeartbeatPlan(claims, peeked)
 		if len(live) > 0 {
@@ -542,12 +533,7 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 				return err
 			}
 			for _, r := range rows {
-				locked = append(locked, driver.HeartbeatRow{
-					ID:        r.ID,
-					Claim:     r.Claim,
-					Running:   r.State == "running",
-					Cancelled: r.State == "cancelled",
-				})
+				locked = append(locked, driver.RowOf(r.ID, r.Claim, r.State))
 			}
 		}
 		hb = driver.SortHeartbeat(claims, locked)
@@ -572,57 +558,82 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 	return hb, nil
 }
 
-// RunsComplete implements driver.JobStore, in READ COMMITTED: a listed
-// run claimed again since keeps no lock of this statement.
-func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (int64, error) {
+// RunsComplete implements driver.JobStore, in READ COMMITTED: it waits on no
+// row, and a listed run claimed again since keeps no lock of it. When it
+// completes fewer runs than claims, a read without a lock tells which of
+// the others another transaction held (busy).
+func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
 	ids, refs := claimArgs(claims)
-	var n int64
+	var done driver.Completion
 	err := driver.ReadCommitted(ctx, s.db, func(conn *sql.Conn) error {
-		var err error
-		n, err = New(conn).RunsComplete(ctx, RunsCompleteParams{
+		qt := New(conn)
+		n, err := qt.RunsComplete(ctx, RunsCompleteParams{
 			Ids:       ids,
 			ClaimRefs: refs,
 		})
-		return err
+		if err != nil || n == int64(len(claims)) {
+			done.Completed = n
+			return err
+		}
+		peeked, err := peekRuns(ctx, qt, ids)
+		if err != nil {
+			return err
+		}
+		done = driver.SortCompletion(claims, n, peeked)
+		return nil
 	})
-	return n, err
+	return done, err
 }
 
 // RunFail implements driver.JobStore.
 func (s Store) RunFail(ctx context.Context, c driver.Claim, errText string, backoff time.Duration) (bool, error) {
 	n, err := s.q.RunFail(ctx, RunFailParams{
-		BackoffUs: backoff.Microseconds(),
+		ID:    c.ID,
+		Claim: c.Claim,
 		LastError: sql.NullString{
 			String: errText,
 			Valid:  errText != "",
 		},
-		ID:    c.ID,
-		Claim: c.Claim,
+		BackoffUs: backoff.Microseconds(),
 	})
-	return n > 0, err
+	return s.outcome(ctx, c, n, err, true)
 }
 
 // RunDiscard implements driver.JobStore.
 func (s Store) RunDiscard(ctx context.Context, c driver.Claim, errText string) (bool, error) {
 	n, err := s.q.RunDiscard(ctx, RunDiscardParams{
+		ID:    c.ID,
+		Claim: c.Claim,
 		LastError: sql.NullString{
 			String: errText,
 			Valid:  errText != "",
 		},
-		ID:    c.ID,
-		Claim: c.Claim,
 	})
-	return n > 0, err
+	return s.outcome(ctx, c, n, err, true)
 }
 
 // RunSnooze implements driver.JobStore.
 func (s Store) RunSnooze(ctx context.Context, c driver.Claim, delay time.Duration) (bool, error) {
 	n, err := s.q.RunSnooze(ctx, RunSnoozeParams{
-		DelayUs: delay.Microseconds(),
 		ID:      c.ID,
 		Claim:   c.Claim,
+		DelayUs: delay.Microseconds(),
 	})
-	return n > 0, err
+	return s.outcome(ctx, c, n, err, false)
+}
+
+// outcome is the result of a single-run outcome statement on c that
+// changed n rows: when none, a read without a lock tells whether another
+// transaction held the run's row (driver.ErrRunBusy) or the run is gone.
+func (s Store) outcome(ctx context.Context, c driver.Claim, n int64, err error, orphaned bool) (bool, error) {
+	if err != nil || n > 0 {
+		return n > 0, err
+	}
+	peeked, err := peekRuns(ctx, s.q, []int64{c.ID})
+	if err != nil {
+		return false, err
+	}
+	return false, driver.OutcomeBusy(c, peeked, orphaned)
 }
 
 // RunsRescue implements driver.JobStore: read the runs past their deadline
@@ -781,6 +792,19 @@ func (s Store) QueuesList(ctx context.Context, limit int) ([]driver.QueueState, 
 		}
 	}
 	return out, nil
+}
+
+// peekRuns reads the claims and states of the runs ids without a lock.
+func peekRuns(ctx context.Context, q *Queries, ids []int64) ([]driver.HeartbeatRow, error) {
+	rows, err := q.RunsHeartbeatPeek(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	peeked := make([]driver.HeartbeatRow, len(rows))
+	for i, r := range rows {
+		peeked[i] = driver.RowOf(r.ID, r.Claim, r.State)
+	}
+	return peeked, nil
 }
 
 // claimArgs splits claims into the ids and claim_ref values of the batched run statements.
