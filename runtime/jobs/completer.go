@@ -110,7 +110,7 @@ func (r *completer) loop() {
 	roundsClosed := 0      // failed rounds since close
 	busyRounds := 0        // rounds in a row that left busy completions
 	busyLeft := 0          // how many of the queue the last round left busy
-	var closedAt time.Time // when a round after close first left busy completions
+	var closedAt time.Time // when the loop first saw close
 	for {
 		r.mu.Lock()
 		items, closed := slices.Clone(r.queue), r.closed
@@ -125,6 +125,9 @@ func (r *completer) loop() {
 		}
 		if since.IsZero() {
 			since = clock.Now()
+		}
+		if closed && closedAt.IsZero() {
+			closedAt = clock.Now()
 		}
 		// Let completions gather into a batch for up to CompleteEvery;
 		// after a failure, back off.
@@ -167,9 +170,6 @@ func (r *completer) loop() {
 		if closed && err == nil && busyLeft > 0 {
 			// Rows held by other transactions: tried again for up to a
 			// lease after close, the time the last heartbeat gave them.
-			if closedAt.IsZero() {
-				closedAt = clock.Now()
-			}
 			if clock.Now().Sub(closedAt) >= cfg.Lease {
 				log.Error("lockgen: could not record the outcomes of finished runs before stopping: other transactions held their rows; they will be rescued: run again, or orphaned on their last attempt", "queue", cfg.Queue, "runs", left)
 				return
@@ -312,12 +312,12 @@ func (r *completer) complete(items []outcome) (busy []outcome, err error) {
 			"while they could not be recorded, their runs were rescued and made due again (a new attempt may run them), "+
 			"or retried or cancelled by an operator, or pruned", "queue", r.w.cfg.Queue, "runs", gone)
 	}
-	held := make(map[int64]bool, len(done.Busy))
+	held := make(map[driver.Claim]bool, len(done.Busy))
 	for _, c := range done.Busy {
-		held[c.ID] = true
+		held[c] = true
 	}
-	for _, o := range items {
-		if held[o.run.ID] {
+	for i, o := range items {
+		if held[claims[i]] {
 			busy = append(busy, o)
 		}
 	}

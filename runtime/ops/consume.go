@@ -364,9 +364,9 @@ func (o *Ops) CompleteMany(ctx context.Context, refs []ClaimRef) (Completed, err
 	if done.Completed == int64(len(claims)) {
 		return out, nil
 	}
-	busy := make(map[int64]bool, len(done.Busy))
+	busy := make(map[ClaimRef]bool, len(done.Busy))
 	for _, c := range done.Busy {
-		busy[c.ID] = true
+		busy[ClaimRef{ID: c.ID, Claim: c.Claim}] = true
 		out.Busy = append(out.Busy, ClaimRef{ID: c.ID, Claim: c.Claim})
 	}
 	args := make([]any, len(refs))
@@ -394,7 +394,7 @@ func (o *Ops) CompleteMany(ctx context.Context, refs []ClaimRef) (Completed, err
 		if !ok {
 			c = Conflict{ID: r.ID}
 		}
-		if !busy[r.ID] && (c.State != string(driver.RunCompleted) || c.Claim != r.Claim) {
+		if !busy[r] && (c.State != string(driver.RunCompleted) || c.Claim != r.Claim) {
 			out.Conflicts = append(out.Conflicts, c)
 		}
 	}

@@ -1062,8 +1062,8 @@ type RunsCompleteParams struct {
 // RunsComplete marks completed the runs that still have the given claims,
 // running or orphaned (the late success of a last attempt whose worker was
 // cut off); a run rescued and made due again, claimed again or retried
-// since is left alone. It never waits on a row: the derived table locks
-// the runs in primary key order with SKIP LOCKED, so a run whose row
+// since is left alone. It waits on no run's row lock: the derived table
+// locks the runs in primary key order with SKIP LOCKED, so a run whose row
 // another transaction holds (an operator's SELECT … FOR UPDATE, a
 // statement stuck on a dead connection) is left as it is and the others
 // are completed at once. An UPDATE of the whole batch waited on such a row
@@ -1073,7 +1073,11 @@ type RunsCompleteParams struct {
 // and the SKIP LOCKED with it). The locking read reads each run's latest
 // version and keeps it locked to the end: the UPDATE sees the rows as the
 // derived table chose them. The history entry reads no column the
-// statement sets (a multi-table UPDATE assigns in no set order).
+// statement sets (a multi-table UPDATE assigns in no set order). It may
+// still wait, briefly, on an index entry a claim's short transaction
+// holds. SKIP LOCKED makes it unsafe for binlog_format=STATEMENT (a
+// replica would not skip): ROW, MySQL's default, and MIXED, MariaDB's,
+// log the rows it changed.
 func (q *Queries) RunsComplete(ctx context.Context, arg RunsCompleteParams) (int64, error) {
 	query := runsComplete
 	var queryParams []interface{}
