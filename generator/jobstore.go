@@ -121,13 +121,22 @@ func jobsGlue(f *jen.File, m *model) {
 		),
 		jen.Return(jen.Id("hb"), jen.Nil()),
 	)
-	method("// RunsComplete implements driver.JobStore, in READ COMMITTED: it waits on no\n// row, and a listed run claimed again since keeps no lock of it. When it\n// completes fewer runs than claims, a read without a lock tells which of\n// the others another transaction held (busy).", "RunsComplete",
+	method("// RunsComplete implements driver.JobStore, in READ COMMITTED: it waits on no\n// run's row, and a listed run claimed again since keeps no lock of it. Where\n// the server has the no-wait form (MariaDB: driver.NoWait), the plain UPDATE\n// goes first, and the one that skips held rows only when a row was held. When\n// it completes fewer runs than claims, a read without a lock tells which of\n// the others another transaction held (busy).", "RunsComplete",
 		[]jen.Code{ctx(), claims()}, []jen.Code{dr("Completion"), jen.Error()},
 		claimArgs.Clone(),
 		jen.Var().Id("done").Add(dr("Completion")),
 		jen.Err().Op(":=").Add(dr("ReadCommitted")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
 			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
-			jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("qt").Dot("RunsComplete").Call(jen.Id("ctx"), literal(db("RunsCompleteParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")})),
+			jen.Var().Id("n").Int64(),
+			jen.Var().Err().Error(),
+			jen.Id("tried").Op(":=").Id("s").Dot("nowait").Dot("Try").Call(),
+			jen.If(jen.Id("tried")).Block(
+				jen.List(jen.Id("n"), jen.Err()).Op("=").Id("New").Call(dr("NoWaitConn").Values(jen.Dict{jen.Id("Conn"): jen.Id("conn")})).Dot("RunsCompleteNowait").Call(jen.Id("ctx"), literal(db("RunsCompleteNowaitParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")})),
+			),
+			jen.If(jen.Op("!").Id("tried").Op("||").Err().Op("!=").Nil().Op("&&").Id("s").Dot("nowait").Dot("Fallback").Call(jen.Err())).Block(
+				jen.Comment("A held row, or a server without the no-wait form: skip held rows."),
+				jen.List(jen.Id("n"), jen.Err()).Op("=").Id("qt").Dot("RunsComplete").Call(jen.Id("ctx"), literal(db("RunsCompleteParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")})),
+			),
 			jen.If(jen.Err().Op("!=").Nil().Op("||").Id("n").Op("==").Int64().Call(jen.Len(jen.Id("claims")))).Block(
 				jen.Id("done").Dot("Completed").Op("=").Id("n"),
 				jen.Return(jen.Err()),

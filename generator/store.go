@@ -21,7 +21,10 @@ func storeGlue(m *model) *jen.File {
 		jen.Id("db").Op("*").Qual("database/sql", "DB"),
 	}
 	if len(m.Jobs) > 0 {
-		fields = append(fields, jen.Id("inserts").Op("*").Add(dr("InsertStmts")).Comment("the prepared multi-row inserts of runs"))
+		fields = append(fields,
+			jen.Id("inserts").Op("*").Add(dr("InsertStmts")).Comment("the prepared multi-row inserts of runs"),
+			jen.Id("nowait").Op("*").Add(dr("NoWait")).Comment("whether the server completes runs in the no-wait form"),
+		)
 	}
 	f.Type().Id("Store").Struct(fields...)
 	f.Line()
@@ -38,7 +41,8 @@ func storeGlue(m *model) *jen.File {
 	f.Comment(m.newStoreDoc())
 	storeFields := []jen.Code{jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")}
 	if len(m.Jobs) > 0 {
-		storeFields = append(storeFields, jen.Id("inserts").Op(":").Add(dr("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.RunsTable)))
+		storeFields = append(storeFields, jen.Id("inserts").Op(":").Add(dr("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.RunsTable)),
+			jen.Id("nowait").Op(":").New(dr("NoWait")))
 	}
 	f.Func().Id("NewStore").Params(jen.Id("db").Op("*").Qual("database/sql", "DB")).Id("Store").Block(
 		jen.Return(jen.Id("Store").Values(storeFields...)),

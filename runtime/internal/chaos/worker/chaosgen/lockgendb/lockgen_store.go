@@ -23,6 +23,7 @@ type Store struct {
 	q       *Queries
 	db      *sql.DB
 	inserts *driver.InsertStmts // the prepared multi-row inserts of runs
+	nowait  *driver.NoWait      // whether the server completes runs in the no-wait form
 }
 
 // The runtime calls Store through these interfaces: a method missing here is a
@@ -35,7 +36,7 @@ var (
 
 // NewStore returns the store of db; every statement runs on db's pool.
 func NewStore(db *sql.DB) Store {
-	return Store{q: New(db), db: db, inserts: driver.NewInsertStmts(db, "chaos_runs")}
+	return Store{q: New(db), db: db, inserts: driver.NewInsertStmts(db, "chaos_runs"), nowait: new(driver.NoWait)}
 }
 
 // Server implements driver.Store: the pool and tables the runtime checks at
@@ -559,18 +560,32 @@ func (s Store) RunsHeartbeat(ctx context.Context, claims []driver.Claim, lease t
 }
 
 // RunsComplete implements driver.JobStore, in READ COMMITTED: it waits on no
-// row, and a listed run claimed again since keeps no lock of it. When it
-// completes fewer runs than claims, a read without a lock tells which of
+// run's row, and a listed run claimed again since keeps no lock of it. Where
+// the server has the no-wait form (MariaDB: driver.NoWait), the plain UPDATE
+// goes first, and the one that skips held rows only when a row was held. When
+// it completes fewer runs than claims, a read without a lock tells which of
 // the others another transaction held (busy).
 func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
 	ids, refs := claimArgs(claims)
 	var done driver.Completion
 	err := driver.ReadCommitted(ctx, s.db, func(conn *sql.Conn) error {
 		qt := New(conn)
-		n, err := qt.RunsComplete(ctx, RunsCompleteParams{
-			Ids:       ids,
-			ClaimRefs: refs,
-		})
+		var n int64
+		var err error
+		tried := s.nowait.Try()
+		if tried {
+			n, err = New(driver.NoWaitConn{Conn: conn}).RunsCompleteNowait(ctx, RunsCompleteNowaitParams{
+				Ids:       ids,
+				ClaimRefs: refs,
+			})
+		}
+		if !tried || err != nil && s.nowait.Fallback(err) {
+			// A held row, or a server without the no-wait form: skip held rows.
+			n, err = qt.RunsComplete(ctx, RunsCompleteParams{
+				Ids:       ids,
+				ClaimRefs: refs,
+			})
+		}
 		if err != nil || n == int64(len(claims)) {
 			done.Completed = n
 			return err

@@ -1104,6 +1104,51 @@ func (q *Queries) RunsComplete(ctx context.Context, arg RunsCompleteParams) (int
 	return result.RowsAffected()
 }
 
+const runsCompleteNowait = `-- name: RunsCompleteNowait :execrows
+UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
+SET history = JSON_ARRAY_APPEND(IF(JSON_LENGTH(history) >= 50, JSON_REMOVE(history, '$[0]'), IFNULL(history, JSON_ARRAY())), '$',
+        JSON_OBJECT('at', DATE_FORMAT((UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '%Y-%m-%dT%H:%i:%s.%fZ'), 'event', 'completed', 'attempt', attempt, 'worker', worker)),
+    state = 'completed', finished_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), deadline = NULL
+WHERE id IN (/*SLICE:ids*/?) AND claim_ref IN (/*SLICE:claim_refs*/?) AND state IN ('running', 'orphaned')
+`
+
+type RunsCompleteNowaitParams struct {
+	Ids       []int64
+	ClaimRefs []sql.NullString
+}
+
+// RunsCompleteNowait is RunsComplete as a plain UPDATE, which costs the
+// server less than the multi-table one, for a server that can run it
+// without waiting: the generated store sends it in MariaDB's no-wait form
+// (driver.NoWait), where a held row fails it at once (1205, nothing
+// written), and then sends RunsComplete. It locks the runs in primary key
+// order.
+func (q *Queries) RunsCompleteNowait(ctx context.Context, arg RunsCompleteNowaitParams) (int64, error) {
+	query := runsCompleteNowait
+	var queryParams []interface{}
+	if len(arg.Ids) > 0 {
+		for _, v := range arg.Ids {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:ids*/?", strings.Repeat(",?", len(arg.Ids))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:ids*/?", "NULL", 1)
+	}
+	if len(arg.ClaimRefs) > 0 {
+		for _, v := range arg.ClaimRefs {
+			queryParams = append(queryParams, v)
+		}
+		query = strings.Replace(query, "/*SLICE:claim_refs*/?", strings.Repeat(",?", len(arg.ClaimRefs))[1:], 1)
+	} else {
+		query = strings.Replace(query, "/*SLICE:claim_refs*/?", "NULL", 1)
+	}
+	result, err := q.db.ExecContext(ctx, query, queryParams...)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
+}
+
 const runsHeartbeat = `-- name: RunsHeartbeat :execrows
 UPDATE jobsdemo_runs FORCE INDEX (PRIMARY)
 SET deadline = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
