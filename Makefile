@@ -15,7 +15,7 @@ MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 # go.mod requires it (the runtime keeps its few dependencies).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos test-ensure
+.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos test-ensure cluster-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -62,6 +62,10 @@ test-ensure: ## check that the ensure scripts start the project's server beside 
 
 chaos: db ## the chaos harness against MariaDB, then MySQL: CHAOS_DURATION (default 3m) of faults each, CHAOS_SEED to replay a plan
 	@GO=$(GO) ./.ci/chaos $${CHAOS_DURATION:-3m}
+
+cluster-test: tools ## start a 3-node MariaDB Galera cluster on loopback (.ci/ensure-galera) and run the tests that need one (build tag cluster) against it
+	@dsns=$$(./.ci/ensure-galera | tee /dev/stderr | tail -n1) && cd runtime && \
+		LOCKGEN_TEST_DSN="$${dsns%%,*}" LOCKGEN_TEST_GALERA_DSNS="$$dsns" $(GO) test $(TESTFLAGS) -tags cluster -run '^TestGalera' -v .
 
 bench: mariadb ## print the lock round-trip table, the handoff latency per strategy, the jobs table and HTTP push and consume against in-process (MariaDB)
 	cd examples && $(GO) run ./bench
