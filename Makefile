@@ -63,9 +63,14 @@ test-ensure: ## check that the ensure scripts start the project's server beside 
 chaos: db ## the chaos harness against MariaDB, then MySQL: CHAOS_DURATION (default 3m) of faults each, CHAOS_SEED to replay a plan
 	@GO=$(GO) ./.ci/chaos $${CHAOS_DURATION:-3m}
 
-cluster-test: tools ## start a 3-node MariaDB Galera cluster on loopback (.ci/ensure-galera) and run the tests that need one (build tag cluster) against it
-	@dsns=$$(./.ci/ensure-galera | tee /dev/stderr | tail -n1) && cd runtime && \
+cluster-test: tools ## start a 3-node MariaDB Galera cluster and a 3-member MySQL Group Replication group (single-, then multi-primary) on loopback, and run the tests that need them (build tag cluster)
+	@dsns=$$(./.ci/ensure-galera) && cd runtime && \
 		LOCKGEN_TEST_DSN="$${dsns%%,*}" LOCKGEN_TEST_GALERA_DSNS="$$dsns" $(GO) test $(TESTFLAGS) -tags cluster -run '^TestGalera' -v .
+	@for mode in single multi; do \
+		dsns=$$(./.ci/ensure-group-replication $$mode) && (cd runtime && \
+		LOCKGEN_TEST_DSN="$${dsns%%,*}" LOCKGEN_TEST_GR_DSNS="$$dsns" LOCKGEN_TEST_GR_MODE=$$mode \
+		$(GO) test $(TESTFLAGS) -tags cluster -run '^TestGroupReplication' -v .) || exit 1; \
+	done
 
 bench: mariadb ## print the lock round-trip table, the handoff latency per strategy, the jobs table and HTTP push and consume against in-process (MariaDB)
 	cd examples && $(GO) run ./bench

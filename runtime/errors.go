@@ -9,7 +9,9 @@ import (
 // Sentinel errors; test for them with errors.Is.
 var (
 	// ErrNotAcquired means the lock was held by someone else for the whole
-	// time the caller was willing to wait.
+	// time the caller was willing to wait, or every try lost to a
+	// transient server error (a deadlock, a lock wait timeout, a cluster's
+	// certification: the error also wraps the last of them).
 	ErrNotAcquired = errors.New("lockgen: lock not acquired")
 	// ErrLeaseLost means a lease ended before its holder released it: a
 	// renewal did not succeed before the local deadline, or the database
@@ -24,6 +26,8 @@ var (
 )
 
 // IsTransient reports whether err is a server error after which the same
-// autocommit statement can be retried at once: a deadlock (1213) or a lock
-// wait timeout (1205). Both roll the statement back entirely.
+// autocommit statement can be retried at once: a deadlock (1213, also
+// Galera's lost certification), a lock wait timeout (1205), or Group
+// Replication's certification rollback (3101, or 1180 for the engine's
+// deadlock during COMMIT). Each rolls the statement back entirely.
 func IsTransient(err error) bool { return servererr.IsTransient(err) }

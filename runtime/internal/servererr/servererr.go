@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 )
@@ -24,6 +25,12 @@ const (
 	UnsupportedPS   = 1295 // ER_UNSUPPORTED_PS: a statement the server cannot prepare
 	TooManyPrepared = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
 	SubqueryRows    = 1242 // ER_SUBQUERY_NO_1_ROW: the not-acquired branch of driver.SessionPin's one-statement acquire and release
+	// Group Replication in multi-primary mode certifies each transaction
+	// against the other members' and rolls back the loser: with 3101, or
+	// with 1180 naming the storage engine's deadlock (error 149), both
+	// seen on MySQL 9.7 when members took the same lock row at once.
+	CertificationRollback = 3101 // ER_TRANSACTION_ROLLBACK_DURING_COMMIT: "Plugin instructed the server to rollback the current transaction"
+	ErrorDuringCommit     = 1180 // ER_ERROR_DURING_COMMIT: "Got error %d - '%s' during COMMIT"
 
 	// Refusals: the server turned the connection or the statement away for
 	// a reason that says nothing about the statement itself.
@@ -59,10 +66,18 @@ func is(err error, numbers ...uint16) bool {
 }
 
 // IsTransient reports whether err is a server error after which the same
-// autocommit statement can be retried at once: a deadlock (1213) or a lock
-// wait timeout (1205). Both roll the statement back entirely.
+// autocommit statement can be retried at once: a deadlock (1213, also
+// Galera's answer to a write that lost certification), a lock wait timeout
+// (1205), or Group Replication's certification rollback (3101, or 1180
+// for the engine's deadlock, error 149, during COMMIT). Each rolls the
+// statement back entirely. Another 1180 is not: its commit may have
+// failed for a reason a retry does not cure.
 func IsTransient(err error) bool {
-	return is(err, Deadlock, LockWaitTimeout)
+	if is(err, Deadlock, LockWaitTimeout, CertificationRollback) {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == ErrorDuringCommit && strings.HasPrefix(me.Message, "Got error 149 ")
 }
 
 // IsRefusal reports a server error that refuses the connection or the

@@ -42,3 +42,23 @@ func TestWarnUnlessTransient(t *testing.T) {
 		}
 	}
 }
+
+// TestIsTransient: the errors after which the same autocommit statement is
+// retried at once, with the texts the servers send; an error during COMMIT
+// other than the engine's deadlock is not one of them.
+func TestIsTransient(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"}, true},
+		{&mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded; try restarting transaction"}, true},
+		{&mysql.MySQLError{Number: 3101, Message: "Plugin instructed the server to rollback the current transaction."}, true},
+		{fmt.Errorf("acquire: %w", &mysql.MySQLError{Number: 1180, Message: "Got error 149 - 'Lock deadlock; Retry transaction' during COMMIT"}), true},
+		{&mysql.MySQLError{Number: 1180, Message: "Got error 28 - 'No space left on device' during COMMIT"}, false},
+		{&mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}, false},
+		{errors.New("driver: bad connection"), false},
+	} {
+		assert.Equal(t, tc.want, IsTransient(tc.err), "%v", tc.err)
+	}
+}

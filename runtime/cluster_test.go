@@ -1,0 +1,316 @@
+//go:build cluster
+
+// The tests of this file run against a real MariaDB Galera cluster, only
+// with the build tag cluster: `make cluster-test` starts the cluster
+// (.ci/ensure-galera) and names its nodes in LOCKGEN_TEST_GALERA_DSNS (and
+// the first node in LOCKGEN_TEST_DSN, where testdb makes each test's
+// database, which Galera replicates to the other nodes).
+
+package runtime_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/driver/drivertest"
+	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
+	"github.com/lockgen/lockgen/runtime/internal/testdb"
+	"github.com/lockgen/lockgen/runtime/probe"
+)
+
+// galeraNodes returns the test's database on each node of the Galera
+// cluster, as the test's application user, the first node's first.
+func galeraNodes(t *testing.T, tdb *testdb.DB) []*sql.DB {
+	return clusterNodes(t, tdb, "LOCKGEN_TEST_GALERA_DSNS")
+}
+
+// clusterNodes returns the test's database on each node of the cluster
+// named by the environment variable env, as the test's application user,
+// the first node's first.
+func clusterNodes(t *testing.T, tdb *testdb.DB, env string) []*sql.DB {
+	t.Helper()
+	list := os.Getenv(env)
+	if list == "" {
+		t.Fatalf("%s names no cluster nodes: run `make cluster-test`, which starts the clusters", env)
+	}
+	var nodes []*sql.DB
+	for _, dsn := range strings.Split(list, ",") {
+		node, err := mysql.ParseDSN(dsn)
+		require.NoError(t, err)
+		cfg := tdb.Config.Clone()
+		cfg.Addr = node.Addr
+		c, err := mysql.NewConnector(cfg)
+		require.NoError(t, err)
+		db := sql.OpenDB(c)
+		t.Cleanup(func() { _ = db.Close() })
+		nodes = append(nodes, db)
+	}
+	require.Len(t, nodes, 3, "a cluster of three nodes")
+	return nodes
+}
+
+// TestGaleraRefusesWhatItCannotKeep: on every node of a real cluster, the
+// probe reports Galera, the session and row strategies are refused at
+// first use (each node would grant GET_LOCK and row locks to its own
+// clients at once) and so is Guard, with the reason; the lease strategy
+// works. The unit tests check the same refusals against a faked probe
+// answer; this one asks the cluster.
+func TestGaleraRefusesWhatItCannotKeep(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, db := range galeraNodes(t, tdb) {
+		report, err := probe.Run(ctx, db)
+		require.NoError(t, err)
+		assert.Equal(t, probe.Galera, report.Cluster, "node %d", i+1)
+
+		c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("node"))
+		require.NoError(t, err)
+		for _, strategy := range []runtime.Strategy{runtime.StrategySession, runtime.StrategyRow} {
+			l, err := c.Lock(runtime.LockConfig{Name: "refused-" + string(strategy), Strategy: strategy, TTL: 2 * time.Second})
+			require.NoError(t, err)
+			_, err = l.Try(ctx, "")
+			require.ErrorIs(t, err, runtime.ErrUnsupported, "node %d, %s", i+1, strategy)
+			assert.Contains(t, err.Error(), "Galera", "node %d, %s: the refusal says why", i+1, strategy)
+		}
+		l, err := c.Lock(runtime.LockConfig{Name: "lease", TTL: 2 * time.Second})
+		require.NoError(t, err)
+		lease, err := l.Try(ctx, "")
+		require.NoError(t, err, "node %d: the lease strategy works", i+1)
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		err = lease.Guard(ctx, tx)
+		require.ErrorIs(t, err, runtime.ErrUnsupported, "node %d: Guard", i+1)
+		assert.Contains(t, err.Error(), "Galera")
+		require.NoError(t, tx.Rollback())
+		require.NoError(t, lease.Release(ctx))
+	}
+}
+
+// TestGaleraLeaseExcludesAcrossNodes: two clients on each of the three
+// nodes contend for one lease lock for ten seconds, each holding it for a
+// millisecond when it gets it. No two holdings overlap, each holding's
+// fencing token is above every earlier holding's, every node's clients
+// hold it, and no error other than "not acquired" reaches a caller: the
+// certification failures and brute-force aborts that Galera answers a
+// losing write with (1213) are retried inside the runtime (the log says
+// how many the nodes counted).
+func TestGaleraLeaseExcludesAcrossNodes(t *testing.T) {
+	tdb := testdb.New(t)
+	nodes := galeraNodes(t, tdb)
+	conflicts := statusSum(t, nodes, "wsrep_local_cert_failures", "wsrep_local_bf_aborts")
+	before := conflicts()
+	held, last := contendAcross(t, nodes, 10*time.Second)
+	t.Logf("holdings by node: %v; last token %d; certification failures and brute-force aborts retried: %d", held, last, conflicts()-before)
+}
+
+// statusSum returns a function that adds up the named global status
+// counters of every node.
+func statusSum(t *testing.T, nodes []*sql.DB, names ...string) func() int64 {
+	return func() (n int64) {
+		for _, db := range nodes {
+			rows, err := db.QueryContext(context.Background(), "SHOW GLOBAL STATUS WHERE Variable_name IN (?"+strings.Repeat(", ?", len(names)-1)+")", anySlice(names)...)
+			require.NoError(t, err)
+			for rows.Next() {
+				var name string
+				var v int64
+				require.NoError(t, rows.Scan(&name, &v))
+				n += v
+			}
+			require.NoError(t, rows.Err())
+			require.NoError(t, rows.Close())
+		}
+		return n
+	}
+}
+
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
+}
+
+// contendAcross runs two clients per node on one lease lock for window, each
+// holding it for a millisecond when it gets it, and checks that no two
+// holdings overlap, that each holding's fencing token is above every
+// earlier one's, that every node's clients held it, and that no error
+// other than "not acquired" reached a caller. It returns the holdings by
+// node and the last token.
+func contendAcross(t *testing.T, nodes []*sql.DB, window time.Duration) (held []int, last int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), window+time.Minute)
+	defer cancel()
+	const perNode = 2
+	var (
+		holder   atomic.Int32 // the holding client's number + 1, 0 when none
+		mu       sync.Mutex
+		overlaps []string
+		backward []string
+		errs     []error
+	)
+	held = make([]int, len(nodes))
+	deadline := time.Now().Add(window)
+	var wg sync.WaitGroup
+	for n, db := range nodes {
+		for k := range perNode {
+			id := int32(n*perNode + k + 1)
+			c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("client"))
+			require.NoError(t, err)
+			l, err := c.Lock(runtime.LockConfig{Name: "contended", TTL: 3 * time.Second})
+			require.NoError(t, err)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) {
+					lease, err := l.Try(ctx, "")
+					if errors.Is(err, runtime.ErrNotAcquired) {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					if err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+						continue
+					}
+					if other := holder.Swap(id); other != 0 {
+						mu.Lock()
+						overlaps = append(overlaps, fmt.Sprintf("client %d entered while client %d held", id, other))
+						mu.Unlock()
+					}
+					mu.Lock()
+					if lease.Token() <= last {
+						backward = append(backward, fmt.Sprintf("token %d after %d", lease.Token(), last))
+					}
+					last = lease.Token()
+					held[n]++
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					holder.CompareAndSwap(id, 0)
+					if err := lease.Release(ctx); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	assert.Empty(t, overlaps, "two holders at once")
+	assert.Empty(t, backward, "fencing tokens rise")
+	assert.Empty(t, errs, "errors that reached callers")
+	for n, count := range held {
+		assert.Positive(t, count, "node %d's clients held the lock", n+1)
+	}
+	return held, last
+}
+
+// TestGaleraJobStatements: the job store's statements keep their contract
+// on a Galera node (drivertest's job checks, against the first node).
+func TestGaleraJobStatements(t *testing.T) {
+	drivertest.RunJobs(t, func(t *testing.T) driver.JobStore {
+		tdb := testdb.New(t)
+		return lockgendb.NewStore(galeraNodes(t, tdb)[0])
+	})
+}
+
+// groupReplication returns the test's database on each member of the
+// Group Replication group and the group's mode (LOCKGEN_TEST_GR_MODE:
+// single- or multi-primary); in single-primary mode the first member is
+// the primary.
+func groupReplication(t *testing.T, tdb *testdb.DB) (members []*sql.DB, multi bool) {
+	t.Helper()
+	mode := os.Getenv("LOCKGEN_TEST_GR_MODE")
+	require.Contains(t, []string{"single", "multi"}, mode, "LOCKGEN_TEST_GR_MODE: single or multi (make cluster-test sets it)")
+	return clusterNodes(t, tdb, "LOCKGEN_TEST_GR_DSNS"), mode == "multi"
+}
+
+// TestGroupReplicationRefusesWhatItCannotKeep: on every member of a real
+// group, the probe reports Group Replication, and the session and row
+// strategies and Guard are refused at first use with the reason (each
+// member grants GET_LOCK and row locks to its own clients; certification
+// covers write sets, not Guard's shared lock); the lease strategy works on
+// every member that takes writes (the primary, or all in multi-primary
+// mode).
+func TestGroupReplicationRefusesWhatItCannotKeep(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	members, multi := groupReplication(t, tdb)
+	for i, db := range members {
+		report, err := probe.Run(ctx, db)
+		require.NoError(t, err)
+		assert.Equal(t, probe.GroupReplication, report.Cluster, "member %d", i+1)
+		c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("member"))
+		require.NoError(t, err)
+		for _, strategy := range []runtime.Strategy{runtime.StrategySession, runtime.StrategyRow} {
+			l, err := c.Lock(runtime.LockConfig{Name: "refused-" + string(strategy), Strategy: strategy, TTL: 2 * time.Second})
+			require.NoError(t, err)
+			_, err = l.Try(ctx, "")
+			require.ErrorIs(t, err, runtime.ErrUnsupported, "member %d, %s", i+1, strategy)
+			assert.Contains(t, err.Error(), "Group Replication", "member %d, %s: the refusal says why", i+1, strategy)
+		}
+		if !multi && i > 0 {
+			continue // a secondary takes no writes
+		}
+		l, err := c.Lock(runtime.LockConfig{Name: "lease", TTL: 2 * time.Second})
+		require.NoError(t, err)
+		lease, err := l.Try(ctx, "")
+		require.NoError(t, err, "member %d: the lease strategy works", i+1)
+		tx, err := db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		err = lease.Guard(ctx, tx)
+		require.ErrorIs(t, err, runtime.ErrUnsupported, "member %d: Guard", i+1)
+		require.NoError(t, tx.Rollback())
+		require.NoError(t, lease.Release(ctx))
+	}
+}
+
+// TestGroupReplicationLeaseExcludesAcrossMembers: clients on every member
+// that takes writes contend for one lease for ten seconds (contendAcross):
+// no overlap, tokens rising, and no error reaches a caller. In
+// multi-primary mode the members certify the contending upserts against
+// each other: the losers' statements fail with 3101 ("the plugin
+// instructed the server to rollback") and are retried inside the runtime.
+func TestGroupReplicationLeaseExcludesAcrossMembers(t *testing.T) {
+	tdb := testdb.New(t)
+	members, multi := groupReplication(t, tdb)
+	if !multi {
+		members = members[:1] // the primary
+	}
+	admin := tdb.Admin(t) // the first member, as root: the group's statistics
+	conflicts := func() (n int64) {
+		require.NoError(t, admin.QueryRow("SELECT CAST(IFNULL(SUM(COUNT_CONFLICTS_DETECTED), 0) AS SIGNED) FROM performance_schema.replication_group_member_stats").Scan(&n))
+		return n
+	}
+	before := conflicts()
+	held, last := contendAcross(t, members, 10*time.Second)
+	t.Logf("holdings by member: %v; last token %d; certification conflicts detected: %d", held, last, conflicts()-before)
+}
+
+// TestGroupReplicationJobStatements: the job store's statements keep their
+// contract on the primary (drivertest's job checks).
+func TestGroupReplicationJobStatements(t *testing.T) {
+	drivertest.RunJobs(t, func(t *testing.T) driver.JobStore {
+		tdb := testdb.New(t)
+		members, _ := groupReplication(t, tdb)
+		return lockgendb.NewStore(members[0])
+	})
+}
