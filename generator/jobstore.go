@@ -135,6 +135,10 @@ func jobsGlue(f *jen.File, m *model) {
 			),
 			jen.If(jen.Op("!").Id("tried").Op("||").Err().Op("!=").Nil().Op("&&").Id("s").Dot("nowait").Dot("Fallback").Call(jen.Err())).Block(
 				jen.Comment("A held row, or a server without the no-wait form: skip held rows."),
+				jen.If(jen.Id("tried")).Block(
+					jen.Comment("The failed statement may have used the one-shot READ COMMITTED up."),
+					jen.If(jen.Err().Op(":=").Add(dr("ReadCommittedNext")).Call(jen.Id("ctx"), jen.Id("conn")), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Err())),
+				),
 				jen.List(jen.Id("n"), jen.Err()).Op("=").Id("qt").Dot("RunsComplete").Call(jen.Id("ctx"), literal(db("RunsCompleteParams"), kv{"Ids", jen.Id("ids")}, kv{"ClaimRefs", jen.Id("refs")})),
 			),
 			jen.If(jen.Err().Op("!=").Nil().Op("||").Id("n").Op("==").Int64().Call(jen.Len(jen.Id("claims")))).Block(

@@ -149,8 +149,10 @@ func anySlice(s []string) []any {
 // contendAcross runs two clients per node on one lease lock for window, each
 // holding it for a millisecond when it gets it, and checks that no two
 // holdings overlap, that each holding's fencing token is above every
-// earlier one's, that every node's clients held it, and that no error
-// other than "not acquired" reached a caller. It returns the holdings by
+// earlier one's, that every node's clients held it, that no error other
+// than "not acquired" reached a caller, and that an acquire reported busy
+// after its retries all lost to transient errors left the row to others
+// (its owner is not the holder then). It returns the holdings by
 // node and the last token.
 func contendAcross(t *testing.T, nodes []*sql.DB, window time.Duration) (held []int, last int64) {
 	t.Helper()
@@ -162,15 +164,18 @@ func contendAcross(t *testing.T, nodes []*sql.DB, window time.Duration) (held []
 		mu       sync.Mutex
 		overlaps []string
 		backward []string
+		hidden   []string // holdings their client was told it did not get
 		errs     []error
 	)
 	held = make([]int, len(nodes))
+	lostRetries := 0
 	deadline := time.Now().Add(window)
 	var wg sync.WaitGroup
 	for n, db := range nodes {
 		for k := range perNode {
 			id := int32(n*perNode + k + 1)
-			c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("client"))
+			owner := fmt.Sprintf("client-%d", id)
+			c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner(owner))
 			require.NoError(t, err)
 			l, err := c.Lock(runtime.LockConfig{Name: "contended", TTL: 3 * time.Second})
 			require.NoError(t, err)
@@ -180,6 +185,20 @@ func contendAcross(t *testing.T, nodes []*sql.DB, window time.Duration) (held []
 				for time.Now().Before(deadline) {
 					lease, err := l.Try(ctx, "")
 					if errors.Is(err, runtime.ErrNotAcquired) {
+						if runtime.IsTransient(err) {
+							// Every retry lost to a transient error: the
+							// statement rolled back, so the row must not
+							// show this client as its holder.
+							h, herr := l.Holder(ctx, "")
+							mu.Lock()
+							lostRetries++
+							if herr != nil {
+								errs = append(errs, herr)
+							} else if h.Held && h.Owner == owner {
+								hidden = append(hidden, fmt.Sprintf("%s holds token %d after its acquire failed: %v", owner, h.Token, err))
+							}
+							mu.Unlock()
+						}
 						time.Sleep(time.Millisecond)
 						continue
 					}
@@ -216,6 +235,8 @@ func contendAcross(t *testing.T, nodes []*sql.DB, window time.Duration) (held []
 	assert.Empty(t, overlaps, "two holders at once")
 	assert.Empty(t, backward, "fencing tokens rise")
 	assert.Empty(t, errs, "errors that reached callers")
+	assert.Empty(t, hidden, "a failed acquire left its client holding the row")
+	t.Logf("acquires busy after every retry lost to a transient error: %d", lostRetries)
 	for n, count := range held {
 		assert.Positive(t, count, "node %d's clients held the lock", n+1)
 	}

@@ -137,6 +137,16 @@ func InTxIdle(ctx context.Context, db *sql.DB, idle int64, fn func(conn *sql.Con
 	return nil
 }
 
+// ReadCommittedNext makes the next transaction on conn, an autocommit
+// statement included, READ COMMITTED (a one-shot SET TRANSACTION). Within
+// ReadCommitted, a statement that failed on the server used the one-shot
+// setting up (MariaDB: a 1205 of the no-wait form; a syntax error does
+// not): the statement after it needs this again.
+func ReadCommittedNext(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+	return err
+}
+
 // ReadCommitted runs fn, one autocommit statement on a connection of db,
 // in READ COMMITTED whatever the session's isolation. A statement that
 // changes rows listed by id, some of which may have changed meanwhile
@@ -158,7 +168,7 @@ func ReadCommitted(ctx context.Context, db *sql.DB, fn func(conn *sql.Conn) erro
 	if err != nil {
 		return err
 	}
-	if _, err := conn.ExecContext(ctx, "SET TRANSACTION ISOLATION LEVEL READ COMMITTED"); err != nil {
+	if err := ReadCommittedNext(ctx, conn); err != nil {
 		discardConn(conn)
 		return err
 	}

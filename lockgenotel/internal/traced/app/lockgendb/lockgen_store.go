@@ -581,6 +581,12 @@ func (s Store) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.
 		}
 		if !tried || err != nil && s.nowait.Fallback(err) {
 			// A held row, or a server without the no-wait form: skip held rows.
+			if tried {
+				// The failed statement may have used the one-shot READ COMMITTED up.
+				if err := driver.ReadCommittedNext(ctx, conn); err != nil {
+					return err
+				}
+			}
 			n, err = qt.RunsComplete(ctx, RunsCompleteParams{
 				Ids:       ids,
 				ClaimRefs: refs,
