@@ -63,6 +63,40 @@ func clusterNodes(t *testing.T, tdb *testdb.DB, env string) []*sql.DB {
 	return nodes
 }
 
+// checkRefusals checks, on the node db of a cluster of the kind named,
+// that the probe reports that cluster, that the session and row strategies
+// are refused at first use with an error naming it, and, when the node
+// takes writes, that the lease strategy works there and Guard is refused.
+func checkRefusals(t *testing.T, ctx context.Context, db *sql.DB, cluster probe.Cluster, node string, writes bool) {
+	t.Helper()
+	report, err := probe.Run(ctx, db)
+	require.NoError(t, err)
+	assert.Equal(t, cluster, report.Cluster, node)
+	c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("node"))
+	require.NoError(t, err)
+	for _, strategy := range []runtime.Strategy{runtime.StrategySession, runtime.StrategyRow} {
+		l, err := c.Lock(runtime.LockConfig{Name: "refused-" + string(strategy), Strategy: strategy, TTL: 2 * time.Second})
+		require.NoError(t, err)
+		_, err = l.Try(ctx, "")
+		require.ErrorIs(t, err, runtime.ErrUnsupported, "%s, %s", node, strategy)
+		assert.Contains(t, err.Error(), string(cluster), "%s, %s: the refusal says why", node, strategy)
+	}
+	if !writes {
+		return
+	}
+	l, err := c.Lock(runtime.LockConfig{Name: "lease", TTL: 2 * time.Second})
+	require.NoError(t, err)
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err, "%s: the lease strategy works", node)
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	err = lease.Guard(ctx, tx)
+	require.ErrorIs(t, err, runtime.ErrUnsupported, "%s: Guard", node)
+	assert.Contains(t, err.Error(), string(cluster), "%s: Guard's refusal says why", node)
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, lease.Release(ctx))
+}
+
 // TestGaleraRefusesWhatItCannotKeep: on every node of a real cluster, the
 // probe reports Galera, the session and row strategies are refused at
 // first use (each node would grant GET_LOCK and row locks to its own
@@ -74,30 +108,7 @@ func TestGaleraRefusesWhatItCannotKeep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i, db := range galeraNodes(t, tdb) {
-		report, err := probe.Run(ctx, db)
-		require.NoError(t, err)
-		assert.Equal(t, probe.Galera, report.Cluster, "node %d", i+1)
-
-		c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("node"))
-		require.NoError(t, err)
-		for _, strategy := range []runtime.Strategy{runtime.StrategySession, runtime.StrategyRow} {
-			l, err := c.Lock(runtime.LockConfig{Name: "refused-" + string(strategy), Strategy: strategy, TTL: 2 * time.Second})
-			require.NoError(t, err)
-			_, err = l.Try(ctx, "")
-			require.ErrorIs(t, err, runtime.ErrUnsupported, "node %d, %s", i+1, strategy)
-			assert.Contains(t, err.Error(), "Galera", "node %d, %s: the refusal says why", i+1, strategy)
-		}
-		l, err := c.Lock(runtime.LockConfig{Name: "lease", TTL: 2 * time.Second})
-		require.NoError(t, err)
-		lease, err := l.Try(ctx, "")
-		require.NoError(t, err, "node %d: the lease strategy works", i+1)
-		tx, err := db.BeginTx(ctx, nil)
-		require.NoError(t, err)
-		err = lease.Guard(ctx, tx)
-		require.ErrorIs(t, err, runtime.ErrUnsupported, "node %d: Guard", i+1)
-		assert.Contains(t, err.Error(), "Galera")
-		require.NoError(t, tx.Rollback())
-		require.NoError(t, lease.Release(ctx))
+		checkRefusals(t, ctx, db, probe.Galera, fmt.Sprintf("node %d", i+1), true)
 	}
 }
 
@@ -276,31 +287,8 @@ func TestGroupReplicationRefusesWhatItCannotKeep(t *testing.T) {
 	defer cancel()
 	members, multi := groupReplication(t, tdb)
 	for i, db := range members {
-		report, err := probe.Run(ctx, db)
-		require.NoError(t, err)
-		assert.Equal(t, probe.GroupReplication, report.Cluster, "member %d", i+1)
-		c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("member"))
-		require.NoError(t, err)
-		for _, strategy := range []runtime.Strategy{runtime.StrategySession, runtime.StrategyRow} {
-			l, err := c.Lock(runtime.LockConfig{Name: "refused-" + string(strategy), Strategy: strategy, TTL: 2 * time.Second})
-			require.NoError(t, err)
-			_, err = l.Try(ctx, "")
-			require.ErrorIs(t, err, runtime.ErrUnsupported, "member %d, %s", i+1, strategy)
-			assert.Contains(t, err.Error(), "Group Replication", "member %d, %s: the refusal says why", i+1, strategy)
-		}
-		if !multi && i > 0 {
-			continue // a secondary takes no writes
-		}
-		l, err := c.Lock(runtime.LockConfig{Name: "lease", TTL: 2 * time.Second})
-		require.NoError(t, err)
-		lease, err := l.Try(ctx, "")
-		require.NoError(t, err, "member %d: the lease strategy works", i+1)
-		tx, err := db.BeginTx(ctx, nil)
-		require.NoError(t, err)
-		err = lease.Guard(ctx, tx)
-		require.ErrorIs(t, err, runtime.ErrUnsupported, "member %d: Guard", i+1)
-		require.NoError(t, tx.Rollback())
-		require.NoError(t, lease.Release(ctx))
+		// A secondary of a single-primary group takes no writes.
+		checkRefusals(t, ctx, db, probe.GroupReplication, fmt.Sprintf("member %d", i+1), multi || i == 0)
 	}
 }
 

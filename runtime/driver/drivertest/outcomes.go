@@ -25,6 +25,24 @@ func claimOne(t *testing.T, js driver.JobStore, job string, attempts int, lease 
 	return driver.Claim{ID: runs[0].ID, Claim: runs[0].Claim}
 }
 
+// claimRuns inserts n runs of job and claims them for a minute.
+func claimRuns(t *testing.T, js driver.JobStore, job string, n int) []driver.Claim {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		_, err := js.RunInsert(ctx, nil, newRun(job))
+		require.NoError(t, err)
+	}
+	runs, err := js.RunsClaim(ctx, job, "worker", n, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, runs, n)
+	claims := make([]driver.Claim, n)
+	for i, r := range runs {
+		claims[i] = driver.Claim{ID: r.ID, Claim: r.Claim}
+	}
+	return claims
+}
+
 // testJobsDiscard: RunDiscard discards a run with attempts left at once,
 // keeping the error, and only with the run's current claim.
 func testJobsDiscard(t *testing.T, js driver.JobStore) {
@@ -100,18 +118,7 @@ func testJobsCancelRunning(t *testing.T, js driver.JobStore) {
 func testJobsCompleteSkipsHeldRows(t *testing.T, js driver.JobStore) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	job := uniqueName("complete-held")
-	for range 3 {
-		_, err := js.RunInsert(ctx, nil, newRun(job))
-		require.NoError(t, err)
-	}
-	runs, err := js.RunsClaim(ctx, job, "worker", 3, time.Minute)
-	require.NoError(t, err)
-	require.Len(t, runs, 3)
-	claims := make([]driver.Claim, len(runs))
-	for i, r := range runs {
-		claims[i] = driver.Claim{ID: r.ID, Claim: r.Claim}
-	}
+	claims := claimRuns(t, js, uniqueName("complete-held"), 3)
 	held := claims[1]
 	target := js.Server()
 	tx, err := target.DB.BeginTx(ctx, nil)
@@ -142,14 +149,7 @@ func testJobsCompleteSkipsHeldRows(t *testing.T, js driver.JobStore) {
 func testJobsOutcomesSkipHeldRows(t *testing.T, js driver.JobStore) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	job := uniqueName("outcome-held")
-	for range 3 {
-		_, err := js.RunInsert(ctx, nil, newRun(job))
-		require.NoError(t, err)
-	}
-	runs, err := js.RunsClaim(ctx, job, "worker", 3, time.Minute)
-	require.NoError(t, err)
-	require.Len(t, runs, 3)
+	runs := claimRuns(t, js, uniqueName("outcome-held"), 3)
 	outcomes := map[string]func(context.Context, driver.Claim) (bool, error){
 		"fail": func(ctx context.Context, c driver.Claim) (bool, error) {
 			return js.RunFail(ctx, c, "failed", time.Hour)
@@ -165,7 +165,7 @@ func testJobsOutcomesSkipHeldRows(t *testing.T, js driver.JobStore) {
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
 	for name := range outcomes {
-		claims[name] = driver.Claim{ID: runs[i].ID, Claim: runs[i].Claim}
+		claims[name] = runs[i]
 		i++
 		_, err = tx.ExecContext(ctx, "SELECT id FROM "+target.RunsTable+" WHERE id = ? FOR UPDATE", claims[name].ID)
 		require.NoError(t, err)
