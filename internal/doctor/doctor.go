@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -126,6 +127,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	// Timeouts against the spec.
 	checkTimeouts(r, report, cfg, o.Spec)
+	checkBinlog(ctx, db, r)
 
 	if report.AuthPlugin != "" {
 		msg := fmt.Sprintf("user %s authenticates with %s", report.User, report.AuthPlugin)
@@ -196,6 +198,29 @@ func migrationOf(s *spec.Spec, t string, n int) string {
 		m, file = s.Migrations, s.File
 	}
 	return fmt.Sprintf("%s (relative to %s)", m.File(n, t, spec.Up), file)
+}
+
+// checkBinlog fails binlog_format=STATEMENT where the binary log is on: a
+// replica would replay the statements whose effect depends on the locks
+// the primary saw (the outcomes of runs skip rows other transactions hold,
+// the takeover of a dead session holding reads IS_FREE_LOCK) without those
+// locks, and end up with other rows changed than the primary's.
+func checkBinlog(ctx context.Context, db *sql.DB, r *Result) {
+	var logBin int
+	var format sql.NullString
+	// MySQL 9 warns that binlog_format is deprecated; reading it is fine.
+	if err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@SESSION.binlog_format").Scan(&logBin, &format); err != nil {
+		r.add(Note, "binlog_format", "could not read the binary log's settings (%v); keep binlog_format ROW or MIXED where it is on", err)
+		return
+	}
+	switch {
+	case logBin == 0:
+		r.add(OK, "binlog_format", "the binary log is off: nothing replays lockgen's statements")
+	case strings.EqualFold(format.String, "STATEMENT"):
+		r.add(Fail, "binlog_format", "binlog_format is STATEMENT with the binary log on: a replica would replay the statements that skip rows other transactions hold (the outcomes of runs) and the takeover of a dead session holding (IS_FREE_LOCK) without the primary's locks, and change other rows; set binlog_format=ROW (MySQL's default) or MIXED (MariaDB's), for the server or in the DSN")
+	default:
+		r.add(OK, "binlog_format", "binlog_format is %s: the binary log records the rows lockgen's statements change", format.String)
+	}
 }
 
 // checkTimeouts compares the server's and the DSN's timeouts with the

@@ -417,3 +417,37 @@ func TestDoctorNeverPrintsTheDSNPassword(t *testing.T) {
 		assert.NotContains(t, err.Error(), "zzPW", dsn)
 	}
 }
+
+// TestDoctorBinlogFormat: with the binary log on (MySQL's default),
+// binlog_format=STATEMENT fails, saying what to set; ROW passes. MariaDB's
+// binary log is off by default (and cannot be turned on without a
+// restart): the check says so and passes whatever the format.
+func TestDoctorBinlogFormat(t *testing.T) {
+	s := newServer(t)
+	s.migrate(t, "lockgen_")
+	var logBin int
+	require.NoError(t, s.admin.QueryRow("SELECT @@log_bin").Scan(&logBin))
+	check := func(format string) Check {
+		cfg := s.cfg.Clone()
+		cfg.Params = map[string]string{"binlog_format": "'" + format + "'"}
+		r, err := Run(context.Background(), Options{DSN: cfg.FormatDSN()})
+		require.NoError(t, err)
+		for _, c := range r.Checks {
+			if c.Topic == "binlog_format" {
+				return c
+			}
+		}
+		t.Fatalf("no binlog_format check in %+v", r.Checks)
+		return Check{}
+	}
+	statement, row := check("STATEMENT"), check("ROW")
+	assert.Equal(t, OK, row.Severity, row.Message)
+	if logBin == 0 {
+		assert.Equal(t, OK, statement.Severity, statement.Message)
+		assert.Contains(t, statement.Message, "the binary log is off")
+		return
+	}
+	assert.Equal(t, Fail, statement.Severity)
+	assert.Contains(t, statement.Message, "set binlog_format=ROW")
+	assert.Contains(t, row.Message, "binlog_format is ROW")
+}
