@@ -428,6 +428,50 @@ func TestJobsRowLockedByAnAdminDelaysNoOtherCompletion(t *testing.T) {
 	}
 }
 
+// TestJobsStopGivesUpOnAHeldOutcome: a worker stopping while an admin
+// transaction holds the row of a run it finished tries the outcome again
+// for up to a lease, then gives up and returns: its Run does not wait for
+// the admin (it would have, for as long as the row was held). The run is
+// not lost: once the row is free it is rescued and run again.
+func TestJobsStopGivesUpOnAHeldOutcome(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	j := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "node")
+	id, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "held", MaxAttempts: 3, Timeout: time.Minute})
+	require.NoError(t, err)
+	const lease = time.Second
+	runs := newHealthyRuns()
+	stop := startWorker(t, j, jobs.WorkerConfig{Lease: lease, RescueEvery: 100 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"held": {Handle: runs.handle}}})
+	runs.waitStarted(t, 1)
+
+	admin, err := tdb.Open(t).BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = admin.Rollback() }()
+	var locked int64
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE", id).Scan(&locked))
+	close(runs.release)
+	time.Sleep(200 * time.Millisecond) // the success reaches the completer
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(20 * lease):
+		t.Fatal("the worker's Run waits on the held row's outcome")
+	}
+	var state string
+	require.NoError(t, admin.QueryRowContext(ctx, "SELECT state FROM lockgen_runs WHERE id = ?", id).Scan(&state))
+	assert.Equal(t, "running", state, "the held run's outcome was not written")
+	require.NoError(t, admin.Rollback())
+
+	again := newHealthyRuns()
+	close(again.release)
+	startWorker(t, j, jobs.WorkerConfig{Lease: lease, RescueEvery: 100 * time.Millisecond, PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"held": {Handle: again.handle}}})
+	info := waitState(t, j, id, jobs.RunCompleted)
+	assert.Equal(t, 2, info.Attempt, "rescued and run again: at least once, never lost")
+}
+
 // TestJobsPruneWaitingOnARowLockDelaysNoHeartbeat: while an admin
 // transaction holds a running run's row (SELECT … FOR UPDATE), a prune runs;
 // the worker's healthy runs are heartbeated all along, and a new run is
