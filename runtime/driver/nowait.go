@@ -21,7 +21,7 @@ import (
 // derived table with FOR UPDATE SKIP LOCKED) when a row is held, or for
 // good once the server refuses the form. The plain UPDATE costs the server
 // less: on MariaDB 10.11 a batch of 100 took 2.4–2.8 ms, the skipping one
-// 3.6–4.0 ms (a multi-table UPDATE buffers the rows it changes).
+// 3.5–4.0 ms (a multi-table UPDATE buffers the rows it changes).
 //
 // The zero NoWait has not asked yet; its methods are safe for concurrent
 // use. A store shares one NoWait by pointer across its copies.
