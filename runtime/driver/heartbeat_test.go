@@ -69,4 +69,12 @@ func TestSortCompletion(t *testing.T) {
 		// 6 pruned: gone
 	}
 	assert.Equal(t, Completion{Completed: 1, Busy: []Claim{c(2, 1), c(3, 2)}}, SortCompletion(claims, 1, peeked))
+
+	// The single-run outcomes: an orphaned run is busy for a failure (which
+	// records it) but gone for a give-back (which leaves it orphaned).
+	assert.ErrorIs(t, OutcomeBusy(c(2, 1), peeked, false), ErrRunBusy)
+	assert.ErrorIs(t, OutcomeBusy(c(3, 2), peeked, true), ErrRunBusy)
+	assert.NoError(t, OutcomeBusy(c(3, 2), peeked, false))
+	assert.NoError(t, OutcomeBusy(c(4, 1), peeked, true), "claimed again")
+	assert.NoError(t, OutcomeBusy(c(6, 1), peeked, true), "pruned")
 }

@@ -163,11 +163,18 @@ func SortCompletion(claims []Claim, completed int64, peeked []HeartbeatRow) Comp
 		rows[r.ID] = r
 	}
 	for _, cl := range claims {
-		if r, ok := rows[cl.ID]; ok && r.Claim == cl.Claim && (r.Running || r.Orphaned) {
+		if r, ok := rows[cl.ID]; ok && r.holds(cl, true) {
 			c.Busy = append(c.Busy, cl)
 		}
 	}
 	return c
+}
+
+// holds reports whether r is still running with claim c, or orphaned with
+// it when orphaned is true: an outcome of c that changed r not at all
+// found it held by another transaction.
+func (r HeartbeatRow) holds(c Claim, orphaned bool) bool {
+	return r.ID == c.ID && r.Claim == c.Claim && (r.Running || orphaned && r.Orphaned)
 }
 
 // HeartbeatRow is a run's row as a heartbeat locked it (or, for
@@ -192,7 +199,7 @@ var ErrRunBusy = errors.New("lockgen: the run's row is held by another transacti
 // gone (rescued, claimed again, finished, cancelled, pruned).
 func OutcomeBusy(c Claim, peeked []HeartbeatRow, orphaned bool) error {
 	for _, r := range peeked {
-		if r.ID == c.ID && r.Claim == c.Claim && (r.Running || orphaned && r.Orphaned) {
+		if r.holds(c, orphaned) {
 			return ErrRunBusy
 		}
 	}
