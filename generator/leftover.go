@@ -45,6 +45,7 @@ func leftoverMigrations(s *spec.Spec) []Leftover {
 		other.Format = spec.FormatGolangMigrate
 	}
 	files := append(migrations(other, s.TablePrefix), runsMigrations(other, s.TablePrefix)...)
+	files = append(files, locksSessionMigrations(other, s.TablePrefix)...)
 	why := fmt.Sprintf("a %s migration lockgen wrote, but migrations.format is %s", other.Format, s.Migrations.Format)
 	var out []Leftover
 	for _, f := range files {

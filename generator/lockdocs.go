@@ -195,8 +195,9 @@ func (lk *lockModel) holderDoc() string {
 	}
 	if lk.Session {
 		return comment(fmt.Sprintf("%s reads who holds %s: Holder.Held is whether the server has the session lock "+
-			"(GET_LOCK's IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or last holding, "+
-			"from the lock row. Holder.Remaining is always 0: a session lock lasts as long as its holder's connection.", lk.Holder, lk.what()))
+			"(GET_LOCK's IS_USED_LOCK), Holder.Owner is that of the current or last holding and Holder.Token the lock row's, "+
+			"at least that holding's token (holdings that took theirs from a reservation show its bound). "+
+			"Holder.Remaining is always 0: a session lock lasts as long as its holder's connection.", lk.Holder, lk.what()))
 	}
 	return comment(fmt.Sprintf("%s reads who holds %s, by the database clock. "+
 		"Holder.Held is false when nobody does (never acquired, released or expired); "+

@@ -39,12 +39,12 @@ const jobsPath = runtimePath + "/jobs"
 
 // versionGuard is the runtime constant every generated package refers to,
 // so that it fails to build against a runtime it does not fit (see
-// runtime.RegenerateWithLockgenGenerateV9).
-const versionGuard = "RegenerateWithLockgenGenerateV9"
+// runtime.RegenerateWithLockgenGenerateV10).
+const versionGuard = "RegenerateWithLockgenGenerateV10"
 
 // The runtime of this repository must define versionGuard: bumping its
 // version breaks this line until versionGuard follows.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // model is everything the renderers print, resolved from a spec. Renderers
 // take no decisions: names, types, paths and doc text all come from here.
@@ -77,6 +77,9 @@ type model struct {
 	// HeadersMigration is the path of the migration that adds the runs'
 	// headers column, empty without jobs.
 	HeadersMigration string
+	// LocksSessionMigration is the path of the migration that adds the
+	// lock table's session reservation columns.
+	LocksSessionMigration string
 	// Ops is what the operations layer needs of the spec (OpsConfig):
 	// printed as the package's OpsConfig, and the source of openapi.json.
 	Ops ops.Config
@@ -177,7 +180,8 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 		// The runtime names it in the error for missing tables.
 		MigrationsDir: s.Migrations.Dir,
 		// And these in the errors for a table missing or unlike them.
-		LocksMigration: s.Migrations.File(spec.LocksMigration, s.TablePrefix+tableBaseName, spec.Up),
+		LocksMigration:        s.Migrations.File(spec.LocksMigration, s.TablePrefix+tableBaseName, spec.Up),
+		LocksSessionMigration: s.Migrations.File(spec.LocksSessionMigration, s.TablePrefix+tableBaseName+locksSessionMigrationSuffix, spec.Up),
 	}
 	for _, lk := range s.Locks {
 		m.Locks = append(m.Locks, resolveLock(lk))
@@ -193,6 +197,7 @@ func resolve(s *spec.Spec, specDir string) (*model, error) {
 		m.HeadersMigration = s.Migrations.File(spec.HeadersMigration, m.RunsTable+headersMigrationSuffix, spec.Up)
 		m.Migrations = append(m.Migrations, runsMigrations(s.Migrations, s.TablePrefix)...)
 	}
+	m.Migrations = append(m.Migrations, locksSessionMigrations(s.Migrations, s.TablePrefix)...)
 	m.Receiver = receiverName(m.Locks)
 	for i := range m.Locks {
 		if k := m.Locks[i].Key; k != nil && k.Decimal && k.Param == "strconv" {
@@ -270,6 +275,18 @@ func receiverName(locks []lockModel) string {
 // in m's directory.
 func migrations(m spec.Migrations, prefix string) []sqlFile {
 	return migrationFiles(m, spec.LocksMigration, prefix+tableBaseName, templates.GooseLocks, templates.LocksDown, templates.LocksUp)
+}
+
+// locksSessionMigrationSuffix ends the name of the migration that adds the
+// lock table's session reservation columns: 0006_<prefix>locks_session.
+const locksSessionMigrationSuffix = "_session"
+
+// locksSessionMigrations are the migration files that add the lock table's
+// session reservation columns: number 6, after the runs table's, so that
+// a database made by the earlier migrations (with or without jobs) is
+// upgraded in place.
+func locksSessionMigrations(m spec.Migrations, prefix string) []sqlFile {
+	return migrationFiles(m, spec.LocksSessionMigration, prefix+tableBaseName+locksSessionMigrationSuffix, templates.GooseLocksSession, templates.LocksSessionDown, templates.LocksSessionUp)
 }
 
 // historyMigrationSuffix ends the name of the migration that adds the runs

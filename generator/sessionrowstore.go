@@ -41,6 +41,30 @@ func sessionGlue(f *jen.File, m *model) {
 	)
 
 	f.Line()
+	f.Comment(sessionGuardDoc)
+	f.Func().Params(recv.Clone()).Id("SessionGuard").Params(
+		ctx.Clone(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
+		jen.Id("rowToken").Int64(), lockName.Clone(), jen.Id("connID").Int64(),
+	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
+		jen.List(jen.Id("_"), jen.Err()).Op("=").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("tx")).Dot("SessionGuard").Call(jen.Id("ctx"), literal(db("SessionGuardParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"RowToken", jen.Id("rowToken")},
+			kv{"LockName", jen.Id("lockName")}, kv{"ConnID", jen.Id("connID")},
+		)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
+			jen.Return(jen.False(), jen.Nil()),
+		),
+		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+	)
+
+	f.Line()
+	f.Comment(sessionDisarmDoc)
+	f.Func().Params(recv.Clone()).Id("SessionDisarm").Params(ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key")).String()).Error().Block(
+		jen.Return(jen.Id("s").Dot("q").Dot("SessionDisarm").Call(jen.Id("ctx"), literal(db("SessionDisarmParams"),
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")},
+		))),
+	)
+
+	f.Line()
 	f.Comment(serverGaleraDoc)
 	f.Func().Params(recv.Clone()).Id("ServerGalera").Params(ctx.Clone()).Params(jen.Bool(), jen.Error()).Block(
 		isOne(jen.Id("s").Dot("q").Dot("ServerGalera").Call(jen.Id("ctx")))...,
@@ -76,12 +100,35 @@ func sessionGlue(f *jen.File, m *model) {
 	)
 
 	f.Line()
+	f.Comment(sessionTokenReadDoc)
+	f.Func().Params(crecv.Clone()).Id("TokenRead").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner"), jen.Id("lockName")).String(),
+	).Params(dr("SessionTokenRead"), jen.Error()).Block(
+		jen.List(jen.Id("r"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionTokenRead").Call(jen.Id("ctx"), literal(db("SessionTokenReadParams"),
+			kv{"LockName", jen.Id("lockName")}, kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")},
+		)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
+			jen.Comment("No lock row yet: the token statement creates it. Held"),
+			jen.Comment("is left to its own check."),
+			jen.List(jen.Id("id"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionConnID").Call(jen.Id("ctx")),
+			jen.Return(literal(dr("SessionTokenRead"), kv{"ConnID", jen.Id("id")}, kv{"Held", jen.True()}), jen.Err()),
+		),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(dr("SessionTokenRead").Values(), jen.Err())),
+		jen.Return(literal(dr("SessionTokenRead"),
+			kv{"ConnID", jen.Id("r").Dot("ConnID")}, kv{"Held", jen.Id("r").Dot("Held").Op("==").Lit(1)},
+			kv{"Found", jen.True()}, kv{"RowToken", jen.Id("r").Dot("Token")},
+			kv{"Mine", jen.Id("r").Dot("Owner").Op("==").Id("owner")}, kv{"Armed", jen.Id("r").Dot("Armed").Op("==").Lit(1)},
+			kv{"NextToken", jen.Id("r").Dot("NextToken")},
+		), jen.Nil()),
+	)
+
+	f.Line()
 	f.Comment(sessionTokenDoc)
 	f.Func().Params(crecv.Clone()).Id("Token").Params(
-		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner"), jen.Id("lockName")).String(),
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner"), jen.Id("lockName")).String(), jen.Id("reserve").Int64(),
 	).Params(jen.Int64(), jen.Error()).Block(
 		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionToken").Call(jen.Id("ctx"), literal(db("SessionTokenParams"),
-			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"LockName", jen.Id("lockName")},
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"Reserve", jen.Id("reserve")}, kv{"LockName", jen.Id("lockName")},
 		)),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
 		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),

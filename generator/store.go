@@ -54,7 +54,8 @@ func storeGlue(m *model) *jen.File {
 	if m.RunsTable != "" {
 		target = append(target, kv{"RunsTable", jen.Lit(m.RunsTable)}, kv{"QueuesTable", jen.Lit(m.QueuesTable)})
 	}
-	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())}, kv{"LocksMigration", jen.Lit(m.fileHint(m.LocksMigration))})
+	target = append(target, kv{"Migrations", jen.Lit(m.migrationsHint())}, kv{"LocksMigration", jen.Lit(m.fileHint(m.LocksMigration))},
+		kv{"LocksSessionMigration", jen.Lit(m.fileHint(m.LocksSessionMigration))})
 	if m.RunsTable != "" {
 		target = append(target, kv{"RunsMigration", jen.Lit(m.fileHint(m.RunsMigration))}, kv{"QueuesMigration", jen.Lit(m.fileHint(m.QueuesMigration))},
 			kv{"HistoryMigration", jen.Lit(m.fileHint(m.HistoryMigration))}, kv{"HeadersMigration", jen.Lit(m.fileHint(m.HeadersMigration))})

@@ -71,9 +71,17 @@ const (
 	releaseLockDoc = "// ReleaseLock implements driver.SessionConn: RELEASE_LOCK; 1 released, 0\n" +
 		"// held by another connection, -1 not held at all."
 	sessionTokenDoc = "// Token implements driver.SessionConn: it records the holding in the lock\n" +
-		"// row and returns the new fencing token, the statement's LastInsertId; 0\n" +
-		"// when this connection does not hold the session lock lockName or the\n" +
-		"// row is held by a lease."
+		"// row, arms its reservation for reserve tokens more, and returns the new\n" +
+		"// fencing token, the statement's LastInsertId; 0 when this connection\n" +
+		"// does not hold the session lock lockName or the row is held by a lease."
+	sessionTokenReadDoc = "// TokenRead implements driver.SessionConn: one locking read of the lock\n" +
+		"// row that also draws the reservation's next token (UUID_SHORT); when\n" +
+		"// there is no row, a second statement reads the connection's id."
+	sessionGuardDoc = "// SessionGuard implements driver.Store. It runs in tx, the caller's\n" +
+		"// transaction; ok is true when the session holding is still current,\n" +
+		"// and the row then stays share-locked until tx ends."
+	sessionDisarmDoc = "// SessionDisarm implements driver.Store: one autocommit UPDATE clears\n" +
+		"// the row's session witness."
 	leaseRenewManyDoc = "// LeaseRenewMany implements driver.Store: one statement renews the\n" +
 		"// holdings (keys[i], tokens[i]) of lock name by owner; each row is matched\n" +
 		"// with its own key's token through the holding column."

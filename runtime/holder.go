@@ -13,7 +13,10 @@ type Holder struct {
 	// Held is false when the row is missing, released or expired.
 	Held  bool
 	Owner string
-	// Token is the fencing token of the current (or last) holding.
+	// Token is the fencing token of the current (or last) holding; for a
+	// session lock, the lock row's token, which is at least that
+	// holding's: holdings that took their tokens from a reservation show
+	// its bound (docs/strategies.md, "Session tokens without a write").
 	Token int64
 	// Remaining is the lease time left by the database clock when read;
 	// zero for a session-strategy holding, which has no expiry (it lasts

@@ -59,7 +59,14 @@ func TestPruneKeepsHeldRowsAndTokensRising(t *testing.T) {
 			pruned, err := l.Prune(ctx, time.Hour)
 			require.NoError(t, err)
 			assert.Zero(t, pruned, "nothing has been free for an hour")
-			time.Sleep(ttl + 50*time.Millisecond)
+			wait := ttl + 50*time.Millisecond
+			if strategy == runtime.StrategySession {
+				// A key's third holding took its token from the reservation
+				// its second armed: the row's token, the bound, is ahead of
+				// the clock by up to a second's worth of microseconds.
+				wait += time.Second
+			}
+			time.Sleep(wait)
 			pruned, err = l.Prune(ctx, ttl)
 			require.NoError(t, err)
 			assert.Equal(t, int64(5), pruned, "the five released keys, not the held one")
@@ -238,7 +245,7 @@ func TestPruneRefusesAgesBelowTheTTL(t *testing.T) {
 }
 
 // TestSessionTokenThatWaitedPastTheTTLIsGivenBack: a session holding's token
-// statement (run after GET_LOCK) that waits for the lock row longer than
+// read (run after GET_LOCK) that waits for the lock row longer than
 // TTL − SafetyMargin carries a clock older than Prune's bound allows for, so
 // the holding is never used: the client gives the statement up after one
 // TTL (every acquisition statement is bounded) and reports the lock busy.
@@ -275,7 +282,7 @@ func TestSessionTokenThatWaitedPastTheTTLIsGivenBack(t *testing.T) {
 		lease, err := l.Try(ctx, "k")
 		acquired <- result{lease, err}
 	}()
-	untilWaiting(t, admin, "SessionToken")
+	untilWaiting(t, admin, "SessionTokenRead")
 	time.Sleep(2 * ttl)
 	require.NoError(t, tx.Commit())
 
@@ -290,7 +297,7 @@ func TestSessionTokenThatWaitedPastTheTTLIsGivenBack(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "the lock is free again once the abandoned statement's session is gone: %v", err)
 	var stored int64
 	require.NoError(t, admin.QueryRowContext(ctx, "SELECT token FROM lockgen_locks WHERE name = ? AND lock_key = 'k'", l.Config().Name).Scan(&stored))
-	assert.Equal(t, stored, lease.Token(), "the new holding's token is the row's")
+	assert.GreaterOrEqual(t, stored, lease.Token(), "the row's token is the new holding's, or the bound of the reservation it armed")
 	assert.Greater(t, lease.Token(), before)
 	require.NoError(t, lease.Release(ctx))
 }

@@ -33,6 +33,10 @@ var rowSentinel = time.Date(1970, 1, 1, 0, 0, 2, 0, time.UTC)
 // lock has no ttl to bound them by).
 const rowReleaseTimeout = 30 * time.Second
 
+// errDisarmed is tryRowOnce's error after it disarmed a session
+// reservation of the row (see driver.SessionArmed): tryRow tries again.
+var errDisarmed = errors.New("lockgen: session reservation disarmed")
+
 // tryRow acquires a row lock: with NOWAIT when wait is 0, else waiting up
 // to wait on the server (InnoDB serves row lock waiters in arrival order).
 func (l *Lock) tryRow(ctx context.Context, key string, wait time.Duration) (*Lease, error) {
@@ -43,11 +47,12 @@ func (l *Lock) tryRow(ctx context.Context, key string, wait time.Duration) (*Lea
 	for attempt := 0; ; attempt++ {
 		left := wait - l.client.clock.Now().Sub(start)
 		lease, err := l.tryRowOnce(ctx, key, max(left, 0))
-		if !servererr.IsDeadlock(err) || attempt == maxRetries || ctx.Err() != nil {
+		if !servererr.IsDeadlock(err) && !errors.Is(err, errDisarmed) || attempt == maxRetries || ctx.Err() != nil {
 			return lease, err
 		}
 		// A deadlock while creating the row (two first acquirers): the
-		// server rolled back; try again while the wait lasts.
+		// server rolled back; or a session reservation was disarmed:
+		// try again while the wait lasts.
 		if wait > 0 && left <= 0 {
 			return nil, ErrNotAcquired
 		}
@@ -96,6 +101,16 @@ func (l *Lock) tryRowOnce(ctx context.Context, key string, wait time.Duration) (
 		// The row shows a session holding: take it only if that holding's
 		// server-side lock is free (see Lock.acquireRow).
 		token, err = rtx.Takeover(ctx, l.cfg.Name, key, l.client.owner, sessionLockName(rs.SessionNamespace(), l.cfg.Name, key))
+		if err == nil && token == driver.SessionArmed {
+			// Its session reservation is still armed: this holding may be
+			// rolled back, which would leave the reservation issuing
+			// tokens below this one. End it durably first, then again.
+			_ = rtx.Rollback()
+			if err := rs.SessionDisarm(ctx, l.cfg.Name, key); err != nil {
+				return nil, fmt.Errorf("lockgen: acquire %s: disarm the session reservation: %w", l.describe(key), err)
+			}
+			return nil, errDisarmed
+		}
 	}
 	if err != nil {
 		return fail(err)

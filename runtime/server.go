@@ -108,6 +108,9 @@ type schema struct {
 // schemas are the tables f needs, as their migrations create them.
 func schemas(f probe.Feature, target driver.Target) []schema {
 	s := []schema{{probe.LocksSchema(target.LocksTable), migrationOf(target.LocksMigration, target), false}}
+	if f == probe.Session || f == probe.Row { // a row takeover reads the reservation
+		s = append(s, schema{probe.LocksSessionSchema(target.LocksTable), migrationOf(target.LocksSessionMigration, target), true})
+	}
 	if f == probe.Jobs {
 		s = append(s, schema{probe.RunsSchema(target.RunsTable), migrationOf(target.RunsMigration, target), false})
 		if target.QueuesTable != "" {

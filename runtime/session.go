@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	sqldriver "database/sql/driver"
 	"encoding/hex"
 	"errors"
@@ -101,11 +102,66 @@ func (c *Client) isGalera(ctx context.Context) (bool, error) {
 }
 
 // sessionHolding is what a Lease of the session strategy holds besides
-// its row: the pinned connection and the server-side lock's name.
+// its row: the pinned connection and the server-side lock's name, and what
+// Guard checks (see sessionIssue).
 type sessionHolding struct {
 	poolChecked
 	conn driver.SessionConn
 	name string
+	sessionIssue
+}
+
+// sessionReserve is how many tokens the token statement reserves for the
+// next holdings of the same owner, which then take theirs without a write
+// (docs/strategies.md, "Session tokens without a write"). A reservation
+// is spent by UUID_SHORT() calls, one per such holding on the whole
+// server; the row's token, which every other strategy's next token
+// passes, is the bound, so it runs ahead of the clock by at most this
+// many microseconds' worth.
+const sessionReserve = 1_000_000
+
+// sessionIssue is how a session holding's fencing token was issued: the
+// token, the lock row's token then (the reservation's bound when the
+// token came from it, else the token itself plus any reservation armed),
+// and the id of the connection that holds the server-side lock.
+type sessionIssue struct {
+	token, rowToken, connID int64
+}
+
+// sessionToken issues the fencing token of a session holding just
+// acquired on conn (GET_LOCK name): from the row's reservation, without a
+// write, when the read allows it (driver.SessionTokenRead.Reserved), else
+// by the token statement, which arms a reservation when the row was
+// already this owner's (a first holding, or another owner's, reserves
+// nothing: that spends no tokens on a lock that changes hands). A zero
+// token: the connection does not hold the session lock, or a live lease
+// holds the row.
+func (l *Lock) sessionToken(ctx context.Context, conn driver.SessionConn, key, name string) (sessionIssue, error) {
+	r, err := conn.TokenRead(ctx, l.cfg.Name, key, l.client.owner, name)
+	switch {
+	case servererr.IsCollationMix(err):
+		// The key cannot be compared on this connection (see
+		// IsCollationMix): write, as before reservations, which compares
+		// no string. Without the connection's id, Guard refuses the
+		// holding (it checks the id).
+		token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner, name, 0)
+		return sessionIssue{token: token, rowToken: token}, err
+	case err != nil:
+		return sessionIssue{}, err
+	case r.Reserved():
+		return sessionIssue{token: r.NextToken, rowToken: r.RowToken, connID: r.ConnID}, nil
+	case !r.Held:
+		return sessionIssue{}, nil
+	}
+	reserve := int64(0)
+	if r.Found && r.Mine {
+		reserve = sessionReserve
+	}
+	token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner, name, reserve)
+	if err != nil || token == 0 {
+		return sessionIssue{}, err
+	}
+	return sessionIssue{token: token, rowToken: token + reserve, connID: r.ConnID}, nil
 }
 
 // trySession acquires a session lock, waiting up to wait on the server.
@@ -147,8 +203,9 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	}
 	sent := l.client.clock.Now()
 	tctx, cancel := bounded(ctx, l.cfg.TTL)
-	token, err := conn.Token(tctx, l.cfg.Name, key, l.client.owner, name)
+	issue, err := l.sessionToken(tctx, conn, key, name)
 	cancel()
+	token := issue.token
 	if took := l.client.clock.Now().Sub(sent); err == nil && token != 0 && took >= l.cfg.TTL-l.cfg.SafetyMargin {
 		// The token statement waited for the row's lock so long that its
 		// token, from the clock at its start, may be below one a pruned
@@ -191,7 +248,7 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	// the wait on the server is not part of the holding, and the server
 	// keeps the lock until the connection ends or has been silent for
 	// IdleBound(TTL) after that statement, which is later.
-	return newLease(ctx, l, key, token, sent, &sessionHolding{conn: conn, name: name}), nil
+	return newLease(ctx, l, key, token, sent, &sessionHolding{conn: conn, name: name, sessionIssue: issue}), nil
 }
 
 // bounded is ctx bounded by d: every statement of an acquisition is, so
@@ -259,6 +316,19 @@ func (h *sessionHolding) renew(ls *Lease, left time.Duration) bool {
 		ls.lock.client.logger.Warn("lockgen: session lock check failed", "lock", ls.id.Name, "key", ls.id.Key, "token", ls.id.Token, "error", err)
 	}
 	return false
+}
+
+// guard is Guard for a session holding: holdings whose tokens came from
+// one reservation share the row's token, so the row shows the holding by
+// its owner and token only together with the connection that holds the
+// server-side lock (driver.Store.SessionGuard).
+func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
+	// As guardRow: the probe ran at the acquire, and clusters are refused.
+	if err := ls.lock.client.guardRefusal(ctx); err != nil {
+		return err
+	}
+	ok, err := ls.lock.client.store.SessionGuard(ctx, tx, ls.id.Name, ls.id.Key, ls.id.Owner, h.rowToken, h.name, h.connID)
+	return ls.guardResult(ok, err)
 }
 
 // release releases the server-side lock and returns the pinned

@@ -65,12 +65,13 @@ func TestSessionStatementsAndHolder(t *testing.T) {
 	before := counter.Count()
 	lease, err = l.Try(ctx, "")
 	require.NoError(t, err)
-	assert.Equal(t, int64(2), counter.Count()-before, "acquire: SET wait_timeout = CASE GET_LOCK + token")
+	assert.Equal(t, int64(3), counter.Count()-before, "acquire: SET wait_timeout = CASE GET_LOCK + the locking read + the token statement (which arms a reservation: TestSessionReservedTokensWriteNothing)")
 	_, err = lo.Try(ctx, "")
 	require.ErrorIs(t, err, runtime.ErrNotAcquired)
 	h, err := lo.Holder(ctx, "")
 	require.NoError(t, err)
-	assert.Equal(t, runtime.Holder{Held: true, Owner: "holder", Token: lease.Token()}, h)
+	assert.Equal(t, runtime.Holder{Held: true, Owner: "holder", Token: dbToken(t, tdb, cfg.Name, "")}, h)
+	assert.GreaterOrEqual(t, h.Token, lease.Token(), "a session holder's row shows the reservation's bound")
 	before = counter.Count()
 	require.NoError(t, lease.Release(ctx))
 	assert.Equal(t, int64(1), counter.Count()-before, "release: SET wait_timeout = CASE RELEASE_LOCK")
@@ -324,4 +325,58 @@ func TestSessionSubSecondWait(t *testing.T) {
 	require.ErrorIs(t, err, runtime.ErrNotAcquired)
 	assert.GreaterOrEqual(t, time.Since(start), cfg.Wait, "the wait ran out no earlier than asked")
 	require.NoError(t, lease.Release(ctx))
+}
+
+// TestSessionReservedTokensWriteNothing: after the token statement armed
+// a reservation (the second holding of an owner), each later holding of
+// that owner takes its token from it: two statements per acquisition (the
+// GET_LOCK SET and the locking read), the lock row unchanged, every token
+// above the last; Holder shows the holder with the reservation's bound.
+// Another owner's holding writes, with a token above the bound.
+func TestSessionReservedTokensWriteNothing(t *testing.T) {
+	tdb := testdb.New(t)
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
+	db := sql.OpenDB(counter)
+	t.Cleanup(func() { _ = db.Close() })
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute}
+	n := sessionNode(t, db, runtime.WithOwner("holder"))
+	other := sessionNode(t, tdb.Open(t), runtime.WithOwner("other"))
+	l, lo := n.lock(t, cfg), other.lock(t, cfg)
+	ctx := context.Background()
+	var last int64
+	for range 2 { // the first holding writes the row, the second arms the reservation
+		lease, err := l.Try(ctx, "")
+		require.NoError(t, err)
+		assert.Greater(t, lease.Token(), last)
+		last = lease.Token()
+		require.NoError(t, lease.Release(ctx))
+	}
+	bound := dbToken(t, tdb, cfg.Name, "")
+	require.Greater(t, bound, last, "the row's token is the reservation's bound")
+	for range 5 {
+		before := counter.Count()
+		lease, err := l.Try(ctx, "")
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), counter.Count()-before, "acquire: SET wait_timeout = CASE GET_LOCK + the locking read")
+		assert.Greater(t, lease.Token(), last, "every token is above the last")
+		assert.LessOrEqual(t, lease.Token(), bound)
+		last = lease.Token()
+		assert.Equal(t, bound, dbToken(t, tdb, cfg.Name, ""), "a reserved token writes nothing")
+		h, err := lo.Holder(ctx, "")
+		require.NoError(t, err)
+		assert.Equal(t, runtime.Holder{Held: true, Owner: "holder", Token: bound}, h)
+		require.NoError(t, lease.Release(ctx))
+	}
+	next, err := lo.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Greater(t, next.Token(), bound, "another owner's token passes the bound")
+	require.NoError(t, next.Release(ctx))
+}
+
+// dbToken reads the token of the lock row (name, key).
+func dbToken(t *testing.T, tdb *testdb.DB, name, key string) int64 {
+	t.Helper()
+	var token int64
+	require.NoError(t, tdb.Admin(t).QueryRow("SELECT token FROM lockgen_locks WHERE name = ? AND lock_key = ?", name, key).Scan(&token))
+	return token
 }

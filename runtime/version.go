@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV9 is the compile-time version guard
+// RegenerateWithLockgenGenerateV10 is the compile-time version guard
 // of generated code. Every package lockgen generates for this runtime refers
-// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV9), so
+// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV10), so
 // generated code and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -57,4 +57,14 @@ package runtime
 // (driver.Completion), so that one held row keeps no other outcome of its
 // batch unrecorded. V8 code, whose RunsComplete waits, does not fit the
 // interface.
-const RegenerateWithLockgenGenerateV9 = true
+//
+// V10: a session holding may take its fencing token from the lock row's
+// reservation without a write (driver.SessionConn.TokenRead), which the
+// generated store reads from the columns that migration 0006 adds and
+// whose migration it names (driver.Target.LocksSessionMigration); the
+// token statement arms the reservation (SessionConn.Token takes reserve),
+// Guard checks a session holding by its connection
+// (driver.Store.SessionGuard), and a row-strategy takeover disarms an
+// armed reservation first (driver.SessionArmed, Store.SessionDisarm). V9
+// code does not fit the interfaces.
+const RegenerateWithLockgenGenerateV10 = true

@@ -28,7 +28,7 @@ type Data struct {
 	Jobs bool
 	// Schema is set by Render for the Schema template only: its tables
 	// have the columns that later migrations add to them (the runs'
-	// history and headers), where a migration's CREATE TABLE has those of its day.
+	// history and headers, the locks' session reservation), where a migration's CREATE TABLE has those of its day.
 	Schema bool
 }
 
@@ -65,6 +65,12 @@ const (
 	HeadersUp    = "headers.up.sql"
 	HeadersDown  = "headers.down.sql"
 	GooseHeaders = "goose_headers.sql"
+	// LocksSessionUp and LocksSessionDown are the golang-migrate pair
+	// adding the lock table's session reservation columns (session tokens
+	// without a write); GooseLocksSession is the goose migration.
+	LocksSessionUp    = "locks_session.up.sql"
+	LocksSessionDown  = "locks_session.down.sql"
+	GooseLocksSession = "goose_locks_session.sql"
 )
 
 // Render executes the named template with data. It fails only when name is

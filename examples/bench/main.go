@@ -37,6 +37,12 @@ import (
 //go:embed migrations/0001_bench_locks.up.sql
 var migration string
 
+// sessionMigration adds the lock table's session reservation columns,
+// which the session and row strategies read.
+//
+//go:embed migrations/0006_bench_locks_session.up.sql
+var sessionMigration string
+
 // rawSchema is the table the hand-written pair uses: the same shape and
 // primary key as lockgen's, doing the same job (owner, fencing token,
 // expiry by the database clock), written the obvious way by hand.
@@ -127,7 +133,7 @@ type op struct {
 // setup creates the tables as dsns.Admin and opens the measured pool as
 // the application's user.
 func setup(ctx context.Context, dsns demodb.DSNs) (*env, error) {
-	s, err := demodb.Setup(ctx, dsns, []string{"bench_locks", "bench_raw_locks"}, migration, rawSchema)
+	s, err := demodb.Setup(ctx, dsns, []string{"bench_locks", "bench_raw_locks"}, migration, sessionMigration, rawSchema)
 	if err != nil {
 		return nil, err
 	}

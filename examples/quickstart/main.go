@@ -31,6 +31,12 @@ import (
 //go:embed migrations/0001_quickstart_locks.up.sql
 var migration string
 
+// sessionMigration adds the lock table's session reservation columns,
+// which the session and row strategies read.
+//
+//go:embed migrations/0006_quickstart_locks_session.up.sql
+var sessionMigration string
+
 func main() {
 	if err := run(context.Background(), demodb.FromEnv(), os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
@@ -46,7 +52,7 @@ var tables = []string{"quickstart_locks", "quickstart_accounts"}
 // the application's user; every line it prints to out after the first
 // names a holder and its fencing token.
 func run(ctx context.Context, dsns demodb.DSNs, out io.Writer) error {
-	env, err := demodb.Setup(ctx, dsns, tables, migration,
+	env, err := demodb.Setup(ctx, dsns, tables, migration, sessionMigration,
 		// The application's own table, written under the account lock.
 		"CREATE TABLE IF NOT EXISTS quickstart_accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)",
 		"INSERT INTO quickstart_accounts (id, balance) VALUES (7, 0) ON DUPLICATE KEY UPDATE balance = 0")

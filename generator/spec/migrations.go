@@ -8,14 +8,16 @@ import (
 // The migrations lockgen writes: number 1 creates the lock table, number 2
 // the runs table, number 3 the queues table, number 4 adds the runs'
 // history column and number 5 their headers column (2 to 5 only with
-// jobs), so adding jobs or a later table or column never rewrites a
+// jobs), and number 6 adds the lock table's session reservation columns
+// (always), so adding jobs or a later table or column never rewrites a
 // migration.
 const (
-	LocksMigration   = 1
-	RunsMigration    = 2
-	QueuesMigration  = 3
-	HistoryMigration = 4
-	HeadersMigration = 5
+	LocksMigration        = 1
+	RunsMigration         = 2
+	QueuesMigration       = 3
+	HistoryMigration      = 4
+	HeadersMigration      = 5
+	LocksSessionMigration = 6
 )
 
 // Directions of a golang-migrate file; a goose file holds both.

@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,6 +187,11 @@ func declared(s *spec.Spec) (uses []Use, tables []table) {
 			table{name: prefix + "queues", schema: probe.QueuesSchema, migration: spec.QueuesMigration},
 			table{name: prefix + "runs", schema: probe.RunsHistorySchema, migration: spec.HistoryMigration, file: prefix + "runs_history", column: true},
 			table{name: prefix + "runs", schema: probe.RunsHeadersSchema, migration: spec.HeadersMigration, file: prefix + "runs_headers", column: true})
+	}
+	if slices.ContainsFunc(uses, func(u Use) bool { return u.Strategy == string(probe.Session) || u.Strategy == string(probe.Row) }) {
+		// Only the session strategy and a row takeover read the
+		// reservation columns.
+		tables = append(tables, table{name: prefix + "locks", schema: probe.LocksSessionSchema, migration: spec.LocksSessionMigration, file: prefix + "locks_session", column: true})
 	}
 	return uses, tables
 }

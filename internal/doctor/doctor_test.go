@@ -142,7 +142,8 @@ func TestDoctorEverythingWorks(t *testing.T) {
 // TestDoctorFindsProblems: missing tables (each with the migration that
 // creates it; on a database made by the migrations of before queue pauses,
 // only the queues table and its migration 0003, and the runs' history
-// and headers columns and their migrations 0004 and 0005), a missing grant, a DSN
+// and headers columns and their migrations 0004 and 0005, and the lock
+// table's session reservation and its migration 0006), a missing grant, a DSN
 // without parseTime and a readTimeout shorter than a row lock's wait each
 // fail, with what to do.
 func TestDoctorFindsProblems(t *testing.T) {
@@ -171,9 +172,10 @@ func TestDoctorFindsProblems(t *testing.T) {
 		"app_queues: table app_queues does not exist in database \"" + s.cfg.DBName + "\", or user " + r.Report.User + " has no privilege on it (see the grants): apply migration db/migrations/0003_app_queues.up.sql (relative to lockgen.yaml)",
 		"app_runs: table app_runs in database \"" + s.cfg.DBName + "\" lacks column history, which migration db/migrations/0004_app_runs_history.up.sql (relative to lockgen.yaml) adds: apply it with your migration tool (lockgen's statements fail with \"Unknown column\" until then)",
 		"app_runs: table app_runs in database \"" + s.cfg.DBName + "\" lacks column headers, which migration db/migrations/0005_app_runs_headers.up.sql (relative to lockgen.yaml) adds: apply it with your migration tool (lockgen's statements fail with \"Unknown column\" until then)",
+		"app_locks: table app_locks in database \"" + s.cfg.DBName + "\" lacks column session_witness, column session_offset, which migration db/migrations/0006_app_locks_session.up.sql (relative to lockgen.yaml) adds: apply it with your migration tool (lockgen's statements fail with \"Unknown column\" until then)",
 	}, failures(r))
 
-	for _, name := range []string{templates.QueuesUp, templates.HistoryUp, templates.HeadersUp} {
+	for _, name := range []string{templates.QueuesUp, templates.HistoryUp, templates.HeadersUp, templates.LocksSessionUp} {
 		up, err := templates.Render(name, templates.Data{Header: templates.Header, Prefix: "app_"})
 		require.NoError(t, err)
 		_, err = sqltest.Open(t, s.cfg).Exec(string(up))

@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	sqldriver "database/sql/driver"
 	"encoding/hex"
@@ -43,20 +44,27 @@ func (p *SessionPin) Conn() *sql.Conn { return p.conn }
 // the session and frees its named locks, instead of keeping them for the
 // server's wait_timeout (8 hours by default) or until TCP keepalive gives
 // up (about 2 hours). A connection blocked in GET_LOCK or running any
-// statement is not idle. On failure the caller discards the connection.
+// statement is not idle. The same statement makes sure the connection
+// holds a witness GET_LOCK (see witnessAssignment). On failure the caller
+// discards the connection.
 func (p *SessionPin) BoundIdle(ctx context.Context, idle time.Duration) error {
 	p.bound = true // a failed SET may still have changed it
-	_, err := p.conn.ExecContext(ctx, fmt.Sprintf("SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = %d", IdleBound(idle)))
+	_, err := p.conn.ExecContext(ctx, fmt.Sprintf("SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = %d, %s", IdleBound(idle), witnessAssignment()))
 	return err
 }
 
 // notAcquired is the CASE branch the one-statement acquire and release
-// take when GET_LOCK or RELEASE_LOCK did not answer 1: a scalar subquery of
-// two rows, which fails the whole SET with error 1242 at run time (only
-// when the branch is taken). Both servers then change no variable: a
-// failed SET is atomic. NULL would not do: both servers take
-// wait_timeout = NULL as 0 and clamp it to 1 second, with a warning.
-const notAcquired = "(SELECT 1 UNION ALL SELECT 1)"
+// take when GET_LOCK or RELEASE_LOCK did not answer 1: an addition that
+// overflows BIGINT, which fails the whole SET with error 1690 at run time
+// (only when the branch is taken: CONNECTION_ID() keeps either server from
+// folding it while the statement is prepared, and no session variable can
+// change its value). Both servers then change no variable: a failed SET is
+// atomic. NULL would not do: both servers take wait_timeout = NULL as 0
+// and clamp it to 1 second, with a warning. The branch used to be a
+// two-row scalar subquery (error 1242), which both servers prepared on
+// every run whether taken or not: about a third of a session pair's server
+// time on MariaDB.
+const notAcquired = "9223372036854775807 + CAST(CONNECTION_ID() > 0 AS SIGNED)"
 
 // sqlString is s as a SQL string literal that both servers read as the same
 // bytes whatever the connection's character set and sql_mode
@@ -78,22 +86,55 @@ func sqlSeconds(d time.Duration) string {
 // instead of two): it waits up to timeout on the server for the named lock
 // and, only when it got it, bounds the session's idle time as BoundIdle
 // does, keeping the previous wait_timeout for Close and ReleaseClose. Not
-// acquired (GET_LOCK timed out, or answered NULL: killed or refused):
-// false, and the statement changed nothing, so the connection can go back
-// to the pool as it is (or be bounded with BoundIdle for a longer wait).
-// On any other error the caller discards the connection: the lock may be
-// held.
+// acquired (GET_LOCK timed out): false, and the statement changed nothing,
+// so the connection can go back to the pool as it is (or be bounded with
+// BoundIdle for a longer wait). GET_LOCK answering NULL (killed while it
+// waited, or refused) is not that branch: MySQL fails the statement with
+// the kill's error, and on MariaDB the statement completes with the
+// session's wait_timeout kept and true, though the lock is not held; the
+// token statement, which checks IS_USED_LOCK, is what refuses the holding
+// then. On any other error the caller discards the connection: the lock
+// may be held. Acquired, the connection also holds a witness GET_LOCK (see
+// witnessAssignment): the assignments of a SET run in order, and one that
+// fails stops the rest, so a lock not acquired takes no witness either.
 func (p *SessionPin) BoundGetLock(ctx context.Context, idle time.Duration, lockName string, timeout time.Duration) (bool, error) {
 	was := p.bound
 	p.bound = true // a failed SET may still have changed it
 	_, err := p.conn.ExecContext(ctx, fmt.Sprintf(
-		"SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = COALESCE(CASE GET_LOCK(%s, %s) WHEN 1 THEN %d ELSE %s END, CAST(@@SESSION.wait_timeout AS SIGNED))",
-		sqlString(lockName), sqlSeconds(timeout), IdleBound(idle), notAcquired))
+		"SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = COALESCE(CASE GET_LOCK(%s, %s) WHEN 1 THEN %d WHEN 0 THEN %s END, CAST(@@SESSION.wait_timeout AS SIGNED)), %s",
+		sqlString(lockName), sqlSeconds(timeout), IdleBound(idle), notAcquired, witnessAssignment()))
 	if servererr.IsNotAcquiredBranch(err) {
 		p.bound = was
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// witnessAssignment is the SET assignment that makes sure the connection
+// holds a witness GET_LOCK, a random name kept in the session variable
+// @lockgen_witness, taking a new one when it holds none. The session token
+// statement records it in the lock row. A witness is never released: it
+// lasts as long as the connection, and no server restart keeps it, so a
+// row whose witness is held was written since the server last started
+// (docs/strategies.md, "Session tokens without a write"). CASE keeps ”
+// and NULL from IS_USED_LOCK, which MySQL refuses (error 3057).
+func witnessAssignment() string {
+	take := fmt.Sprintf("IF(GET_LOCK(%[1]s, 0) = 1, %[1]s, '')", sqlString(newWitnessName()))
+	return fmt.Sprintf("@lockgen_witness = CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN %[1]s "+
+		"WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE %[1]s END", take)
+}
+
+// witnessPrefix starts every witness GET_LOCK name: not a table prefix,
+// nor "lockgen:" (hashed lock names), so that no lock name is a witness.
+const witnessPrefix = "lockgen-witness:"
+
+// newWitnessName is a witness GET_LOCK name no other connection has ever
+// taken: 128 random bits (lower-case hex, which both servers keep as it
+// is).
+func newWitnessName() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return witnessPrefix + hex.EncodeToString(b[:])
 }
 
 // ReleaseClose releases the named lock and returns the connection to the

@@ -52,7 +52,46 @@ type Target struct {
 	// the runs table's history and headers columns, as LocksMigration
 	// does.
 	HistoryMigration, HeadersMigration string
+	// LocksSessionMigration names the migration that adds the lock
+	// table's session reservation columns, which the session strategy
+	// needs, as LocksMigration does.
+	LocksSessionMigration string
 }
+
+// SessionTokenRead is what SessionConn.TokenRead reads, right after the
+// session lock was acquired on that connection.
+type SessionTokenRead struct {
+	// ConnID is the connection's id (CONNECTION_ID()).
+	ConnID int64
+	// Held: the connection holds the session lock (also true when the
+	// row was not found, unchecked: the token statement checks it).
+	Held bool
+	// Found: the lock row exists; RowToken is its token.
+	Found    bool
+	RowToken int64
+	// Mine: the row's owner is the owner asked about.
+	Mine bool
+	// Armed: the row shows a session holding and its reservation's
+	// witness GET_LOCK is held, so no server restart happened since the
+	// reservation was written.
+	Armed bool
+	// NextToken is the reservation's next token: session_offset plus
+	// UUID_SHORT() drawn by this read.
+	NextToken int64
+}
+
+// Reserved reports whether r lets the holding of owner take NextToken as
+// its fencing token without a write: the connection holds the session
+// lock, the row is owner's, its reservation is armed, and NextToken has
+// not passed the reservation's bound, the row's token.
+func (r SessionTokenRead) Reserved() bool {
+	return r.Held && r.Found && r.Mine && r.Armed && r.NextToken <= r.RowToken
+}
+
+// SessionArmed is what RowTx.Takeover returns for a row it may take but
+// whose session reservation is still armed: the caller disarms it
+// (Store.SessionDisarm) and tries again.
+const SessionArmed = 2
 
 // SessionHeld is what LeaseAcquire returns for a row that shows a
 // session-strategy holding: never a fencing token (tokens start at the
@@ -118,6 +157,15 @@ type Store interface {
 	SessionConn(ctx context.Context) (SessionConn, error)
 	// SessionIsUsed reports whether any connection holds the named lock.
 	SessionIsUsed(ctx context.Context, lockName string) (bool, error)
+	// SessionGuard runs inside tx, the caller's transaction: ok is true
+	// when the session holding whose token came from the row (name, key)
+	// with token rowToken, by owner, is still current: connection connID
+	// holds its session lock lockName. The row then stays share-locked
+	// until tx ends.
+	SessionGuard(ctx context.Context, tx *sql.Tx, name, key, owner string, rowToken int64, lockName string, connID int64) (ok bool, err error)
+	// SessionDisarm ends, durably, the session reservation of the row
+	// (name, key), so that no token is issued from it without a write.
+	SessionDisarm(ctx context.Context, name, key string) error
 
 	// RowBegin pins a connection, sets its innodb_lock_wait_timeout to
 	// lockWait and its wait_timeout to idle (whole seconds, rounded up, at
@@ -140,10 +188,17 @@ type SessionConn interface {
 	// ReleaseLock releases the named lock: 1 released, 0 held by another
 	// connection, -1 not held at all.
 	ReleaseLock(ctx context.Context, lockName string) (int64, error)
+	// TokenRead reads, right after the session lock lockName was
+	// acquired on this connection, what the holding's fencing token can
+	// be issued from without a write (see SessionTokenRead).
+	TokenRead(ctx context.Context, name, key, owner, lockName string) (SessionTokenRead, error)
 	// Token records the holding in the lock row (name, key) and returns its
 	// fencing token, only while this connection holds the session lock
-	// lockName: 0 when it does not, or when the row is held by a lease.
-	Token(ctx context.Context, name, key, owner, lockName string) (int64, error)
+	// lockName: 0 when it does not, or when the row is held by a lease. It
+	// arms the row's reservation for reserve tokens more (0: none) with
+	// this connection's witness (see SessionPin.BoundGetLock); the row's
+	// token is then the returned token plus reserve.
+	Token(ctx context.Context, name, key, owner, lockName string, reserve int64) (int64, error)
 	// Free marks the row free if id still holds it (as Store.LeaseRelease),
 	// on this connection, so releasing needs no second connection.
 	Free(ctx context.Context, id LeaseID) (bool, error)
@@ -154,8 +209,9 @@ type SessionConn interface {
 	Renew(ctx context.Context, id LeaseID, ttl time.Duration) (bool, error)
 	// BoundIdle makes the server end the session, freeing its named
 	// locks, once it has heard nothing from the client for
-	// IdleBound(idle), and keeps the previous wait_timeout for Close (see
-	// SessionPin.BoundIdle).
+	// IdleBound(idle), and keeps the previous wait_timeout for Close; the
+	// connection then also holds a witness GET_LOCK, which Token records
+	// (see SessionPin.BoundIdle).
 	BoundIdle(ctx context.Context, idle time.Duration) error
 	// BoundGetLock is BoundIdle and GetLock in one statement; not acquired,
 	// it changed nothing (see SessionPin.BoundGetLock).
@@ -193,7 +249,9 @@ type RowTx interface {
 	Take(ctx context.Context, name, key, owner string) (int64, error)
 	// Takeover is Take that also takes a row marked by a session holding
 	// whose server-side lock, the GET_LOCK named sessionLock (see
-	// Store.LeaseTakeover), is free. It returns the new token, or 0.
+	// Store.LeaseTakeover), is free. It returns the new token, 0, or
+	// SessionArmed when that row's session reservation is still armed
+	// (then nothing changed).
 	Takeover(ctx context.Context, name, key, owner, sessionLock string) (int64, error)
 	// RestoreLockWait gives the connection back its previous
 	// innodb_lock_wait_timeout, so fn's statements and later users of the

@@ -81,6 +81,15 @@ func RunsHeadersSchema(table string) TableSchema {
 	return TableSchema{Table: table, Columns: []string{"headers"}}
 }
 
+// LocksSessionSchema is what the migration that adds the lock table's
+// session reservation (templates/locks_session_add.sql.tmpl) adds to the
+// lock table named table, checked apart as RunsHistorySchema is: only
+// the session and row strategies need it (a row takeover of a session
+// holding's row reads it).
+func LocksSessionSchema(table string) TableSchema {
+	return TableSchema{Table: table, Columns: []string{"session_witness", "session_offset"}}
+}
+
 // ColumnsProblem is the message for a table that lacks what a later
 // migration adds to it (lacks, as Lacks words it): apply that migration.
 func ColumnsProblem(table, database string, lacks []string, migration string) string {

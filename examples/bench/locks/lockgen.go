@@ -27,11 +27,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV9 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV10 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -116,8 +116,9 @@ type Locks struct {
 // db, never inside a transaction of yours. It does not touch the database.
 //
 // The table bench_locks must exist: apply migrations/0001_bench_locks.up.sql
-// (relative to lockgen.yaml) with your migration tool. With
-// github.com/go-sql-driver/mysql, open db with parseTime=true.
+// and migrations/0006_bench_locks_session.up.sql (relative to lockgen.yaml)
+// with your migration tool. With github.com/go-sql-driver/mysql, open db with
+// parseTime=true.
 //
 // The session and row locks (bench_session, bench_row) keep a connection of db
 // for the whole holding (GET_LOCK, or the holding's transaction): allow for
@@ -382,9 +383,10 @@ func (l *Locks) AcquireBenchSessionLock(ctx context.Context, client string) (*Le
 
 // BenchSessionLockHolder reads who holds the bench_session lock for client:
 // Holder.Held is whether the server has the session lock (GET_LOCK's
-// IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or
-// last holding, from the lock row. Holder.Remaining is always 0: a session
-// lock lasts as long as its holder's connection.
+// IS_USED_LOCK), Holder.Owner is that of the current or last holding and
+// Holder.Token the lock row's, at least that holding's token (holdings that
+// took theirs from a reservation show its bound). Holder.Remaining is always
+// 0: a session lock lasts as long as its holder's connection.
 func (l *Locks) BenchSessionLockHolder(ctx context.Context, client string) (Holder, error) {
 	return l.benchSessionLock.Holder(ctx, client)
 }

@@ -115,7 +115,7 @@ func Setup(ctx context.Context, dsns DSNs, tables []string, stmts ...string) (*E
 	}
 	defer admin.Close()
 	for _, s := range stmts {
-		if _, err := admin.ExecContext(ctx, s); err != nil {
+		if _, err := admin.ExecContext(ctx, s); err != nil && !columnExists(err) {
 			return nil, fmt.Errorf("as the admin %s: %w", adminCfg.User, err)
 		}
 	}
@@ -176,3 +176,12 @@ func (e *Env) createUser(ctx context.Context, admin *sql.DB, adminCfg *mysql.Con
 
 // quote backquotes an identifier.
 func quote(id string) string { return "`" + strings.ReplaceAll(id, "`", "``") + "`" }
+
+// columnExists reports MySQL's error 1060 (duplicate column name): a
+// migration that adds columns ran already, on an earlier run of the demo
+// (the demos keep no record of the migrations they applied, as a migration
+// tool does).
+func columnExists(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1060
+}

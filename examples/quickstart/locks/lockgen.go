@@ -26,11 +26,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV9 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV10 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -143,8 +143,9 @@ type Locks struct {
 // db, never inside a transaction of yours. It does not touch the database.
 //
 // The table quickstart_locks must exist: apply
-// migrations/0001_quickstart_locks.up.sql (relative to lockgen.yaml) with your
-// migration tool. With github.com/go-sql-driver/mysql, open db with
+// migrations/0001_quickstart_locks.up.sql and
+// migrations/0006_quickstart_locks_session.up.sql (relative to lockgen.yaml)
+// with your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
 // The row lock (account) keeps a connection of db for the whole holding (the

@@ -30,11 +30,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV9 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV10 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -162,8 +162,10 @@ type Locks struct {
 //
 // The tables dash_locks, dash_runs and dash_queues must exist: apply
 // migrations/0001_dash_locks.up.sql, migrations/0002_dash_runs.up.sql,
-// migrations/0003_dash_queues.up.sql, migrations/0004_dash_runs_history.up.sql
-// and migrations/0005_dash_runs_headers.up.sql (relative to lockgen.yaml) with
+// migrations/0003_dash_queues.up.sql,
+// migrations/0004_dash_runs_history.up.sql,
+// migrations/0005_dash_runs_headers.up.sql and
+// migrations/0006_dash_locks_session.up.sql (relative to lockgen.yaml) with
 // your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //

@@ -41,6 +41,7 @@ func Run(t *testing.T, open Open) {
 		"LeaseBatch":    testLeaseBatch,
 		"LeasePrune":    testLeasePrune,
 		"Session":       testSession,
+		"Reservation":   testSessionReservation,
 		"LeaseTakeover": testLeaseTakeover,
 		"Row":           testRow,
 		"Server":        testServer,

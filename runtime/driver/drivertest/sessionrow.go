@@ -2,6 +2,8 @@ package drivertest
 
 import (
 	"context"
+	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
@@ -39,14 +41,14 @@ func testSession(t *testing.T, s driver.Store) {
 	rel, err := c2.ReleaseLock(ctx, lockName)
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, rel, "another connection cannot release it")
-	tok, err := c2.Token(ctx, name, "", "b", lockName)
+	tok, err := c2.Token(ctx, name, "", "b", lockName, 0)
 	require.NoError(t, err)
 	assert.Zero(t, tok, "a connection without the session lock gets no token")
 	bound, err := c2.BoundGetLock(ctx, time.Minute, lockName, 100*time.Millisecond)
 	require.NoError(t, err)
 	assert.False(t, bound, "the one-statement acquire times out on a held lock too")
 
-	t1, err := c1.Token(ctx, name, "", "a", lockName)
+	t1, err := c1.Token(ctx, name, "", "a", lockName, 0)
 	require.NoError(t, err)
 	require.Positive(t, t1)
 	id := driver.LeaseID{Name: name, Owner: "a", Token: t1}
@@ -59,7 +61,7 @@ func testSession(t *testing.T, s driver.Store) {
 	ok, err = c1.Free(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	t2, err := c1.Token(ctx, name, "", "a", lockName)
+	t2, err := c1.Token(ctx, name, "", "a", lockName, 0)
 	require.NoError(t, err)
 	assert.Greater(t, t2, t1, "every session holding's token is above the last")
 
@@ -88,7 +90,7 @@ func testSession(t *testing.T, s driver.Store) {
 	held, err = c3.HoldsLock(ctx, lockName)
 	require.NoError(t, err)
 	assert.True(t, held)
-	t3, err := c3.Token(ctx, name, "", "c", lockName)
+	t3, err := c3.Token(ctx, name, "", "c", lockName, 0)
 	require.NoError(t, err)
 	assert.Greater(t, t3, t2)
 	released, err := c3.ReleaseClose(ctx, lockName)
@@ -115,7 +117,7 @@ func testLeaseTakeover(t *testing.T, s driver.Store) {
 	got, err := conn.GetLock(ctx, s.SessionNamespace()+name, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, got)
-	held, err := conn.Token(ctx, name, "", "a", s.SessionNamespace()+name)
+	held, err := conn.Token(ctx, name, "", "a", s.SessionNamespace()+name, 0)
 	require.NoError(t, err)
 
 	tok, err := s.LeaseAcquire(ctx, name, "", "b", time.Minute)
@@ -157,6 +159,179 @@ func testLeaseTakeover(t *testing.T, s driver.Store) {
 	tok, err = s.LeaseTakeover(ctx, name, "", "b", s.SessionNamespace()+name, time.Minute)
 	require.NoError(t, err)
 	assert.Greater(t, tok, held, "a dead session holding is taken, with a higher token")
+}
+
+// testSessionReservation: the session token statement arms a reservation
+// for the next holdings of the same owner, which take their tokens from
+// the reservation without a write while its witness lives, its bound is
+// not passed and the row stays theirs; every other holding, and every
+// holding after the witness died or a row takeover, gets a token above
+// the bound.
+func testSessionReservation(t *testing.T, s driver.Store) {
+	ctx := context.Background()
+	name := uniqueName("reserve")
+	lockName := s.SessionNamespace() + name
+	const reserve = 1000
+	// acquire pins a connection and takes the session lock with the
+	// acquire's one statement (which also takes the connection's witness).
+	acquire := func() driver.SessionConn {
+		t.Helper()
+		c, err := s.SessionConn(ctx)
+		require.NoError(t, err)
+		bound, err := c.BoundGetLock(ctx, time.Minute, lockName, time.Second)
+		require.NoError(t, err)
+		require.True(t, bound)
+		return c
+	}
+	read := func(c driver.SessionConn, owner string) driver.SessionTokenRead {
+		t.Helper()
+		r, err := c.TokenRead(ctx, name, "", owner, lockName)
+		require.NoError(t, err)
+		require.True(t, r.Held)
+		require.Positive(t, r.ConnID)
+		return r
+	}
+	release := func(c driver.SessionConn) {
+		t.Helper()
+		released, err := c.ReleaseClose(ctx, lockName)
+		require.NoError(t, err)
+		require.True(t, released)
+	}
+
+	c := acquire()
+	r := read(c, "a")
+	assert.False(t, r.Found, "no row yet")
+	assert.False(t, r.Reserved())
+	t1, err := c.Token(ctx, name, "", "a", lockName, reserve)
+	require.NoError(t, err)
+	row, _, err := s.LeaseGet(ctx, name, "")
+	require.NoError(t, err)
+	assert.Equal(t, t1+reserve, row.Token, "the row's token is the reservation's bound")
+	release(c)
+
+	// The owner's next holdings take their tokens from the reservation.
+	last := t1
+	for range 3 {
+		c = acquire()
+		r = read(c, "a")
+		require.True(t, r.Reserved(), "%+v", r)
+		assert.Greater(t, r.NextToken, last, "every reserved token is above the last")
+		assert.LessOrEqual(t, r.NextToken, t1+reserve)
+		assert.Equal(t, t1+reserve, r.RowToken)
+		last = r.NextToken
+		release(c)
+	}
+	row, _, err = s.LeaseGet(ctx, name, "")
+	require.NoError(t, err)
+	assert.Equal(t, t1+reserve, row.Token, "reserved tokens write nothing")
+
+	// Another owner's holding writes, above the bound.
+	c = acquire()
+	r = read(c, "b")
+	assert.False(t, r.Mine)
+	assert.False(t, r.Reserved(), "another owner's holding takes no reserved token")
+	t2, err := c.Token(ctx, name, "", "b", lockName, 0)
+	require.NoError(t, err)
+	assert.Greater(t, t2, t1+reserve, "a written token passes the bound")
+	release(c)
+	c = acquire()
+	r = read(c, "b")
+	assert.False(t, r.Reserved(), "reserve 0 reserves nothing")
+	t3, err := c.Token(ctx, name, "", "b", lockName, reserve)
+	require.NoError(t, err)
+	assert.Greater(t, t3, t2)
+	release(c)
+
+	// The witness dies with the connection that wrote the reservation:
+	// the reservation ends with it.
+	c = acquire()
+	r = read(c, "b")
+	require.True(t, r.Reserved())
+	w := witnessOf(t, s, name)
+	require.NotEmpty(t, w)
+	released, err := c.ReleaseClose(ctx, lockName)
+	require.NoError(t, err)
+	require.True(t, released)
+	killWitness(t, s, w)
+	c = acquire()
+	r = read(c, "b")
+	assert.False(t, r.Armed, "a reservation whose witness is gone is not armed")
+	assert.False(t, r.Reserved())
+	t4, err := c.Token(ctx, name, "", "b", lockName, reserve)
+	require.NoError(t, err)
+	assert.Greater(t, t4, t3+reserve, "the next written token passes the old bound")
+	assert.NotEqual(t, w, witnessOf(t, s, name), "a new witness armed the row")
+
+	// Guard: the holding is the row's token with the connection that
+	// holds the session lock.
+	tx, err := s.Server().DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	ok, err := s.SessionGuard(ctx, tx, name, "", "b", t4+reserve, lockName, r.ConnID)
+	require.NoError(t, err)
+	assert.True(t, ok, "the holding's own connection and row token")
+	ok, err = s.SessionGuard(ctx, tx, name, "", "b", t4+reserve, lockName, r.ConnID+1)
+	require.NoError(t, err)
+	assert.False(t, ok, "another connection's holding")
+	ok, err = s.SessionGuard(ctx, tx, name, "", "b", t4, lockName, r.ConnID)
+	require.NoError(t, err)
+	assert.False(t, ok, "another row token")
+	require.NoError(t, tx.Rollback())
+	release(c)
+
+	// A row-strategy takeover of an armed row is refused until the
+	// reservation is disarmed; rolled back, it leaves the next session
+	// token above its own.
+	c = acquire()
+	require.True(t, read(c, "b").Reserved())
+	release(c)
+	rtx, err := s.RowBegin(ctx, time.Second, 0)
+	require.NoError(t, err)
+	require.NoError(t, rtx.LockWait(ctx, name, ""))
+	tok, err := rtx.Takeover(ctx, name, "", "c", lockName)
+	require.NoError(t, err)
+	assert.EqualValues(t, driver.SessionArmed, tok, "an armed reservation is not taken over")
+	require.NoError(t, rtx.Rollback())
+	require.NoError(t, s.SessionDisarm(ctx, name, ""))
+	rtx, err = s.RowBegin(ctx, time.Second, 0)
+	require.NoError(t, err)
+	require.NoError(t, rtx.LockWait(ctx, name, ""))
+	rowTok, err := rtx.Takeover(ctx, name, "", "c", lockName)
+	require.NoError(t, err)
+	require.Greater(t, rowTok, t4+reserve, "a disarmed row is taken over")
+	require.NoError(t, rtx.Rollback(), "the row holder's transaction is rolled back")
+	c = acquire()
+	r = read(c, "b")
+	assert.False(t, r.Reserved(), "a disarmed reservation issues nothing")
+	t5, err := c.Token(ctx, name, "", "b", lockName, 0)
+	require.NoError(t, err)
+	assert.Greater(t, t5, rowTok, "the next session token passes the rolled-back row token")
+	release(c)
+}
+
+// witnessOf reads the session witness the row (name, "") names.
+func witnessOf(t *testing.T, s driver.Store, name string) string {
+	t.Helper()
+	var w string
+	require.NoError(t, s.Server().DB.QueryRow("SELECT session_witness FROM "+s.Server().LocksTable+" WHERE name = ? AND lock_key = ''", name).Scan(&w))
+	return w
+}
+
+// killWitness ends the connection that holds the witness GET_LOCK w (a
+// connection of the pool: the application user may end its own, maybe
+// from that very connection), and
+// waits until the server has freed w.
+func killWitness(t *testing.T, s driver.Store, w string) {
+	t.Helper()
+	db := s.Server().DB
+	var id int64
+	require.NoError(t, db.QueryRow("SELECT IS_USED_LOCK(?)", w).Scan(&id))
+	// The pool may run KILL on the very connection it ends: then the
+	// statement fails (1317, 1927) though it did its work.
+	_, _ = db.Exec(fmt.Sprintf("KILL %d", id))
+	require.Eventually(t, func() bool {
+		var used sql.NullInt64
+		return db.QueryRow("SELECT IS_USED_LOCK(?)", w).Scan(&used) == nil && !used.Valid
+	}, 5*time.Second, 20*time.Millisecond, "the server frees the killed connection's witness")
 }
 
 func testRow(t *testing.T, s driver.Store) {

@@ -24,7 +24,8 @@ const (
 	MySQLNowaitBusy = 3572 // ER_LOCK_NOWAIT: MySQL's answer to NOWAIT
 	UnsupportedPS   = 1295 // ER_UNSUPPORTED_PS: a statement the server cannot prepare
 	TooManyPrepared = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
-	SubqueryRows    = 1242 // ER_SUBQUERY_NO_1_ROW: the not-acquired branch of driver.SessionPin's one-statement acquire and release
+	BigintRange     = 1690 // ER_DATA_OUT_OF_RANGE: the not-acquired branch of driver.SessionPin's one-statement acquire and release
+	CollationMix    = 1267 // ER_CANT_AGGREGATE_2COLLATIONS: a string of the connection's character set compared with a utf8mb4 column
 	// Group Replication in multi-primary mode certifies each transaction
 	// against the other members' and rolls back the loser: with 3101, or
 	// with 1180 naming the storage engine's deadlock (error 149), both
@@ -98,10 +99,16 @@ func IsLockWaitFailure(err error) bool {
 	return is(err, LockWaitTimeout, MySQLNowaitBusy)
 }
 
-// IsNotAcquiredBranch reports error 1242, which the one-statement session
+// IsNotAcquiredBranch reports error 1690, which the one-statement session
 // acquire and release (driver.SessionPin.BoundGetLock, ReleaseClose) raise
 // on purpose when GET_LOCK or RELEASE_LOCK did not answer 1.
-func IsNotAcquiredBranch(err error) bool { return is(err, SubqueryRows) }
+func IsNotAcquiredBranch(err error) bool { return is(err, BigintRange) }
+
+// IsCollationMix reports error 1267: a comparison of a string in the
+// connection's character set with a utf8mb4 column that the server cannot
+// convert (a connection that is not utf8mb4, which the probe refuses; only
+// a store that skips the probe gets there).
+func IsCollationMix(err error) bool { return is(err, CollationMix) }
 
 // IsDeadlock reports InnoDB's deadlock error, after which the server has
 // rolled back the whole transaction.

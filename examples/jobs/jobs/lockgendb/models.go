@@ -11,13 +11,15 @@ import (
 )
 
 type JobsdemoLock struct {
-	Name       string
-	LockKey    string
-	Owner      string
-	Token      int64
-	AcquiredAt time.Time
-	ExpiresAt  time.Time
-	Holding    sql.NullString
+	Name           string
+	LockKey        string
+	Owner          string
+	Token          int64
+	AcquiredAt     time.Time
+	ExpiresAt      time.Time
+	Holding        sql.NullString
+	SessionWitness string
+	SessionOffset  int64
 }
 
 type JobsdemoQueue struct {

@@ -8,11 +8,13 @@ import (
 )
 
 type QuickstartLock struct {
-	Name       string
-	LockKey    string
-	Owner      string
-	Token      int64
-	AcquiredAt time.Time
-	ExpiresAt  time.Time
-	Holding    sql.NullString
+	Name           string
+	LockKey        string
+	Owner          string
+	Token          int64
+	AcquiredAt     time.Time
+	ExpiresAt      time.Time
+	Holding        sql.NullString
+	SessionWitness string
+	SessionOffset  int64
 }

@@ -633,11 +633,13 @@ const rowTakeover = `-- name: RowTakeover :execresult
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
 VALUES (?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '1970-01-01 00:00:02')
 ON DUPLICATE KEY UPDATE
-    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(?) = 1)), '1000-01-01 00:00:00', expires_at),
-    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    expires_at  = IF((expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR (expires_at = '9999-12-31 23:59:59' AND IS_FREE_LOCK(?) = 1)), IF((expires_at = '9999-12-31 23:59:59' AND CASE WHEN session_witness = '' THEN 0 ELSE IS_USED_LOCK(session_witness) IS NOT NULL END), '1000-01-02 00:00:00', '1000-01-01 00:00:00'), expires_at),
+    token       = IF(expires_at = '1000-01-01 00:00:00', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))),
+                     IF(expires_at = '1000-01-02 00:00:00', token + LAST_INSERT_ID(2) - 2, token + LAST_INSERT_ID(0))),
     owner       = IF(expires_at = '1000-01-01 00:00:00', ?, owner),
     acquired_at = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
-    expires_at  = IF(expires_at = '1000-01-01 00:00:00', '1970-01-01 00:00:02', expires_at)
+    expires_at  = IF(expires_at = '1000-01-01 00:00:00', '1970-01-01 00:00:02',
+                     IF(expires_at = '1000-01-02 00:00:00', '9999-12-31 23:59:59', expires_at))
 `
 
 type RowTakeoverParams struct {
@@ -650,7 +652,12 @@ type RowTakeoverParams struct {
 // RowTakeover is RowTake for a row that showed a session holding: it also
 // takes a row marked by a session holding whose server-side lock (named
 // session_lock) is free (see LeaseTakeover, which also explains the
-// 1000-01-01 mark).
+// 1000-01-01 mark). A takeable row whose session reservation is still
+// armed is not taken: LastInsertId is then 2 (driver.SessionArmed), and
+// the runtime disarms it durably (SessionDisarm) before it tries again,
+// since this holding may be rolled back and would otherwise leave the
+// reservation armed below its token (its 1000-01-02 mark never outlives
+// the statement either).
 func (q *Queries) RowTakeover(ctx context.Context, arg RowTakeoverParams) (sql.Result, error) {
 	return q.db.ExecContext(ctx, rowTakeover,
 		arg.Name,
@@ -1613,6 +1620,39 @@ func (q *Queries) ServerGalera(ctx context.Context) (int64, error) {
 	return galera, err
 }
 
+const sessionConnID = `-- name: SessionConnID :one
+SELECT CAST(CONNECTION_ID() AS SIGNED) AS conn_id
+`
+
+// SessionConnID is the connection's id, which Guard checks a session
+// holding by (SessionTokenRead reads it too, when the lock row exists).
+func (q *Queries) SessionConnID(ctx context.Context) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionConnID)
+	var conn_id int64
+	err := row.Scan(&conn_id)
+	return conn_id, err
+}
+
+const sessionDisarm = `-- name: SessionDisarm :exec
+UPDATE lockgen_locks
+SET session_witness = ''
+WHERE name = ? AND lock_key = ? AND session_witness <> ''
+`
+
+type SessionDisarmParams struct {
+	Name    string
+	LockKey string
+}
+
+// SessionDisarm ends the reservation of a row that shows a session
+// holding, durably (autocommit), before a row-strategy acquirer takes the
+// row over: that holding's transaction may be rolled back, and a
+// reservation still armed would then issue tokens below its token.
+func (q *Queries) SessionDisarm(ctx context.Context, arg SessionDisarmParams) error {
+	_, err := q.db.ExecContext(ctx, sessionDisarm, arg.Name, arg.LockKey)
+	return err
+}
+
 const sessionGetLock = `-- name: SessionGetLock :one
 SELECT CAST(IFNULL(GET_LOCK(?, ? / 1000000), -1) AS SIGNED) AS acquired
 `
@@ -1630,6 +1670,48 @@ func (q *Queries) SessionGetLock(ctx context.Context, arg SessionGetLockParams) 
 	var acquired int64
 	err := row.Scan(&acquired)
 	return acquired, err
+}
+
+const sessionGuard = `-- name: SessionGuard :one
+SELECT token
+FROM lockgen_locks
+WHERE name = ? AND lock_key = ?
+  AND owner = ? AND token = ?
+  AND expires_at = '9999-12-31 23:59:59'
+  AND IS_USED_LOCK(?) = CAST(? AS SIGNED)
+LOCK IN SHARE MODE
+`
+
+type SessionGuardParams struct {
+	Name     string
+	LockKey  string
+	Owner    string
+	RowToken int64
+	LockName string
+	ConnID   int64
+}
+
+// SessionGuard is LeaseGuard for a session holding, inside the caller's
+// own transaction: a row when the holding is still current, which then
+// stays share-locked until that transaction ends. Holdings whose tokens
+// came from one reservation share the row's token, so the holding is the
+// row (owner, row_token, the session mark) and the connection that holds
+// its server-side lock now (conn_id): a holding that was lost ended that
+// connection, and a connection id is not given twice while the server
+// runs (a restart ends the reservation, and the next holding writes a new
+// row_token).
+func (q *Queries) SessionGuard(ctx context.Context, arg SessionGuardParams) (int64, error) {
+	row := q.db.QueryRowContext(ctx, sessionGuard,
+		arg.Name,
+		arg.LockKey,
+		arg.Owner,
+		arg.RowToken,
+		arg.LockName,
+		arg.ConnID,
+	)
+	var token int64
+	err := row.Scan(&token)
+	return token, err
 }
 
 const sessionHoldsLock = `-- name: SessionHoldsLock :one
@@ -1670,12 +1752,15 @@ func (q *Queries) SessionReleaseLock(ctx context.Context, lockName string) (int6
 }
 
 const sessionToken = `-- name: SessionToken :execresult
-INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at)
-SELECT ?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59'
+INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at, session_witness, session_offset)
+SELECT ?, ?, ?, LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)) + ?, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59',
+    CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN '' WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE '' END, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - CAST(UUID_SHORT() & 72057594037927935 AS SIGNED)
 FROM DUAL
 WHERE IS_USED_LOCK(?) = CONNECTION_ID()
 ON DUPLICATE KEY UPDATE
-    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 1, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))), token + LAST_INSERT_ID(0)),
+    session_offset  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', GREATEST(token + 2, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)) - CAST(UUID_SHORT() & 72057594037927935 AS SIGNED), session_offset),
+    session_witness = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN '' WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE '' END, session_witness),
+    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 2, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))) + ?, token + LAST_INSERT_ID(0)),
     owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', ?, owner),
     acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
     expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', '9999-12-31 23:59:59', expires_at)
@@ -1685,26 +1770,99 @@ type SessionTokenParams struct {
 	Name     string
 	LockKey  string
 	Owner    string
+	Reserve  int64
 	LockName string
 }
 
 // SessionToken records a session-lock holding in the lock row and issues its
-// fencing token (the result's LastInsertId), run right after GET_LOCK
-// succeeded, on the same connection, and only while that connection holds
-// the named session lock lock_name (IS_USED_LOCK): otherwise it changes
-// nothing and LastInsertId is 0. GET_LOCK excludes other session holders;
-// the row itself is taken only when it is free or marked by a session
-// holding (expires_at is the far-future marker, which a session holding
-// leaves when it ends: the server-side lock says whether it is held),
-// never from a live lease of the same lock (as during a rolling change of
-// strategy): then LastInsertId is 0 too. The row stays "unexpired" while
-// the holding lasts, so LeaseGuard works for session locks too.
+// fencing token (the result's LastInsertId), run after SessionTokenRead
+// when the reservation could not issue it, on the same connection, and
+// only while that connection holds the named session lock lock_name
+// (IS_USED_LOCK): otherwise it changes nothing and LastInsertId is 0.
+// GET_LOCK excludes other session holders; the row itself is taken only
+// when it is free or marked by a session holding (expires_at is the
+// far-future marker, which a session holding leaves when it ends: the
+// server-side lock says whether it is held), never from a live lease of
+// the same lock (as during a rolling change of strategy): then
+// LastInsertId is 0 too. The row stays "unexpired" while the holding
+// lasts, so LeaseGuard works for session locks too.
+// The token is GREATEST(token + 2, the database clock in µs): + 2, not + 1,
+// so that it also passes a row-strategy holding that took the row over
+// (GREATEST(token + 1, ...)) and was rolled back, whatever the clock did.
+// It also arms the row's reservation: session_offset makes
+// session_offset + UUID_SHORT() the token plus the UUID_SHORT() calls made
+// since, session_witness names this connection's witness GET_LOCK
+// (@lockgen_witness, taken by the acquire's first statement; ” when the
+// connection does not hold it, which leaves the reservation unarmed), and
+// the row's token becomes the token plus reserve, the bound no token of
+// the reservation passes (0: no reservation, as for a first holding or
+// another owner's).
+// MySQL applies ON DUPLICATE KEY UPDATE assignments left to right, each
+// seeing the ones before: session_offset reads the old token, and every
+// IF reads the old expires_at.
 func (q *Queries) SessionToken(ctx context.Context, arg SessionTokenParams) (sql.Result, error) {
 	return q.db.ExecContext(ctx, sessionToken,
 		arg.Name,
 		arg.LockKey,
 		arg.Owner,
+		arg.Reserve,
 		arg.LockName,
+		arg.Reserve,
 		arg.Owner,
 	)
+}
+
+const sessionTokenRead = `-- name: SessionTokenRead :one
+SELECT CAST(CONNECTION_ID() AS SIGNED) AS conn_id,
+       CAST(IFNULL(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED) AS held,
+       token,
+       owner,
+       CAST((expires_at = '9999-12-31 23:59:59' AND CASE WHEN session_witness = '' THEN 0 ELSE IS_USED_LOCK(session_witness) IS NOT NULL END) AS SIGNED) AS armed,
+       CAST(session_offset + CAST(UUID_SHORT() & 72057594037927935 AS SIGNED) AS SIGNED) AS next_token
+FROM lockgen_locks
+WHERE name = ? AND lock_key = ?
+FOR UPDATE
+`
+
+type SessionTokenReadParams struct {
+	LockName string
+	Name     string
+	LockKey  string
+}
+
+type SessionTokenReadRow struct {
+	ConnID    int64
+	Held      int64
+	Token     int64
+	Owner     string
+	Armed     int64
+	NextToken int64
+}
+
+// SessionTokenRead runs right after GET_LOCK succeeded, on the same
+// connection, and reads what the session strategy needs to issue the
+// holding's fencing token without writing (docs/strategies.md, "Session
+// tokens without a write"): the connection's id, whether it holds the
+// named session lock lock_name (held), and of the lock row its token,
+// owner (compared in Go: a comparison in SQL would fail on a connection
+// whose character set is not utf8mb4, error 1267), whether its
+// reservation is armed (it
+// shows a session holding and its witness GET_LOCK is held) and
+// next_token, its session_offset plus UUID_SHORT() drawn now. No row when
+// the lock row does not exist. FOR UPDATE reads the newest committed row
+// and waits for a transaction that holds it (a Guard's shared lock, a
+// lease or row acquirer taking the row over), so nothing that transaction
+// decides is missed; in autocommit it keeps no lock after the statement.
+func (q *Queries) SessionTokenRead(ctx context.Context, arg SessionTokenReadParams) (SessionTokenReadRow, error) {
+	row := q.db.QueryRowContext(ctx, sessionTokenRead, arg.LockName, arg.Name, arg.LockKey)
+	var i SessionTokenReadRow
+	err := row.Scan(
+		&i.ConnID,
+		&i.Held,
+		&i.Token,
+		&i.Owner,
+		&i.Armed,
+		&i.NextToken,
+	)
+	return i, err
 }

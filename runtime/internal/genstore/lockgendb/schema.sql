@@ -14,6 +14,11 @@ CREATE TABLE IF NOT EXISTS lockgen_locks (
     -- holding names one holding of a row, "<lock_key>:<token>", so that a
     -- batch renewal can match each row with its own holding's token.
     holding     VARCHAR(212) AS (CONCAT(lock_key, ':', token)) VIRTUAL,
+    -- session_witness and session_offset: the session strategy's
+    -- reservation, which migration 0006 adds
+    -- (templates/locks_session_add.sql.tmpl says what they hold).
+    session_witness VARCHAR(64) NOT NULL DEFAULT '',
+    session_offset  BIGINT      NOT NULL DEFAULT 0,
     PRIMARY KEY (name, lock_key)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 

@@ -11,13 +11,15 @@ import (
 )
 
 type OtelLock struct {
-	Name       string
-	LockKey    string
-	Owner      string
-	Token      int64
-	AcquiredAt time.Time
-	ExpiresAt  time.Time
-	Holding    sql.NullString
+	Name           string
+	LockKey        string
+	Owner          string
+	Token          int64
+	AcquiredAt     time.Time
+	ExpiresAt      time.Time
+	Holding        sql.NullString
+	SessionWitness string
+	SessionOffset  int64
 }
 
 type OtelQueue struct {

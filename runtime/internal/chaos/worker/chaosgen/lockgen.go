@@ -32,11 +32,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV9 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV10 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -177,8 +177,9 @@ type Locks struct {
 // The tables chaos_locks, chaos_runs and chaos_queues must exist: apply
 // migrations/0001_chaos_locks.up.sql, migrations/0002_chaos_runs.up.sql,
 // migrations/0003_chaos_queues.up.sql,
-// migrations/0004_chaos_runs_history.up.sql and
-// migrations/0005_chaos_runs_headers.up.sql (relative to lockgen.yaml) with
+// migrations/0004_chaos_runs_history.up.sql,
+// migrations/0005_chaos_runs_headers.up.sql and
+// migrations/0006_chaos_locks_session.up.sql (relative to lockgen.yaml) with
 // your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
@@ -864,10 +865,11 @@ func (l *Locks) AcquireSessionLock(ctx context.Context) (*Lease, error) {
 }
 
 // SessionLockHolder reads who holds the session lock: Holder.Held is whether
-// the server has the session lock (GET_LOCK's IS_USED_LOCK), Holder.Owner and
-// Holder.Token are those of the current or last holding, from the lock row.
-// Holder.Remaining is always 0: a session lock lasts as long as its holder's
-// connection.
+// the server has the session lock (GET_LOCK's IS_USED_LOCK), Holder.Owner is
+// that of the current or last holding and Holder.Token the lock row's, at
+// least that holding's token (holdings that took theirs from a reservation
+// show its bound). Holder.Remaining is always 0: a session lock lasts as long
+// as its holder's connection.
 func (l *Locks) SessionLockHolder(ctx context.Context) (Holder, error) {
 	return l.sessionLock.Holder(ctx, "")
 }

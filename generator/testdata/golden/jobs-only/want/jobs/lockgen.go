@@ -23,11 +23,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV9 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV10 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -87,9 +87,10 @@ type Locks struct {
 // apply migrations/0001_jobsdemo_locks.up.sql,
 // migrations/0002_jobsdemo_runs.up.sql,
 // migrations/0003_jobsdemo_queues.up.sql,
-// migrations/0004_jobsdemo_runs_history.up.sql and
-// migrations/0005_jobsdemo_runs_headers.up.sql (relative to lockgen.yaml) with
-// your migration tool. With github.com/go-sql-driver/mysql, open db with
+// migrations/0004_jobsdemo_runs_history.up.sql,
+// migrations/0005_jobsdemo_runs_headers.up.sql and
+// migrations/0006_jobsdemo_locks_session.up.sql (relative to lockgen.yaml)
+// with your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
 // New fails with an error wrapping ErrInvalid when db is nil or an option is

@@ -26,11 +26,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV9 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV10 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -126,8 +126,9 @@ type Locks struct {
 // The tables lockgen_locks, lockgen_runs and lockgen_queues must exist: apply
 // migrations/0001_lockgen_locks.up.sql, migrations/0002_lockgen_runs.up.sql,
 // migrations/0003_lockgen_queues.up.sql,
-// migrations/0004_lockgen_runs_history.up.sql and
-// migrations/0005_lockgen_runs_headers.up.sql (relative to lockgen.yaml) with
+// migrations/0004_lockgen_runs_history.up.sql,
+// migrations/0005_lockgen_runs_headers.up.sql and
+// migrations/0006_lockgen_locks_session.up.sql (relative to lockgen.yaml) with
 // your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //

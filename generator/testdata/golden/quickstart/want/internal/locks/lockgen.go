@@ -22,11 +22,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV9 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV10 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -135,8 +135,9 @@ type Locks struct {
 // db, never inside a transaction of yours. It does not touch the database.
 //
 // The table lockgen_locks must exist: apply
-// db/migrations/0001_lockgen_locks.up.sql (relative to lockgen.yaml) with your
-// migration tool. With github.com/go-sql-driver/mysql, open db with
+// db/migrations/0001_lockgen_locks.up.sql and
+// db/migrations/0006_lockgen_locks_session.up.sql (relative to lockgen.yaml)
+// with your migration tool. With github.com/go-sql-driver/mysql, open db with
 // parseTime=true.
 //
 // New fails with an error wrapping ErrInvalid when db is nil or an option is

@@ -28,11 +28,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV9 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV10 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV9
+const _ = runtime.RegenerateWithLockgenGenerateV10
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (
@@ -163,9 +163,10 @@ type Locks struct {
 // New returns the locks declared in lockgen.yaml, running their statements on
 // db, never inside a transaction of yours. It does not touch the database.
 //
-// The table app_locks must exist: apply db/migrations/00001_app_locks.sql
-// (relative to lockgen.yaml) with your migration tool. With
-// github.com/go-sql-driver/mysql, open db with parseTime=true.
+// The table app_locks must exist: apply db/migrations/00001_app_locks.sql and
+// db/migrations/00006_app_locks_session.sql (relative to lockgen.yaml) with
+// your migration tool. With github.com/go-sql-driver/mysql, open db with
+// parseTime=true.
 //
 // The session and row locks (import, tenant_migration, ledger) keep a
 // connection of db for the whole holding (GET_LOCK, or the holding's
@@ -758,10 +759,11 @@ func (l *Locks) AcquireImportLock(ctx context.Context) (*Lease, error) {
 }
 
 // ImportLockHolder reads who holds the import lock: Holder.Held is whether the
-// server has the session lock (GET_LOCK's IS_USED_LOCK), Holder.Owner and
-// Holder.Token are those of the current or last holding, from the lock row.
-// Holder.Remaining is always 0: a session lock lasts as long as its holder's
-// connection.
+// server has the session lock (GET_LOCK's IS_USED_LOCK), Holder.Owner is that
+// of the current or last holding and Holder.Token the lock row's, at least
+// that holding's token (holdings that took theirs from a reservation show its
+// bound). Holder.Remaining is always 0: a session lock lasts as long as its
+// holder's connection.
 func (l *Locks) ImportLockHolder(ctx context.Context) (Holder, error) {
 	return l.importLock.Holder(ctx, "")
 }
@@ -846,9 +848,10 @@ func (l *Locks) AcquireTenantMigrationLock(ctx context.Context, tenant string) (
 
 // TenantMigrationLockHolder reads who holds the tenant_migration lock for
 // tenant: Holder.Held is whether the server has the session lock (GET_LOCK's
-// IS_USED_LOCK), Holder.Owner and Holder.Token are those of the current or
-// last holding, from the lock row. Holder.Remaining is always 0: a session
-// lock lasts as long as its holder's connection.
+// IS_USED_LOCK), Holder.Owner is that of the current or last holding and
+// Holder.Token the lock row's, at least that holding's token (holdings that
+// took theirs from a reservation show its bound). Holder.Remaining is always
+// 0: a session lock lasts as long as its holder's connection.
 func (l *Locks) TenantMigrationLockHolder(ctx context.Context, tenant string) (Holder, error) {
 	return l.tenantMigrationLock.Holder(ctx, tenant)
 }

@@ -37,10 +37,11 @@ func NewStore(db *sql.DB) Store {
 // first use.
 func (s Store) Server() driver.Target {
 	return driver.Target{
-		DB:             s.db,
-		LocksTable:     "app_locks",
-		Migrations:     "db/migrations/ (relative to lockgen.yaml)",
-		LocksMigration: "db/migrations/00001_app_locks.sql (relative to lockgen.yaml)",
+		DB:                    s.db,
+		LocksTable:            "app_locks",
+		Migrations:            "db/migrations/ (relative to lockgen.yaml)",
+		LocksMigration:        "db/migrations/00001_app_locks.sql (relative to lockgen.yaml)",
+		LocksSessionMigration: "db/migrations/00006_app_locks_session.sql (relative to lockgen.yaml)",
 	}
 }
 
@@ -238,6 +239,33 @@ func (s Store) SessionIsUsed(ctx context.Context, lockName string) (bool, error)
 	return n == 1, err
 }
 
+// SessionGuard implements driver.Store. It runs in tx, the caller's
+// transaction; ok is true when the session holding is still current,
+// and the row then stays share-locked until tx ends.
+func (s Store) SessionGuard(ctx context.Context, tx *sql.Tx, name, key, owner string, rowToken int64, lockName string, connID int64) (ok bool, err error) {
+	_, err = s.q.WithTx(tx).SessionGuard(ctx, SessionGuardParams{
+		Name:     name,
+		LockKey:  key,
+		Owner:    owner,
+		RowToken: rowToken,
+		LockName: lockName,
+		ConnID:   connID,
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// SessionDisarm implements driver.Store: one autocommit UPDATE clears
+// the row's session witness.
+func (s Store) SessionDisarm(ctx context.Context, name, key string) error {
+	return s.q.SessionDisarm(ctx, SessionDisarmParams{
+		Name:    name,
+		LockKey: key,
+	})
+}
+
 // ServerGalera implements driver.Store: whether the server is a
 // Galera node (wsrep_on), where the session strategy is refused.
 func (s Store) ServerGalera(ctx context.Context) (bool, error) {
@@ -277,15 +305,48 @@ func (c sessionConn) ReleaseLock(ctx context.Context, lockName string) (int64, e
 	return c.q.SessionReleaseLock(ctx, lockName)
 }
 
+// TokenRead implements driver.SessionConn: one locking read of the lock
+// row that also draws the reservation's next token (UUID_SHORT); when
+// there is no row, a second statement reads the connection's id.
+func (c sessionConn) TokenRead(ctx context.Context, name, key, owner, lockName string) (driver.SessionTokenRead, error) {
+	r, err := c.q.SessionTokenRead(ctx, SessionTokenReadParams{
+		LockName: lockName,
+		Name:     name,
+		LockKey:  key,
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		// No lock row yet: the token statement creates it. Held
+		// is left to its own check.
+		id, err := c.q.SessionConnID(ctx)
+		return driver.SessionTokenRead{
+			ConnID: id,
+			Held:   true,
+		}, err
+	}
+	if err != nil {
+		return driver.SessionTokenRead{}, err
+	}
+	return driver.SessionTokenRead{
+		ConnID:    r.ConnID,
+		Held:      r.Held == 1,
+		Found:     true,
+		RowToken:  r.Token,
+		Mine:      r.Owner == owner,
+		Armed:     r.Armed == 1,
+		NextToken: r.NextToken,
+	}, nil
+}
+
 // Token implements driver.SessionConn: it records the holding in the lock
-// row and returns the new fencing token, the statement's LastInsertId; 0
-// when this connection does not hold the session lock lockName or the
-// row is held by a lease.
-func (c sessionConn) Token(ctx context.Context, name, key, owner, lockName string) (int64, error) {
+// row, arms its reservation for reserve tokens more, and returns the new
+// fencing token, the statement's LastInsertId; 0 when this connection
+// does not hold the session lock lockName or the row is held by a lease.
+func (c sessionConn) Token(ctx context.Context, name, key, owner, lockName string, reserve int64) (int64, error) {
 	res, err := c.q.SessionToken(ctx, SessionTokenParams{
 		Name:     name,
 		LockKey:  key,
 		Owner:    owner,
+		Reserve:  reserve,
 		LockName: lockName,
 	})
 	if err != nil {
