@@ -205,7 +205,7 @@ func TestCheckStale(t *testing.T) {
 	assert.Equal(t, exitFail, code)
 	assert.Contains(t, stdout, down+": missing\n")
 	assert.Contains(t, stdout, wrappers+": stale\n-9: package locks // edited\n+9: package locks\n")
-	assert.Equal(t, "lockgen: 2 of 10 generated files are stale or missing; run `go tool lockgen generate -f "+specPath+"`\n", stderr)
+	assert.Equal(t, "lockgen: 2 of 12 generated files are stale or missing; run `go tool lockgen generate -f "+specPath+"`\n", stderr)
 	assert.Less(t, strings.Count(stdout, "\n"), 10, "the diff is short")
 
 	code, _, _ = lockgen("generate", "-f", specPath)
@@ -229,21 +229,24 @@ func TestSwitchingMigrationsFormat(t *testing.T) {
 
 	up := filepath.Join(dir, "db", "migrations", "0001_lockgen_locks.up.sql")
 	down := filepath.Join(dir, "db", "migrations", "0001_lockgen_locks.down.sql")
+	sessionUp := filepath.Join(dir, "db", "migrations", "0006_lockgen_locks_session.up.sql")
+	sessionDown := filepath.Join(dir, "db", "migrations", "0006_lockgen_locks_session.down.sql")
 	const why = " (a golang-migrate migration lockgen wrote, but migrations.format is goose)"
 	code, stdout, stderr := lockgen("check", "-f", specPath)
 	assert.Equal(t, exitFail, code)
+	const leftOver = ": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n"
 	assert.Contains(t, stdout, filepath.Join(dir, "db", "migrations", "00001_lockgen_locks.sql")+": missing\n"+
-		down+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n"+
-		up+": left over: a golang-migrate migration lockgen wrote, but migrations.format is goose; generate removes it\n")
+		filepath.Join(dir, "db", "migrations", "00006_lockgen_locks_session.sql")+": missing\n"+
+		down+leftOver+up+leftOver+sessionDown+leftOver+sessionUp+leftOver)
 	assert.Contains(t, stdout, filepath.Join(dir, "internal", "locks", "lockgen.go")+": stale\n", "its doc names the migration")
 	assert.Contains(t, stdout, filepath.Join(dir, "internal", "locks", "lockgendb", "lockgen_store.go")+": stale\n", "its Server names the migration")
-	assert.Equal(t, "lockgen: 3 of 9 generated files are stale or missing and 2 files lockgen no longer generates are left over; run `"+self+" generate -f "+specPath+"`\n", stderr)
+	assert.Equal(t, "lockgen: 4 of 10 generated files are stale or missing and 4 files lockgen no longer generates are left over; run `"+self+" generate -f "+specPath+"`\n", stderr)
 
 	code, stdout, stderr = lockgen("generate", "-f", specPath)
 	require.Equal(t, exitOK, code, stderr)
 	assert.Empty(t, stdout)
-	assert.Equal(t, "lockgen: removed "+down+why+"\nlockgen: removed "+up+why+"\n", stderr)
-	for _, p := range []string{up, down} {
+	assert.Equal(t, "lockgen: removed "+down+why+"\nlockgen: removed "+up+why+"\nlockgen: removed "+sessionDown+why+"\nlockgen: removed "+sessionUp+why+"\n", stderr)
+	for _, p := range []string{up, down, sessionUp, sessionDown} {
 		_, err := os.Stat(p)
 		assert.True(t, os.IsNotExist(err), p)
 	}

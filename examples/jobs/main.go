@@ -38,6 +38,8 @@ var (
 	historyMigration string
 	//go:embed migrations/0005_jobsdemo_runs_headers.up.sql
 	headersMigration string
+	//go:embed migrations/0006_jobsdemo_locks_session.up.sql
+	locksSessionMigration string
 )
 
 func main() {
@@ -84,7 +86,7 @@ func (h handlers) SendReceipt(ctx context.Context, run *jobs.Run, args jobs.Send
 // three nodes work for runFor as the application's user, and prints a
 // summary.
 func run(ctx context.Context, dsns demodb.DSNs, orders int, runFor time.Duration, out io.Writer) error {
-	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration, historyMigration, headersMigration)
+	env, err := demodb.Setup(ctx, dsns, []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration, historyMigration, headersMigration, locksSessionMigration)
 	if err != nil {
 		return fmt.Errorf("set up the database: %w", err)
 	}

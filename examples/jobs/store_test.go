@@ -22,7 +22,7 @@ func TestGeneratedStoreMeetsTheDriverContract(t *testing.T) {
 // openStore sets up a fresh database with the example's migrations and
 // returns its store, connected as the example's own user.
 func openStore(t *testing.T) lockgendb.Store {
-	env, err := demodb.Setup(context.Background(), exampletest.FreshDSNs(t), []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration, historyMigration, headersMigration)
+	env, err := demodb.Setup(context.Background(), exampletest.FreshDSNs(t), []string{"jobsdemo_locks", "jobsdemo_runs", "jobsdemo_queues"}, locksMigration, runsMigration, queuesMigration, historyMigration, headersMigration, locksSessionMigration)
 	if err != nil {
 		t.Fatal(err)
 	}

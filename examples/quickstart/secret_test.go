@@ -111,8 +111,10 @@ func TestDSNPasswordNeverInMetricsLogsOrErrors(t *testing.T) {
 	admin, err := demodb.Open(cfg)
 	require.NoError(t, err)
 	defer admin.Close()
-	_, err = admin.ExecContext(ctx, migration)
-	require.NoError(t, err)
+	for _, m := range []string{migration, sessionMigration} {
+		_, err = admin.ExecContext(ctx, m)
+		require.NoError(t, err)
+	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	user := "lgex_" + hex.EncodeToString(b[:])

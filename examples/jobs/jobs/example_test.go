@@ -20,7 +20,7 @@ var db *sql.DB
 
 func TestMain(m *testing.M) {
 	var migrations []string
-	for _, name := range []string{"0001_jobsdemo_locks.up.sql", "0002_jobsdemo_runs.up.sql", "0003_jobsdemo_queues.up.sql", "0004_jobsdemo_runs_history.up.sql", "0005_jobsdemo_runs_headers.up.sql"} {
+	for _, name := range []string{"0001_jobsdemo_locks.up.sql", "0002_jobsdemo_runs.up.sql", "0003_jobsdemo_queues.up.sql", "0004_jobsdemo_runs_history.up.sql", "0005_jobsdemo_runs_headers.up.sql", "0006_jobsdemo_locks_session.up.sql"} {
 		b, err := os.ReadFile("../migrations/" + name)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

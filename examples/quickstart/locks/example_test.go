@@ -23,7 +23,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	os.Exit(exampletest.Main(m, &db, []string{"quickstart_locks", "quickstart_accounts"}, string(migration),
+	session, err := os.ReadFile("../migrations/0006_quickstart_locks_session.up.sql")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(exampletest.Main(m, &db, []string{"quickstart_locks", "quickstart_accounts"}, string(migration), string(session),
 		"CREATE TABLE quickstart_accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)"))
 }
 

@@ -1,10 +1,12 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -140,7 +142,7 @@ func TestPlanIsReproducible(t *testing.T) {
 	restarts := 0
 	busy := map[int]time.Duration{}
 	for _, f := range a {
-		if f.Kind == FaultRestart {
+		if f.Kind == FaultRestart || f.Kind == FaultCrash {
 			restarts++
 			continue
 		}
@@ -151,6 +153,9 @@ func TestPlanIsReproducible(t *testing.T) {
 		busy[f.Proc] = f.At + f.Lead + f.Dur
 	}
 	require.Equal(t, 1, restarts)
+	for seed, want := range map[uint64]string{42: FaultRestart, 43: FaultCrash} {
+		assert.True(t, slices.ContainsFunc(Plan(seed, 5, time.Minute, true), func(f Fault) bool { return f.Kind == want }), "seed %d: a %s", seed, want)
+	}
 }
 
 func TestCheckAllowsTheDocumentedWindowsOfSessionAndRowLocks(t *testing.T) {

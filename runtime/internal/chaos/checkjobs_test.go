@@ -132,9 +132,10 @@ func TestPlanOfAnHourHasThousandsOfFaults(t *testing.T) {
 				last = f.At
 			}
 		}
-		for _, k := range []string{FaultOutage, FaultPartition, FaultRotate, FaultLockRows, FaultKill, FaultRestart} {
+		for _, k := range []string{FaultOutage, FaultPartition, FaultRotate, FaultLockRows, FaultKill} {
 			require.NotZero(t, kinds[k], "seed %d: no %s in %v", seed, k, kinds)
 		}
+		require.Equal(t, 1, kinds[FaultRestart]+kinds[FaultCrash], "seed %d: one server restart or crash in %v", seed, kinds)
 	}
 	for _, f := range Plan(7, 5, 45*time.Second, true) {
 		require.Less(t, f.Dur, 20*time.Second, "%s", f)

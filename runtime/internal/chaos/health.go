@@ -29,12 +29,12 @@ func newTimeline(f Facts) timeline {
 	return timeline{spans: spans, grace: int64(f.Lease), began: f.Began}
 }
 
-// hits reports whether sp hit proc (a server restart hits every process;
+// hits reports whether sp hit proc (a server restart or crash hits every process;
 // a lockrows fault only the runs it locked: a heartbeat skips a row
 // another transaction holds, so their processes' other runs go on).
 func (tl timeline) hits(sp Span, proc int, run int64) bool {
 	switch sp.Kind {
-	case FaultRestart:
+	case FaultRestart, FaultCrash:
 		return true
 	case FaultLockRows:
 		return slices.Contains(sp.Runs, run)

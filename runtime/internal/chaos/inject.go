@@ -37,6 +37,8 @@ func (c *Controller) apply(ctx context.Context, f Fault, adminCfg *mysql.Config,
 	switch f.Kind {
 	case FaultRestart:
 		return c.restart(ctx, f.Dur, adminCfg)
+	case FaultCrash:
+		return c.crash(ctx, f.Dur, adminCfg)
 	case FaultLockRows:
 		return c.lockRows(ctx, f, sp)
 	}
@@ -96,6 +98,31 @@ func (c *Controller) restart(ctx context.Context, down time.Duration, adminCfg *
 	if _, err := c.admin.ExecContext(ctx, "SHUTDOWN"); err != nil {
 		return fmt.Errorf("SHUTDOWN: %w", err)
 	}
+	return c.startAgain(ctx, down, adminCfg)
+}
+
+// crash SIGKILLs the server (the process listening on its port, on this
+// machine): no shutdown, so its next start recovers from the redo log, as
+// after a power cut of the server alone. Then it starts it again as
+// restart does.
+func (c *Controller) crash(ctx context.Context, down time.Duration, adminCfg *mysql.Config) error {
+	_, port, err := net.SplitHostPort(adminCfg.Addr)
+	if err != nil {
+		return err
+	}
+	pid, err := listenerPID(port)
+	if err != nil {
+		return fmt.Errorf("crash: find the server: %w", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("crash: SIGKILL server pid %d: %w", pid, err)
+	}
+	return c.startAgain(ctx, down, adminCfg)
+}
+
+// startAgain waits for the server's port to close, then down, then runs
+// the restart command.
+func (c *Controller) startAgain(ctx context.Context, down time.Duration, adminCfg *mysql.Config) error {
 	for i := 0; i < 600; i++ {
 		conn, err := net.DialTimeout("tcp", adminCfg.Addr, 100*time.Millisecond)
 		if err != nil {

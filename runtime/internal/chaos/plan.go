@@ -16,6 +16,7 @@ const (
 	FaultClock     = "clock"     // step the process's wall clock by Arg, and back after Dur
 	FaultPool      = "pool"      // shrink the process's pool to Arg connections for Dur
 	FaultRestart   = "restart"   // shut the database server down and start it again
+	FaultCrash     = "crash"     // SIGKILL the database server, start it again after Dur (crash recovery)
 	// FaultPartition: Lead of Arg delay on every chunk (so that
 	// transactions are in flight: a claim started as the delay began has
 	// its SELECT … FOR UPDATE delivered after 3·Arg and its COMMIT after
@@ -87,7 +88,8 @@ const (
 // two on one process, each longer than the TTLs where it matters; long
 // faults besides (see LongFaultsFrom), which do not count towards the two
 // at once; and one server restart at about the middle when restart is
-// set. The same seed gives the same plan.
+// set: a crash (SIGKILL) for an odd seed, a shutdown for an even one. The
+// same seed gives the same plan.
 func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
@@ -102,7 +104,11 @@ func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 	lastPartition := -PartitionGap
 	for at := between(time.Second, 3*time.Second); at < length-2*time.Second; at += between(time.Second, 3*time.Second) {
 		if restart && at >= restartAt {
-			plan = append(plan, Fault{At: at, Kind: FaultRestart, Proc: -1, Dur: between(time.Second, 3*time.Second)})
+			kind := FaultRestart
+			if seed%2 == 1 {
+				kind = FaultCrash
+			}
+			plan = append(plan, Fault{At: at, Kind: kind, Proc: -1, Dur: between(time.Second, 3*time.Second)})
 			restart = false
 			at += 8 * time.Second
 			continue
