@@ -43,12 +43,12 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Line()
 	f.Comment(sessionGuardDoc)
 	f.Func().Params(recv.Clone()).Id("SessionGuard").Params(
-		ctx.Clone(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner")).String(),
-		jen.Id("rowToken").Int64(), lockName.Clone(), jen.Id("connID").Int64(),
+		ctx.Clone(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner"), jen.Id("lockName")).String(),
+		jen.Id("connID").Int64(), jen.Id("witness").String(),
 	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
 		jen.List(jen.Id("_"), jen.Err()).Op("=").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("tx")).Dot("SessionGuard").Call(jen.Id("ctx"), literal(db("SessionGuardParams"),
-			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"RowToken", jen.Id("rowToken")},
-			kv{"LockName", jen.Id("lockName")}, kv{"ConnID", jen.Id("connID")},
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")},
+			kv{"LockName", jen.Id("lockName")}, kv{"ConnID", jen.Id("connID")}, kv{"Witness", jen.Id("witness")},
 		)),
 		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
 			jen.Return(jen.False(), jen.Nil()),
@@ -108,15 +108,11 @@ func sessionGlue(f *jen.File, m *model) {
 			kv{"LockName", jen.Id("lockName")}, kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")},
 		)),
 		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
-			jen.Comment("No lock row yet: the token statement creates it. Held"),
-			jen.Comment("is left to its own check."),
-			jen.List(jen.Id("id"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionConnID").Call(jen.Id("ctx")),
-			jen.Return(literal(dr("SessionTokenRead"), kv{"ConnID", jen.Id("id")}, kv{"Held", jen.True()}), jen.Err()),
+			jen.Return(dr("SessionTokenRead").Values(), jen.Nil()),
 		),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(dr("SessionTokenRead").Values(), jen.Err())),
 		jen.Return(literal(dr("SessionTokenRead"),
-			kv{"ConnID", jen.Id("r").Dot("ConnID")}, kv{"Held", jen.Id("r").Dot("Held").Op("==").Lit(1)},
-			kv{"Found", jen.True()}, kv{"RowToken", jen.Id("r").Dot("Token")},
+			kv{"Held", jen.Id("r").Dot("Held").Op("==").Lit(1)}, kv{"Found", jen.True()}, kv{"RowToken", jen.Id("r").Dot("Token")},
 			kv{"Mine", jen.Id("r").Dot("Owner").Op("==").Id("owner")}, kv{"Armed", jen.Id("r").Dot("Armed").Op("==").Lit(1)},
 			kv{"NextToken", jen.Id("r").Dot("NextToken")},
 		), jen.Nil()),
@@ -126,12 +122,15 @@ func sessionGlue(f *jen.File, m *model) {
 	f.Comment(sessionTokenDoc)
 	f.Func().Params(crecv.Clone()).Id("Token").Params(
 		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner"), jen.Id("lockName")).String(), jen.Id("reserve").Int64(),
-	).Params(jen.Int64(), jen.Error()).Block(
+	).Params(jen.Id("token").Int64(), jen.Id("reserved").Bool(), jen.Err().Error()).Block(
 		jen.List(jen.Id("res"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionToken").Call(jen.Id("ctx"), literal(db("SessionTokenParams"),
-			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"Reserve", jen.Id("reserve")}, kv{"LockName", jen.Id("lockName")},
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")}, kv{"OwnerBytes", jen.Index().Byte().Call(jen.Id("owner"))},
+			kv{"Reserve", jen.Id("reserve")}, kv{"LockName", jen.Id("lockName")},
 		)),
-		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.Err())),
-		jen.Return(jen.Id("res").Dot("LastInsertId").Call()),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.False(), jen.Err())),
+		jen.If(jen.List(jen.Id("token"), jen.Err()).Op("=").Id("res").Dot("LastInsertId").Call(), jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Lit(0), jen.False(), jen.Err())),
+		jen.List(jen.Id("n"), jen.Err()).Op(":=").Id("res").Dot("RowsAffected").Call(),
+		jen.Return(jen.Id("token"), jen.Id("token").Op("!=").Lit(0).Op("&&").Id("n").Op("==").Lit(0), jen.Err()),
 	)
 
 	f.Line()

@@ -70,13 +70,14 @@ const (
 		"// named lock."
 	releaseLockDoc = "// ReleaseLock implements driver.SessionConn: RELEASE_LOCK; 1 released, 0\n" +
 		"// held by another connection, -1 not held at all."
-	sessionTokenDoc = "// Token implements driver.SessionConn: it records the holding in the lock\n" +
-		"// row, arms its reservation for reserve tokens more, and returns the new\n" +
-		"// fencing token, the statement's LastInsertId; 0 when this connection\n" +
-		"// does not hold the session lock lockName or the row is held by a lease."
+	sessionTokenDoc = "// Token implements driver.SessionConn: one statement takes the token from\n" +
+		"// the row's reservation or records the holding (arming a reservation for\n" +
+		"// reserve tokens more), and returns it, the statement's LastInsertId; 0\n" +
+		"// when this connection does not hold the session lock lockName or the\n" +
+		"// row is held by a lease. reserved: no row changed (the reservation\n" +
+		"// issued the token)."
 	sessionTokenReadDoc = "// TokenRead implements driver.SessionConn: one locking read of the lock\n" +
-		"// row that also draws the reservation's next token (UUID_SHORT); when\n" +
-		"// there is no row, a second statement reads the connection's id."
+		"// row that also draws the reservation's next token (UUID_SHORT)."
 	sessionGuardDoc = "// SessionGuard implements driver.Store. It runs in tx, the caller's\n" +
 		"// transaction; ok is true when the session holding is still current,\n" +
 		"// and the row then stays share-locked until tx ends."

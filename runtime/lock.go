@@ -89,6 +89,9 @@ type Lock struct {
 	// leader is the lease of the current term of a RunAsLeader call on
 	// this Lock, nil between terms.
 	leader atomic.Pointer[Lease]
+	// reserved are the keys of a session lock whose last holding here
+	// took its token from the row's reservation (see sessionToken).
+	reserved reservedKeys
 }
 
 // Lock validates cfg, applies its defaults and returns the lock. It fails

@@ -245,7 +245,7 @@ func TestPruneRefusesAgesBelowTheTTL(t *testing.T) {
 }
 
 // TestSessionTokenThatWaitedPastTheTTLIsGivenBack: a session holding's token
-// read (run after GET_LOCK) that waits for the lock row longer than
+// statement (run after GET_LOCK) that waits for the lock row longer than
 // TTL − SafetyMargin carries a clock older than Prune's bound allows for, so
 // the holding is never used: the client gives the statement up after one
 // TTL (every acquisition statement is bounded) and reports the lock busy.
@@ -282,7 +282,7 @@ func TestSessionTokenThatWaitedPastTheTTLIsGivenBack(t *testing.T) {
 		lease, err := l.Try(ctx, "k")
 		acquired <- result{lease, err}
 	}()
-	untilWaiting(t, admin, "SessionTokenRead")
+	untilWaiting(t, admin, "SessionToken")
 	time.Sleep(2 * ttl)
 	require.NoError(t, tx.Commit())
 

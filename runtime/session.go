@@ -102,13 +102,17 @@ func (c *Client) isGalera(ctx context.Context) (bool, error) {
 }
 
 // sessionHolding is what a Lease of the session strategy holds besides
-// its row: the pinned connection and the server-side lock's name, and what
-// Guard checks (see sessionIssue).
+// its row: the pinned connection and the server-side lock's name, and,
+// once Guard asked for it, the connection's identity.
 type sessionHolding struct {
 	poolChecked
 	conn driver.SessionConn
 	name string
-	sessionIssue
+
+	idMu    sync.Mutex
+	idKnown bool
+	connID  int64
+	witness string
 }
 
 // sessionReserve is how many tokens the token statement reserves for the
@@ -117,51 +121,65 @@ type sessionHolding struct {
 // is spent by UUID_SHORT() calls, one per such holding on the whole
 // server; the row's token, which every other strategy's next token
 // passes, is the bound, so it runs ahead of the clock by at most this
-// many microseconds' worth.
+// many microseconds' worth for each time a reservation is armed.
 const sessionReserve = 1_000_000
 
-// sessionIssue is how a session holding's fencing token was issued: the
-// token, the lock row's token then (the reservation's bound when the
-// token came from it, else the token itself plus any reservation armed),
-// and the id of the connection that holds the server-side lock.
-type sessionIssue struct {
-	token, rowToken, connID int64
-}
-
 // sessionToken issues the fencing token of a session holding just
-// acquired on conn (GET_LOCK name): from the row's reservation, without a
-// write, when the read allows it (driver.SessionTokenRead.Reserved), else
-// by the token statement, which arms a reservation when the row was
-// already this owner's (a first holding, or another owner's, reserves
-// nothing: that spends no tokens on a lock that changes hands). A zero
+// acquired on conn (GET_LOCK name), in one statement: SessionToken, which
+// takes the token from the row's reservation without a write when it
+// allows, else writes it (arming a reservation when the row was already
+// this owner's). When this Lock's last holding of key took a reserved
+// token, the next one is likely to as well, and tries the cheaper locking
+// read first (SessionTokenRead); when that read finds no reservation, the
+// statement follows, so a lock that changes hands pays no read. A zero
 // token: the connection does not hold the session lock, or a live lease
 // holds the row.
-func (l *Lock) sessionToken(ctx context.Context, conn driver.SessionConn, key, name string) (sessionIssue, error) {
-	r, err := conn.TokenRead(ctx, l.cfg.Name, key, l.client.owner, name)
+func (l *Lock) sessionToken(ctx context.Context, conn driver.SessionConn, key, name string) (int64, error) {
+	if l.reserved.has(key) {
+		r, err := conn.TokenRead(ctx, l.cfg.Name, key, l.client.owner, name)
+		switch {
+		case err != nil:
+			return 0, err
+		case r.Reserved():
+			return r.NextToken, nil
+		case r.Found && !r.Held:
+			return 0, nil
+		}
+	}
+	token, reserved, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner, name, sessionReserve)
+	l.reserved.set(key, err == nil && reserved)
+	return token, err
+}
+
+// maxReservedKeys bounds reservedKeys: past it the set starts over (a
+// forgotten key costs its next holding the larger statement, once).
+const maxReservedKeys = 4096
+
+// reservedKeys is a set of lock keys, safe for concurrent use; its zero
+// value is empty.
+type reservedKeys struct {
+	mu   sync.Mutex
+	keys map[string]struct{}
+}
+
+func (r *reservedKeys) has(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.keys[key]
+	return ok
+}
+
+func (r *reservedKeys) set(key string, on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch {
-	case servererr.IsCollationMix(err):
-		// The key cannot be compared on this connection (see
-		// IsCollationMix): write, as before reservations, which compares
-		// no string. Without the connection's id, Guard refuses the
-		// holding (it checks the id).
-		token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner, name, 0)
-		return sessionIssue{token: token, rowToken: token}, err
-	case err != nil:
-		return sessionIssue{}, err
-	case r.Reserved():
-		return sessionIssue{token: r.NextToken, rowToken: r.RowToken, connID: r.ConnID}, nil
-	case !r.Held:
-		return sessionIssue{}, nil
+	case !on:
+		delete(r.keys, key)
+	case r.keys == nil || len(r.keys) >= maxReservedKeys:
+		r.keys = map[string]struct{}{key: {}}
+	default:
+		r.keys[key] = struct{}{}
 	}
-	reserve := int64(0)
-	if r.Found && r.Mine {
-		reserve = sessionReserve
-	}
-	token, err := conn.Token(ctx, l.cfg.Name, key, l.client.owner, name, reserve)
-	if err != nil || token == 0 {
-		return sessionIssue{}, err
-	}
-	return sessionIssue{token: token, rowToken: token + reserve, connID: r.ConnID}, nil
 }
 
 // trySession acquires a session lock, waiting up to wait on the server.
@@ -203,9 +221,8 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	}
 	sent := l.client.clock.Now()
 	tctx, cancel := bounded(ctx, l.cfg.TTL)
-	issue, err := l.sessionToken(tctx, conn, key, name)
+	token, err := l.sessionToken(tctx, conn, key, name)
 	cancel()
-	token := issue.token
 	if took := l.client.clock.Now().Sub(sent); err == nil && token != 0 && took >= l.cfg.TTL-l.cfg.SafetyMargin {
 		// The token statement waited for the row's lock so long that its
 		// token, from the clock at its start, may be below one a pruned
@@ -248,7 +265,7 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	// the wait on the server is not part of the holding, and the server
 	// keeps the lock until the connection ends or has been silent for
 	// IdleBound(TTL) after that statement, which is later.
-	return newLease(ctx, l, key, token, sent, &sessionHolding{conn: conn, name: name, sessionIssue: issue}), nil
+	return newLease(ctx, l, key, token, sent, &sessionHolding{conn: conn, name: name}), nil
 }
 
 // bounded is ctx bounded by d: every statement of an acquisition is, so
@@ -319,15 +336,25 @@ func (h *sessionHolding) renew(ls *Lease, left time.Duration) bool {
 }
 
 // guard is Guard for a session holding: holdings whose tokens came from
-// one reservation share the row's token, so the row shows the holding by
-// its owner and token only together with the connection that holds the
-// server-side lock (driver.Store.SessionGuard).
+// one reservation leave the row as it was, so the holding is its
+// connection, which still holds the session lock and its witness
+// (driver.Store.SessionGuard). The connection's identity is read once,
+// on the pinned connection, by the first Guard.
 func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error {
 	// As guardRow: the probe ran at the acquire, and clusters are refused.
 	if err := ls.lock.client.guardRefusal(ctx); err != nil {
 		return err
 	}
-	ok, err := ls.lock.client.store.SessionGuard(ctx, tx, ls.id.Name, ls.id.Key, ls.id.Owner, h.rowToken, h.name, h.connID)
+	h.idMu.Lock()
+	defer h.idMu.Unlock()
+	if !h.idKnown {
+		connID, witness, err := h.conn.Identity(ctx)
+		if err != nil {
+			return ls.guardResult(false, err)
+		}
+		h.connID, h.witness, h.idKnown = connID, witness, true
+	}
+	ok, err := ls.lock.client.store.SessionGuard(ctx, tx, ls.id.Name, ls.id.Key, ls.id.Owner, h.name, h.connID, h.witness)
 	return ls.guardResult(ok, err)
 }
 

@@ -110,6 +110,15 @@ func (p *SessionPin) BoundGetLock(ctx context.Context, idle time.Duration, lockN
 	return err == nil, err
 }
 
+// Identity is the connection's id and the name of the witness GET_LOCK it
+// holds (” when it holds none), which Guard checks a session holding by:
+// one statement, run only when a holding is guarded.
+func (p *SessionPin) Identity(ctx context.Context) (connID int64, witness string, err error) {
+	err = p.conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN '' "+
+		"WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE '' END").Scan(&connID, &witness)
+	return connID, witness, err
+}
+
 // witnessAssignment is the SET assignment that makes sure the connection
 // holds a witness GET_LOCK, a random name kept in the session variable
 // @lockgen_witness, taking a new one when it holds none. The session token

@@ -58,15 +58,12 @@ type Target struct {
 	LocksSessionMigration string
 }
 
-// SessionTokenRead is what SessionConn.TokenRead reads, right after the
-// session lock was acquired on that connection.
+// SessionTokenRead is what SessionConn.TokenRead reads.
 type SessionTokenRead struct {
-	// ConnID is the connection's id (CONNECTION_ID()).
-	ConnID int64
-	// Held: the connection holds the session lock (also true when the
-	// row was not found, unchecked: the token statement checks it).
+	// Held: the connection holds the session lock.
 	Held bool
-	// Found: the lock row exists; RowToken is its token.
+	// Found: the lock row exists; RowToken is its token, the
+	// reservation's bound.
 	Found    bool
 	RowToken int64
 	// Mine: the row's owner is the owner asked about.
@@ -80,10 +77,10 @@ type SessionTokenRead struct {
 	NextToken int64
 }
 
-// Reserved reports whether r lets the holding of owner take NextToken as
-// its fencing token without a write: the connection holds the session
-// lock, the row is owner's, its reservation is armed, and NextToken has
-// not passed the reservation's bound, the row's token.
+// Reserved reports whether r lets the holding take NextToken as its
+// fencing token without a write: the connection holds the session lock,
+// the row is the owner's, its reservation is armed, and NextToken has not
+// passed the reservation's bound, the row's token.
 func (r SessionTokenRead) Reserved() bool {
 	return r.Held && r.Found && r.Mine && r.Armed && r.NextToken <= r.RowToken
 }
@@ -158,11 +155,11 @@ type Store interface {
 	// SessionIsUsed reports whether any connection holds the named lock.
 	SessionIsUsed(ctx context.Context, lockName string) (bool, error)
 	// SessionGuard runs inside tx, the caller's transaction: ok is true
-	// when the session holding whose token came from the row (name, key)
-	// with token rowToken, by owner, is still current: connection connID
-	// holds its session lock lockName. The row then stays share-locked
-	// until tx ends.
-	SessionGuard(ctx context.Context, tx *sql.Tx, name, key, owner string, rowToken int64, lockName string, connID int64) (ok bool, err error)
+	// when owner's session holding of the row (name, key) is still
+	// current: connection connID, whose witness GET_LOCK is witness
+	// (SessionConn.Identity), holds its session lock lockName. The row
+	// then stays share-locked until tx ends.
+	SessionGuard(ctx context.Context, tx *sql.Tx, name, key, owner, lockName string, connID int64, witness string) (ok bool, err error)
 	// SessionDisarm ends, durably, the session reservation of the row
 	// (name, key), so that no token is issued from it without a write.
 	SessionDisarm(ctx context.Context, name, key string) error
@@ -189,16 +186,23 @@ type SessionConn interface {
 	// connection, -1 not held at all.
 	ReleaseLock(ctx context.Context, lockName string) (int64, error)
 	// TokenRead reads, right after the session lock lockName was
-	// acquired on this connection, what the holding's fencing token can
-	// be issued from without a write (see SessionTokenRead).
+	// acquired on this connection, whether owner's holding can take its
+	// token from the row's reservation (SessionTokenRead.Reserved): one
+	// locking read, no write. A missing row reads as not reserved.
 	TokenRead(ctx context.Context, name, key, owner, lockName string) (SessionTokenRead, error)
-	// Token records the holding in the lock row (name, key) and returns its
-	// fencing token, only while this connection holds the session lock
-	// lockName: 0 when it does not, or when the row is held by a lease. It
-	// arms the row's reservation for reserve tokens more (0: none) with
-	// this connection's witness (see SessionPin.BoundGetLock); the row's
-	// token is then the returned token plus reserve.
-	Token(ctx context.Context, name, key, owner, lockName string, reserve int64) (int64, error)
+	// Token returns the holding's fencing token, only while this
+	// connection holds the session lock lockName: 0 when it does not, or
+	// when the row (name, key) is held by a lease. It takes the token from
+	// the row's reservation without writing when the reservation allows,
+	// else records the holding in the row and, when the row was already
+	// owner's, arms a reservation for reserve tokens more with this
+	// connection's witness (see SessionPin.BoundGetLock). reserved: the
+	// token came from the reservation (the statement changed no row).
+	//
+	// Identity is the connection's id and its witness GET_LOCK's name,
+	// which Guard checks a session holding by (see Store.SessionGuard).
+	Token(ctx context.Context, name, key, owner, lockName string, reserve int64) (token int64, reserved bool, err error)
+	Identity(ctx context.Context) (connID int64, witness string, err error)
 	// Free marks the row free if id still holds it (as Store.LeaseRelease),
 	// on this connection, so releasing needs no second connection.
 	Free(ctx context.Context, id LeaseID) (bool, error)

@@ -41,14 +41,14 @@ func testSession(t *testing.T, s driver.Store) {
 	rel, err := c2.ReleaseLock(ctx, lockName)
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, rel, "another connection cannot release it")
-	tok, err := c2.Token(ctx, name, "", "b", lockName, 0)
+	tok, _, err := c2.Token(ctx, name, "", "b", lockName, 0)
 	require.NoError(t, err)
 	assert.Zero(t, tok, "a connection without the session lock gets no token")
 	bound, err := c2.BoundGetLock(ctx, time.Minute, lockName, 100*time.Millisecond)
 	require.NoError(t, err)
 	assert.False(t, bound, "the one-statement acquire times out on a held lock too")
 
-	t1, err := c1.Token(ctx, name, "", "a", lockName, 0)
+	t1, _, err := c1.Token(ctx, name, "", "a", lockName, 0)
 	require.NoError(t, err)
 	require.Positive(t, t1)
 	id := driver.LeaseID{Name: name, Owner: "a", Token: t1}
@@ -61,7 +61,7 @@ func testSession(t *testing.T, s driver.Store) {
 	ok, err = c1.Free(ctx, id)
 	require.NoError(t, err)
 	assert.True(t, ok)
-	t2, err := c1.Token(ctx, name, "", "a", lockName, 0)
+	t2, _, err := c1.Token(ctx, name, "", "a", lockName, 0)
 	require.NoError(t, err)
 	assert.Greater(t, t2, t1, "every session holding's token is above the last")
 
@@ -90,7 +90,7 @@ func testSession(t *testing.T, s driver.Store) {
 	held, err = c3.HoldsLock(ctx, lockName)
 	require.NoError(t, err)
 	assert.True(t, held)
-	t3, err := c3.Token(ctx, name, "", "c", lockName, 0)
+	t3, _, err := c3.Token(ctx, name, "", "c", lockName, 0)
 	require.NoError(t, err)
 	assert.Greater(t, t3, t2)
 	released, err := c3.ReleaseClose(ctx, lockName)
@@ -117,7 +117,7 @@ func testLeaseTakeover(t *testing.T, s driver.Store) {
 	got, err := conn.GetLock(ctx, s.SessionNamespace()+name, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, got)
-	held, err := conn.Token(ctx, name, "", "a", s.SessionNamespace()+name, 0)
+	held, _, err := conn.Token(ctx, name, "", "a", s.SessionNamespace()+name, 0)
 	require.NoError(t, err)
 
 	tok, err := s.LeaseAcquire(ctx, name, "", "b", time.Minute)
@@ -162,128 +162,129 @@ func testLeaseTakeover(t *testing.T, s driver.Store) {
 }
 
 // testSessionReservation: the session token statement arms a reservation
-// for the next holdings of the same owner, which take their tokens from
-// the reservation without a write while its witness lives, its bound is
-// not passed and the row stays theirs; every other holding, and every
-// holding after the witness died or a row takeover, gets a token above
-// the bound.
+// when the row was already the owner's, and the owner's next holdings take
+// their tokens from it without writing the row while its witness lives,
+// its bound is not passed and the row stays theirs; every other holding,
+// and every holding after the witness died or a row takeover, writes a
+// token above the bound.
 func testSessionReservation(t *testing.T, s driver.Store) {
 	ctx := context.Background()
 	name := uniqueName("reserve")
 	lockName := s.SessionNamespace() + name
 	const reserve = 1000
-	// acquire pins a connection and takes the session lock with the
-	// acquire's one statement (which also takes the connection's witness).
-	acquire := func() driver.SessionConn {
+	// hold pins a connection, takes the session lock with the acquire's
+	// one statement (which also takes the connection's witness), issues
+	// the token and releases.
+	hold := func(owner string) (token int64, reserved bool) {
 		t.Helper()
 		c, err := s.SessionConn(ctx)
 		require.NoError(t, err)
 		bound, err := c.BoundGetLock(ctx, time.Minute, lockName, time.Second)
 		require.NoError(t, err)
 		require.True(t, bound)
-		return c
-	}
-	read := func(c driver.SessionConn, owner string) driver.SessionTokenRead {
-		t.Helper()
 		r, err := c.TokenRead(ctx, name, "", owner, lockName)
 		require.NoError(t, err)
-		require.True(t, r.Held)
-		require.Positive(t, r.ConnID)
-		return r
-	}
-	release := func(c driver.SessionConn) {
-		t.Helper()
+		require.True(t, r.Held || !r.Found)
+		token, reserved, err = c.Token(ctx, name, "", owner, lockName, reserve)
+		require.NoError(t, err)
+		require.Positive(t, token)
+		assert.Equal(t, r.Reserved(), reserved, "the read and the statement agree on the reservation")
 		released, err := c.ReleaseClose(ctx, lockName)
 		require.NoError(t, err)
 		require.True(t, released)
+		return token, reserved
+	}
+	rowToken := func() int64 {
+		t.Helper()
+		row, _, err := s.LeaseGet(ctx, name, "")
+		require.NoError(t, err)
+		return row.Token
 	}
 
-	c := acquire()
-	r := read(c, "a")
-	assert.False(t, r.Found, "no row yet")
-	assert.False(t, r.Reserved())
-	t1, err := c.Token(ctx, name, "", "a", lockName, reserve)
-	require.NoError(t, err)
-	row, _, err := s.LeaseGet(ctx, name, "")
-	require.NoError(t, err)
-	assert.Equal(t, t1+reserve, row.Token, "the row's token is the reservation's bound")
-	release(c)
+	t1, reserved := hold("a")
+	assert.False(t, reserved)
+	assert.Equal(t, t1, rowToken(), "a first holding reserves nothing")
+	t2, reserved := hold("a")
+	assert.False(t, reserved, "the second holding writes, and arms")
+	assert.Greater(t, t2, t1)
+	bound := rowToken()
+	assert.Equal(t, t2+reserve, bound, "the owner's second holding arms a reservation: the row's token is its bound")
 
 	// The owner's next holdings take their tokens from the reservation.
-	last := t1
+	last := t2
 	for range 3 {
-		c = acquire()
-		r = read(c, "a")
-		require.True(t, r.Reserved(), "%+v", r)
-		assert.Greater(t, r.NextToken, last, "every reserved token is above the last")
-		assert.LessOrEqual(t, r.NextToken, t1+reserve)
-		assert.Equal(t, t1+reserve, r.RowToken)
-		last = r.NextToken
-		release(c)
+		tok, reserved := hold("a")
+		assert.True(t, reserved)
+		assert.Greater(t, tok, last, "every reserved token is above the last")
+		assert.LessOrEqual(t, tok, bound)
+		assert.Equal(t, bound, rowToken(), "a reserved token writes nothing")
+		last = tok
 	}
-	row, _, err = s.LeaseGet(ctx, name, "")
-	require.NoError(t, err)
-	assert.Equal(t, t1+reserve, row.Token, "reserved tokens write nothing")
 
-	// Another owner's holding writes, above the bound.
-	c = acquire()
-	r = read(c, "b")
-	assert.False(t, r.Mine)
-	assert.False(t, r.Reserved(), "another owner's holding takes no reserved token")
-	t2, err := c.Token(ctx, name, "", "b", lockName, 0)
-	require.NoError(t, err)
-	assert.Greater(t, t2, t1+reserve, "a written token passes the bound")
-	release(c)
-	c = acquire()
-	r = read(c, "b")
-	assert.False(t, r.Reserved(), "reserve 0 reserves nothing")
-	t3, err := c.Token(ctx, name, "", "b", lockName, reserve)
-	require.NoError(t, err)
-	assert.Greater(t, t3, t2)
-	release(c)
+	// Another owner's holding writes, above the bound, and reserves
+	// nothing; its next holding reserves.
+	t3, reserved := hold("b")
+	assert.False(t, reserved)
+	assert.Greater(t, t3, bound, "a written token passes the bound")
+	assert.Equal(t, t3, rowToken())
+	t4, _ := hold("b")
+	bound = rowToken()
+	assert.Equal(t, t4+reserve, bound)
+	t5, reserved := hold("b")
+	assert.True(t, reserved)
+	assert.Greater(t, t5, t4)
+	assert.Equal(t, bound, rowToken())
 
 	// The witness dies with the connection that wrote the reservation:
 	// the reservation ends with it.
-	c = acquire()
-	r = read(c, "b")
-	require.True(t, r.Reserved())
 	w := witnessOf(t, s, name)
 	require.NotEmpty(t, w)
+	killWitness(t, s, w)
+	t6, reserved := hold("b")
+	assert.False(t, reserved)
+	assert.Greater(t, t6, bound, "the next token is written, above the old bound")
+	assert.NotEqual(t, w, witnessOf(t, s, name), "a new witness armed the row")
+
+	// Guard: the holding is its connection, which holds the session lock
+	// and its witness.
+	c, err := s.SessionConn(ctx)
+	require.NoError(t, err)
+	bound2, err := c.BoundGetLock(ctx, time.Minute, lockName, time.Second)
+	require.NoError(t, err)
+	require.True(t, bound2)
+	_, _, err = c.Token(ctx, name, "", "b", lockName, reserve)
+	require.NoError(t, err)
+	id, witness, err := c.Identity(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, witness)
+	tx, err := s.Server().DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		owner, witness string
+		id             int64
+		want           bool
+		why            string
+	}{
+		{"b", witness, id, true, "the holding's own connection and witness"},
+		{"b", witness, id + 1, false, "another connection"},
+		{"b", witness + "0", id, false, "a witness that is not the connection's (a restart ended it)"},
+		{"b", "", id, false, "no witness"},
+		{"a", witness, id, false, "another owner"},
+	} {
+		ok, err := s.SessionGuard(ctx, tx, name, "", tc.owner, lockName, tc.id, tc.witness)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, ok, tc.why)
+	}
+	require.NoError(t, tx.Rollback())
 	released, err := c.ReleaseClose(ctx, lockName)
 	require.NoError(t, err)
 	require.True(t, released)
-	killWitness(t, s, w)
-	c = acquire()
-	r = read(c, "b")
-	assert.False(t, r.Armed, "a reservation whose witness is gone is not armed")
-	assert.False(t, r.Reserved())
-	t4, err := c.Token(ctx, name, "", "b", lockName, reserve)
-	require.NoError(t, err)
-	assert.Greater(t, t4, t3+reserve, "the next written token passes the old bound")
-	assert.NotEqual(t, w, witnessOf(t, s, name), "a new witness armed the row")
-
-	// Guard: the holding is the row's token with the connection that
-	// holds the session lock.
-	tx, err := s.Server().DB.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	ok, err := s.SessionGuard(ctx, tx, name, "", "b", t4+reserve, lockName, r.ConnID)
-	require.NoError(t, err)
-	assert.True(t, ok, "the holding's own connection and row token")
-	ok, err = s.SessionGuard(ctx, tx, name, "", "b", t4+reserve, lockName, r.ConnID+1)
-	require.NoError(t, err)
-	assert.False(t, ok, "another connection's holding")
-	ok, err = s.SessionGuard(ctx, tx, name, "", "b", t4, lockName, r.ConnID)
-	require.NoError(t, err)
-	assert.False(t, ok, "another row token")
-	require.NoError(t, tx.Rollback())
-	release(c)
 
 	// A row-strategy takeover of an armed row is refused until the
 	// reservation is disarmed; rolled back, it leaves the next session
 	// token above its own.
-	c = acquire()
-	require.True(t, read(c, "b").Reserved())
-	release(c)
+	hold("b")
+	bound = rowToken()
 	rtx, err := s.RowBegin(ctx, time.Second, 0)
 	require.NoError(t, err)
 	require.NoError(t, rtx.LockWait(ctx, name, ""))
@@ -297,15 +298,11 @@ func testSessionReservation(t *testing.T, s driver.Store) {
 	require.NoError(t, rtx.LockWait(ctx, name, ""))
 	rowTok, err := rtx.Takeover(ctx, name, "", "c", lockName)
 	require.NoError(t, err)
-	require.Greater(t, rowTok, t4+reserve, "a disarmed row is taken over")
+	require.Greater(t, rowTok, bound, "a disarmed row is taken over")
 	require.NoError(t, rtx.Rollback(), "the row holder's transaction is rolled back")
-	c = acquire()
-	r = read(c, "b")
-	assert.False(t, r.Reserved(), "a disarmed reservation issues nothing")
-	t5, err := c.Token(ctx, name, "", "b", lockName, 0)
-	require.NoError(t, err)
-	assert.Greater(t, t5, rowTok, "the next session token passes the rolled-back row token")
-	release(c)
+	t7, reserved := hold("b")
+	assert.False(t, reserved)
+	assert.Greater(t, t7, rowTok, "the next session token passes the rolled-back row token")
 }
 
 // witnessOf reads the session witness the row (name, "") names.

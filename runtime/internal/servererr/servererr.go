@@ -25,8 +25,6 @@ const (
 	UnsupportedPS   = 1295 // ER_UNSUPPORTED_PS: a statement the server cannot prepare
 	TooManyPrepared = 1461 // ER_MAX_PREPARED_STMT_COUNT_REACHED
 	BigintRange     = 1690 // ER_DATA_OUT_OF_RANGE: the not-acquired branch of driver.SessionPin's one-statement acquire and release
-	CollationMix    = 1267 // ER_CANT_AGGREGATE_2COLLATIONS: a string of the connection's character set compared with a utf8mb4 column
-	CannotConvert   = 3854 // ER_CANNOT_CONVERT_STRING: MySQL's answer to the same comparison
 	// Group Replication in multi-primary mode certifies each transaction
 	// against the other members' and rolls back the loser: with 3101, or
 	// with 1180 naming the storage engine's deadlock (error 149), both
@@ -104,13 +102,6 @@ func IsLockWaitFailure(err error) bool {
 // acquire and release (driver.SessionPin.BoundGetLock, ReleaseClose) raise
 // on purpose when GET_LOCK or RELEASE_LOCK did not answer 1.
 func IsNotAcquiredBranch(err error) bool { return is(err, BigintRange) }
-
-// IsCollationMix reports errors 1267 (MariaDB) and 3854 (MySQL): a
-// comparison of a string in the connection's character set with a utf8mb4
-// column that the server cannot convert (a connection that is not
-// utf8mb4, which the probe refuses; only a store that skips the probe gets
-// there).
-func IsCollationMix(err error) bool { return is(err, CollationMix, CannotConvert) }
 
 // IsDeadlock reports InnoDB's deadlock error, after which the server has
 // rolled back the whole transaction.

@@ -161,22 +161,21 @@ SELECT CAST(IS_USED_LOCK(sqlc.arg(lock_name)) IS NOT NULL AS SIGNED) AS used;
 SELECT CAST(IFNULL(RELEASE_LOCK(sqlc.arg(lock_name)), -1) AS SIGNED) AS released;
 
 -- name: SessionTokenRead :one
--- SessionTokenRead runs right after GET_LOCK succeeded, on the same
--- connection, and reads what the session strategy needs to issue the
--- holding's fencing token without writing (docs/strategies.md, "Session
--- tokens without a write"): the connection's id, whether it holds the
--- named session lock lock_name (held), and of the lock row its token,
--- owner (compared in Go: a comparison in SQL would fail on a connection
--- whose character set is not utf8mb4, error 1267), whether its
--- reservation is armed (it
--- shows a session holding and its witness GET_LOCK is held) and
--- next_token, its session_offset plus UUID_SHORT() drawn now. No row when
+-- SessionTokenRead is the cheaper first try of a session holding whose
+-- owner's previous holding of the same lock row took its token from the
+-- row's reservation: run right after GET_LOCK succeeded, on the same
+-- connection, it reads whether that connection holds the named session
+-- lock lock_name (held), the row's token, owner, whether its reservation
+-- is armed (it shows a session holding and its witness GET_LOCK is held)
+-- and next_token, its session_offset plus UUID_SHORT() drawn now
+-- (docs/strategies.md, "Session tokens without a write"). No row when
 -- the lock row does not exist. FOR UPDATE reads the newest committed row
 -- and waits for a transaction that holds it (a Guard's shared lock, a
 -- lease or row acquirer taking the row over), so nothing that transaction
 -- decides is missed; in autocommit it keeps no lock after the statement.
-SELECT CAST(CONNECTION_ID() AS SIGNED) AS conn_id,
-       CAST(IFNULL(IS_USED_LOCK(sqlc.arg(lock_name)) = CONNECTION_ID(), 0) AS SIGNED) AS held,
+-- It writes nothing: when the reservation does not allow the token,
+-- SessionToken follows.
+SELECT CAST(IFNULL(IS_USED_LOCK(sqlc.arg(lock_name)) = CONNECTION_ID(), 0) AS SIGNED) AS held,
        token,
        owner,
        CAST((expires_at = '9999-12-31 23:59:59' AND CASE WHEN session_witness = '' THEN 0 ELSE IS_USED_LOCK(session_witness) IS NOT NULL END) AS SIGNED) AS armed,
@@ -185,67 +184,79 @@ FROM lockgen_locks
 WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
 FOR UPDATE;
 
--- name: SessionConnID :one
--- SessionConnID is the connection's id, which Guard checks a session
--- holding by (SessionTokenRead reads it too, when the lock row exists).
-SELECT CAST(CONNECTION_ID() AS SIGNED) AS conn_id;
-
 -- name: SessionToken :execresult
--- SessionToken records a session-lock holding in the lock row and issues its
--- fencing token (the result's LastInsertId), run after SessionTokenRead
--- when the reservation could not issue it, on the same connection, and
--- only while that connection holds the named session lock lock_name
--- (IS_USED_LOCK): otherwise it changes nothing and LastInsertId is 0.
--- GET_LOCK excludes other session holders; the row itself is taken only
--- when it is free or marked by a session holding (expires_at is the
+-- SessionToken issues a session holding's fencing token (the result's
+-- LastInsertId; no row affected when the token came from the row's
+-- reservation), run right after GET_LOCK succeeded, on the same
+-- connection, and only while that connection holds the named session lock
+-- lock_name (IS_USED_LOCK): otherwise it changes nothing and LastInsertId
+-- is 0. GET_LOCK excludes other session holders; the row itself is taken
+-- only when it is free or marked by a session holding (expires_at is the
 -- far-future marker, which a session holding leaves when it ends: the
 -- server-side lock says whether it is held), never from a live lease of
 -- the same lock (as during a rolling change of strategy): then
 -- LastInsertId is 0 too. The row stays "unexpired" while the holding
--- lasts, so LeaseGuard works for session locks too.
--- The token is GREATEST(token + 2, the database clock in µs): + 2, not + 1,
--- so that it also passes a row-strategy holding that took the row over
--- (GREATEST(token + 1, ...)) and was rolled back, whatever the clock did.
--- It also arms the row's reservation: session_offset makes
--- session_offset + UUID_SHORT() the token plus the UUID_SHORT() calls made
--- since, session_witness names this connection's witness GET_LOCK
--- (@lockgen_witness, taken by the acquire's first statement; '' when the
--- connection does not hold it, which leaves the reservation unarmed), and
--- the row's token becomes the token plus reserve, the bound no token of
--- the reservation passes (0: no reservation, as for a first holding or
--- another owner's).
+-- lasts.
+-- When the row's reservation allows (docs/strategies.md, "Session tokens
+-- without a write": the row is marked by a session holding of this owner,
+-- its witness GET_LOCK is held, and session_offset + UUID_SHORT() has not
+-- passed the row's token), the token is session_offset + UUID_SHORT() and
+-- the row is left as it is: the statement writes nothing, so its commit
+-- costs no log flush. Otherwise it writes the token GREATEST(token + 2,
+-- the database clock in µs) (+ 2, not + 1, so that it also passes a
+-- row-strategy holding that took the row over, GREATEST(token + 1, ...),
+-- and was rolled back, whatever the clock did) and arms a reservation:
+-- session_offset makes session_offset + UUID_SHORT() the token plus the
+-- UUID_SHORT() calls made since, session_witness names this connection's
+-- witness GET_LOCK (@lockgen_witness, taken by the acquire's first
+-- statement; '' when the connection does not hold it, which leaves the
+-- reservation unarmed), and the row's token becomes the token plus
+-- reserve, the bound no token of the reservation passes; only when the row
+-- was already this owner's (a first holding, or a lock changing hands,
+-- reserves nothing and spends no tokens). Owners are compared as bytes
+-- (owner_bytes is owner), so no connection character set can make the
+-- comparison fail.
 -- MySQL applies ON DUPLICATE KEY UPDATE assignments left to right, each
--- seeing the ones before: session_offset reads the old token, and every
--- IF reads the old expires_at.
+-- seeing the ones before: the first decides once, drawing UUID_SHORT()
+-- once (LAST_INSERT_ID(next) both compares and returns it), and marks the
+-- row's expiry 1000-01-03 (the reservation issues the token) or
+-- 1000-01-01 (write), which the others test and the last overwrites; the
+-- marks never outlive the statement.
 INSERT INTO lockgen_locks (name, lock_key, owner, token, acquired_at, expires_at, session_witness, session_offset)
-SELECT sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)) + sqlc.arg(reserve), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59',
+SELECT sqlc.arg(name), sqlc.arg(lock_key), sqlc.arg(owner), LAST_INSERT_ID(CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)), (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), '9999-12-31 23:59:59',
     CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN '' WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE '' END, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED) - CAST(UUID_SHORT() & 72057594037927935 AS SIGNED)
 FROM DUAL
 WHERE IS_USED_LOCK(sqlc.arg(lock_name)) = CONNECTION_ID()
 ON DUPLICATE KEY UPDATE
-    session_offset  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', GREATEST(token + 2, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)) - CAST(UUID_SHORT() & 72057594037927935 AS SIGNED), session_offset),
-    session_witness = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN '' WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE '' END, session_witness),
-    token       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', LAST_INSERT_ID(GREATEST(token + 2, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))) + sqlc.arg(reserve), token + LAST_INSERT_ID(0)),
-    owner       = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', sqlc.arg(owner), owner),
-    acquired_at = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
-    expires_at  = IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', '9999-12-31 23:59:59', expires_at);
+    expires_at      = IF((expires_at = '9999-12-31 23:59:59' AND CASE WHEN session_witness = '' THEN 0 ELSE IS_USED_LOCK(session_witness) IS NOT NULL END) AND CAST(owner AS BINARY) = CAST(sqlc.arg(owner_bytes) AS BINARY)
+                            AND LAST_INSERT_ID(session_offset + CAST(UUID_SHORT() & 72057594037927935 AS SIGNED)) <= token, '1000-01-03 00:00:00',
+                         IF(expires_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) OR expires_at = '9999-12-31 23:59:59', '1000-01-01 00:00:00', expires_at)),
+    session_offset  = IF(expires_at = '1000-01-01 00:00:00', GREATEST(token + 2, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED)) - CAST(UUID_SHORT() & 72057594037927935 AS SIGNED), session_offset),
+    session_witness = IF(expires_at = '1000-01-01 00:00:00', CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN '' WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE '' END, session_witness),
+    token           = IF(expires_at = '1000-01-01 00:00:00',
+                         LAST_INSERT_ID(GREATEST(token + 2, CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)) AS SIGNED))) + IF(CAST(owner AS BINARY) = CAST(sqlc.arg(owner_bytes) AS BINARY), sqlc.arg(reserve), 0),
+                         IF(expires_at = '1000-01-03 00:00:00', token, token + LAST_INSERT_ID(0))),
+    owner           = IF(expires_at = '1000-01-01 00:00:00', sqlc.arg(owner), owner),
+    acquired_at     = IF(expires_at = '1000-01-01 00:00:00', (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND), acquired_at),
+    expires_at      = IF(expires_at IN ('1000-01-01 00:00:00', '1000-01-03 00:00:00'), '9999-12-31 23:59:59', expires_at);
 
 -- name: SessionGuard :one
 -- SessionGuard is LeaseGuard for a session holding, inside the caller's
 -- own transaction: a row when the holding is still current, which then
--- stays share-locked until that transaction ends. Holdings whose tokens
--- came from one reservation share the row's token, so the holding is the
--- row (owner, row_token, the session mark) and the connection that holds
--- its server-side lock now (conn_id): a holding that was lost ended that
--- connection, and a connection id is not given twice while the server
--- runs (a restart ends the reservation, and the next holding writes a new
--- row_token).
+-- stays share-locked until that transaction ends, so no acquisition of
+-- any strategy (each writes or locks the row) completes before it does.
+-- Holdings whose tokens came from one reservation leave the row as it
+-- was, so the holding is its connection instead: conn_id still holds the
+-- session lock lock_name and the witness GET_LOCK named witness (that
+-- connection's). A lost holding ended its connection; a connection id can
+-- come back after a server restart, but its witness, 128 random bits, does
+-- not.
 SELECT token
 FROM lockgen_locks
 WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
-  AND owner = sqlc.arg(owner) AND token = sqlc.arg(row_token)
-  AND expires_at = '9999-12-31 23:59:59'
+  AND owner = sqlc.arg(owner) AND expires_at = '9999-12-31 23:59:59'
   AND IS_USED_LOCK(sqlc.arg(lock_name)) = CAST(sqlc.arg(conn_id) AS SIGNED)
+  AND CASE WHEN sqlc.arg(witness) = '' THEN 0 ELSE IS_USED_LOCK(sqlc.arg(witness)) = CAST(sqlc.arg(conn_id) AS SIGNED) END
 LOCK IN SHARE MODE;
 
 -- name: SessionDisarm :exec

@@ -242,14 +242,14 @@ func (s Store) SessionIsUsed(ctx context.Context, lockName string) (bool, error)
 // SessionGuard implements driver.Store. It runs in tx, the caller's
 // transaction; ok is true when the session holding is still current,
 // and the row then stays share-locked until tx ends.
-func (s Store) SessionGuard(ctx context.Context, tx *sql.Tx, name, key, owner string, rowToken int64, lockName string, connID int64) (ok bool, err error) {
+func (s Store) SessionGuard(ctx context.Context, tx *sql.Tx, name, key, owner, lockName string, connID int64, witness string) (ok bool, err error) {
 	_, err = s.q.WithTx(tx).SessionGuard(ctx, SessionGuardParams{
 		Name:     name,
 		LockKey:  key,
 		Owner:    owner,
-		RowToken: rowToken,
 		LockName: lockName,
 		ConnID:   connID,
+		Witness:  witness,
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
@@ -306,8 +306,7 @@ func (c sessionConn) ReleaseLock(ctx context.Context, lockName string) (int64, e
 }
 
 // TokenRead implements driver.SessionConn: one locking read of the lock
-// row that also draws the reservation's next token (UUID_SHORT); when
-// there is no row, a second statement reads the connection's id.
+// row that also draws the reservation's next token (UUID_SHORT).
 func (c sessionConn) TokenRead(ctx context.Context, name, key, owner, lockName string) (driver.SessionTokenRead, error) {
 	r, err := c.q.SessionTokenRead(ctx, SessionTokenReadParams{
 		LockName: lockName,
@@ -315,19 +314,12 @@ func (c sessionConn) TokenRead(ctx context.Context, name, key, owner, lockName s
 		LockKey:  key,
 	})
 	if errors.Is(err, sql.ErrNoRows) {
-		// No lock row yet: the token statement creates it. Held
-		// is left to its own check.
-		id, err := c.q.SessionConnID(ctx)
-		return driver.SessionTokenRead{
-			ConnID: id,
-			Held:   true,
-		}, err
+		return driver.SessionTokenRead{}, nil
 	}
 	if err != nil {
 		return driver.SessionTokenRead{}, err
 	}
 	return driver.SessionTokenRead{
-		ConnID:    r.ConnID,
 		Held:      r.Held == 1,
 		Found:     true,
 		RowToken:  r.Token,
@@ -337,22 +329,29 @@ func (c sessionConn) TokenRead(ctx context.Context, name, key, owner, lockName s
 	}, nil
 }
 
-// Token implements driver.SessionConn: it records the holding in the lock
-// row, arms its reservation for reserve tokens more, and returns the new
-// fencing token, the statement's LastInsertId; 0 when this connection
-// does not hold the session lock lockName or the row is held by a lease.
-func (c sessionConn) Token(ctx context.Context, name, key, owner, lockName string, reserve int64) (int64, error) {
+// Token implements driver.SessionConn: one statement takes the token from
+// the row's reservation or records the holding (arming a reservation for
+// reserve tokens more), and returns it, the statement's LastInsertId; 0
+// when this connection does not hold the session lock lockName or the
+// row is held by a lease. reserved: no row changed (the reservation
+// issued the token).
+func (c sessionConn) Token(ctx context.Context, name, key, owner, lockName string, reserve int64) (token int64, reserved bool, err error) {
 	res, err := c.q.SessionToken(ctx, SessionTokenParams{
-		Name:     name,
-		LockKey:  key,
-		Owner:    owner,
-		Reserve:  reserve,
-		LockName: lockName,
+		Name:       name,
+		LockKey:    key,
+		Owner:      owner,
+		OwnerBytes: []byte(owner),
+		Reserve:    reserve,
+		LockName:   lockName,
 	})
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	return res.LastInsertId()
+	if token, err = res.LastInsertId(); err != nil {
+		return 0, false, err
+	}
+	n, err := res.RowsAffected()
+	return token, token != 0 && n == 0, err
 }
 
 // Free implements driver.SessionConn: it marks the row free, on the
