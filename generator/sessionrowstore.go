@@ -46,14 +46,14 @@ func sessionGlue(f *jen.File, m *model) {
 		ctx.Clone(), jen.Id("tx").Op("*").Qual("database/sql", "Tx"), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner"), jen.Id("lockName")).String(),
 		jen.Id("connID").Int64(), jen.Id("witness").String(),
 	).Params(jen.Id("ok").Bool(), jen.Err().Error()).Block(
-		jen.List(jen.Id("_"), jen.Err()).Op("=").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("tx")).Dot("SessionGuard").Call(jen.Id("ctx"), literal(db("SessionGuardParams"),
-			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")},
+		jen.List(jen.Id("r"), jen.Err()).Op(":=").Id("s").Dot("q").Dot("WithTx").Call(jen.Id("tx")).Dot("SessionGuard").Call(jen.Id("ctx"), literal(db("SessionGuardParams"),
 			kv{"LockName", jen.Id("lockName")}, kv{"ConnID", jen.Id("connID")}, kv{"Witness", jen.Id("witness")},
+			kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")}, kv{"Owner", jen.Id("owner")},
 		)),
 		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
 			jen.Return(jen.False(), jen.Nil()),
 		),
-		jen.Return(jen.Err().Op("==").Nil(), jen.Err()),
+		jen.Return(jen.Err().Op("==").Nil().Op("&&").Id("r").Dot("Held").Op("==").Lit(1).Op("&&").Id("r").Dot("Witnessed").Op("==").Lit(1), jen.Err()),
 	)
 
 	f.Line()

@@ -48,6 +48,9 @@ func (l *Lock) tryRow(ctx context.Context, key string, wait time.Duration) (*Lea
 		left := wait - l.client.clock.Now().Sub(start)
 		lease, err := l.tryRowOnce(ctx, key, max(left, 0))
 		if !servererr.IsDeadlock(err) && !errors.Is(err, errDisarmed) || attempt == maxRetries || ctx.Err() != nil {
+			if errors.Is(err, errDisarmed) { // re-armed by session holdings each time: busy
+				return nil, fmt.Errorf("%w: %s: session holdings keep its row", ErrNotAcquired, l.describe(key))
+			}
 			return lease, err
 		}
 		// A deadlock while creating the row (two first acquirers): the

@@ -1660,22 +1660,28 @@ func (q *Queries) SessionGetLock(ctx context.Context, arg SessionGetLockParams) 
 }
 
 const sessionGuard = `-- name: SessionGuard :one
-SELECT token
+SELECT token,
+       CAST(IFNULL(IS_USED_LOCK(?) = CAST(? AS SIGNED), 0) AS SIGNED) AS held,
+       CAST(CASE WHEN ? = '' THEN 0 ELSE IFNULL(IS_USED_LOCK(?) = CAST(? AS SIGNED), 0) END AS SIGNED) AS witnessed
 FROM jobsdemo_locks
 WHERE name = ? AND lock_key = ?
   AND owner = ? AND expires_at = '9999-12-31 23:59:59'
-  AND IS_USED_LOCK(?) = CAST(? AS SIGNED)
-  AND CASE WHEN ? = '' THEN 0 ELSE IS_USED_LOCK(?) = CAST(? AS SIGNED) END
 LOCK IN SHARE MODE
 `
 
 type SessionGuardParams struct {
-	Name     string
-	LockKey  string
-	Owner    string
 	LockName string
 	ConnID   int64
 	Witness  string
+	Name     string
+	LockKey  string
+	Owner    string
+}
+
+type SessionGuardRow struct {
+	Token     int64
+	Held      int64
+	Witnessed int64
 }
 
 // SessionGuard is LeaseGuard for a session holding, inside the caller's
@@ -1687,21 +1693,25 @@ type SessionGuardParams struct {
 // session lock lock_name and the witness GET_LOCK named witness (that
 // connection's). A lost holding ended its connection; a connection id can
 // come back after a server restart, but its witness, 128 random bits, does
-// not.
-func (q *Queries) SessionGuard(ctx context.Context, arg SessionGuardParams) (int64, error) {
+// not. The connection checks are columns, not WHERE conditions: they
+// name no column, so the server would evaluate them as constants before
+// it reads and share-locks the row (MariaDB's EXPLAIN says "Impossible
+// WHERE"), and a holding lost in between would pass. As columns they are
+// evaluated once the row is locked, and the store reads them.
+func (q *Queries) SessionGuard(ctx context.Context, arg SessionGuardParams) (SessionGuardRow, error) {
 	row := q.db.QueryRowContext(ctx, sessionGuard,
-		arg.Name,
-		arg.LockKey,
-		arg.Owner,
 		arg.LockName,
 		arg.ConnID,
 		arg.Witness,
 		arg.Witness,
 		arg.ConnID,
+		arg.Name,
+		arg.LockKey,
+		arg.Owner,
 	)
-	var token int64
-	err := row.Scan(&token)
-	return token, err
+	var i SessionGuardRow
+	err := row.Scan(&i.Token, &i.Held, &i.Witnessed)
+	return i, err
 }
 
 const sessionHoldsLock = `-- name: SessionHoldsLock :one

@@ -255,18 +255,18 @@ func (s Store) SessionIsUsed(ctx context.Context, lockName string) (bool, error)
 // transaction; ok is true when the session holding is still current,
 // and the row then stays share-locked until tx ends.
 func (s Store) SessionGuard(ctx context.Context, tx *sql.Tx, name, key, owner, lockName string, connID int64, witness string) (ok bool, err error) {
-	_, err = s.q.WithTx(tx).SessionGuard(ctx, SessionGuardParams{
-		Name:     name,
-		LockKey:  key,
-		Owner:    owner,
+	r, err := s.q.WithTx(tx).SessionGuard(ctx, SessionGuardParams{
 		LockName: lockName,
 		ConnID:   connID,
 		Witness:  witness,
+		Name:     name,
+		LockKey:  key,
+		Owner:    owner,
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
-	return err == nil, err
+	return err == nil && r.Held == 1 && r.Witnessed == 1, err
 }
 
 // SessionDisarm implements driver.Store: one autocommit UPDATE clears

@@ -250,13 +250,17 @@ ON DUPLICATE KEY UPDATE
 -- session lock lock_name and the witness GET_LOCK named witness (that
 -- connection's). A lost holding ended its connection; a connection id can
 -- come back after a server restart, but its witness, 128 random bits, does
--- not.
-SELECT token
+-- not. The connection checks are columns, not WHERE conditions: they
+-- name no column, so the server would evaluate them as constants before
+-- it reads and share-locks the row (MariaDB's EXPLAIN says "Impossible
+-- WHERE"), and a holding lost in between would pass. As columns they are
+-- evaluated once the row is locked, and the store reads them.
+SELECT token,
+       CAST(IFNULL(IS_USED_LOCK(sqlc.arg(lock_name)) = CAST(sqlc.arg(conn_id) AS SIGNED), 0) AS SIGNED) AS held,
+       CAST(CASE WHEN sqlc.arg(witness) = '' THEN 0 ELSE IFNULL(IS_USED_LOCK(sqlc.arg(witness)) = CAST(sqlc.arg(conn_id) AS SIGNED), 0) END AS SIGNED) AS witnessed
 FROM lockgen_locks
 WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
   AND owner = sqlc.arg(owner) AND expires_at = '9999-12-31 23:59:59'
-  AND IS_USED_LOCK(sqlc.arg(lock_name)) = CAST(sqlc.arg(conn_id) AS SIGNED)
-  AND CASE WHEN sqlc.arg(witness) = '' THEN 0 ELSE IS_USED_LOCK(sqlc.arg(witness)) = CAST(sqlc.arg(conn_id) AS SIGNED) END
 LOCK IN SHARE MODE;
 
 -- name: SessionDisarm :exec
