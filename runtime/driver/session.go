@@ -111,13 +111,20 @@ func (p *SessionPin) BoundGetLock(ctx context.Context, idle time.Duration, lockN
 }
 
 // Identity is the connection's id and the name of the witness GET_LOCK it
-// holds (” when it holds none), which Guard checks a session holding by:
+// holds (the empty string when it holds none), which Guard checks a session holding by:
 // one statement, run only when a holding is guarded.
 func (p *SessionPin) Identity(ctx context.Context) (connID int64, witness string, err error) {
-	err = p.conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN '' "+
-		"WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE '' END").Scan(&connID, &witness)
+	err = p.conn.QueryRowContext(ctx, "SELECT CONNECTION_ID(), "+heldWitness).Scan(&connID, &witness)
 	return connID, witness, err
 }
+
+// heldWitness is the connection's witness GET_LOCK (@lockgen_witness)
+// while the connection holds it, else the empty string; the generated statements have
+// the same expression (templates/clock.sql.tmpl, conn_witness). CASE keeps
+// an empty name and NULL from IS_USED_LOCK, which MySQL refuses (error
+// 3057).
+const heldWitness = "CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN '' " +
+	"WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE '' END"
 
 // witnessAssignment is the SET assignment that makes sure the connection
 // holds a witness GET_LOCK, a random name kept in the session variable
@@ -125,12 +132,10 @@ func (p *SessionPin) Identity(ctx context.Context) (connID int64, witness string
 // statement records it in the lock row. A witness is never released: it
 // lasts as long as the connection, and no server restart keeps it, so a
 // row whose witness is held was written since the server last started
-// (docs/strategies.md, "Session tokens without a write"). CASE keeps ”
-// and NULL from IS_USED_LOCK, which MySQL refuses (error 3057).
+// (docs/strategies.md, "Session tokens without a write").
 func witnessAssignment() string {
-	take := fmt.Sprintf("IF(GET_LOCK(%[1]s, 0) = 1, %[1]s, '')", sqlString(newWitnessName()))
-	return fmt.Sprintf("@lockgen_witness = CASE WHEN IFNULL(@lockgen_witness, '') = '' THEN %[1]s "+
-		"WHEN IS_USED_LOCK(@lockgen_witness) <=> CONNECTION_ID() THEN @lockgen_witness ELSE %[1]s END", take)
+	name := sqlString(newWitnessName())
+	return fmt.Sprintf("@lockgen_witness = IF((%s) = '', IF(GET_LOCK(%s, 0) = 1, %s, ''), @lockgen_witness)", heldWitness, name, name)
 }
 
 // witnessPrefix starts every witness GET_LOCK name: not a table prefix,
