@@ -30,7 +30,7 @@ func sessionGlue(f *jen.File, m *model) {
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(jen.Nil(), jen.Err())),
 		jen.Return(jen.Id("sessionConn").Values(
 			jen.Id("SessionPin").Op(":").Id("pin"),
-			jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("pin").Dot("Conn").Call()),
+			jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("pin")),
 		), jen.Nil()),
 	)
 
@@ -115,6 +115,28 @@ func sessionGlue(f *jen.File, m *model) {
 			kv{"Held", jen.Id("r").Dot("Held").Op("==").Lit(1)}, kv{"Found", jen.True()}, kv{"RowToken", jen.Id("r").Dot("Token")},
 			kv{"Mine", jen.Id("r").Dot("Owner").Op("==").Id("owner")}, kv{"Armed", jen.Id("r").Dot("Armed").Op("==").Lit(1)},
 			kv{"NextToken", jen.Id("r").Dot("NextToken")},
+		), jen.Nil()),
+	)
+
+	f.Line()
+	f.Comment(sessionTryReservedDoc)
+	f.Func().Params(crecv.Clone()).Id("TryReserved").Params(
+		ctx.Clone(), jen.List(jen.Id("name"), jen.Id("key"), jen.Id("owner"), jen.Id("lockName")).String(),
+	).Params(dr("SessionTry"), jen.Error()).Block(
+		jen.List(jen.Id("r"), jen.Err()).Op(":=").Id("c").Dot("q").Dot("SessionTryReserved").Call(jen.Id("ctx"), literal(db("SessionTryReservedParams"),
+			kv{"LockName", jen.Id("lockName")}, kv{"Name", jen.Id("name")}, kv{"LockKey", jen.Id("key")},
+		)),
+		jen.If(jen.Qual("errors", "Is").Call(jen.Err(), jen.Qual("database/sql", "ErrNoRows"))).Block(
+			jen.Return(dr("SessionTry").Values(), jen.Nil()),
+		),
+		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(dr("SessionTry").Values(), jen.Err())),
+		jen.Return(literal(dr("SessionTry"),
+			kv{"Got", jen.Id("r").Dot("Got")},
+			kv{"SessionTokenRead", literal(dr("SessionTokenRead"),
+				kv{"Held", jen.Id("r").Dot("Held").Op("==").Lit(1)}, kv{"Found", jen.True()}, kv{"RowToken", jen.Id("r").Dot("Token")},
+				kv{"Mine", jen.Id("r").Dot("Owner").Op("==").Id("owner")}, kv{"Armed", jen.Id("r").Dot("Armed").Op("==").Lit(1)},
+				kv{"NextToken", jen.Id("r").Dot("NextToken")},
+			)},
 		), jen.Nil()),
 	)
 

@@ -54,14 +54,16 @@ const (
 		"// share-locked until tx ends."
 
 	sessionConnDoc = "// SessionConn implements driver.Store: it pins one connection of the\n" +
-		"// pool for one holding, until the runtime closes it."
+		"// pool for one holding (or, kept, for several), until the runtime\n" +
+		"// closes it."
 	sessionIsUsedDoc = "// SessionIsUsed implements driver.Store: whether any connection\n" +
 		"// holds the named GET_LOCK lock."
 	serverGaleraDoc = "// ServerGalera implements driver.Store: whether the server is a\n" +
 		"// Galera node (wsrep_on), where the session strategy is refused."
 	sessionConnTypeDoc = "// sessionConn implements driver.SessionConn: the connection pinned for one\n" +
-		"// session-lock holding (driver.SessionPin: BoundIdle, Close, Discard) and\n" +
-		"// the queries bound to it. The server frees the lock when the connection\n" +
+		"// session-lock holding (driver.SessionPin: BoundIdle, Release, Close,\n" +
+		"// Discard) and the queries bound to it, which run on it as prepared\n" +
+		"// statements once they ran there before. The server frees the lock when the connection\n" +
 		"// itself ends (it breaks, the pool closes it, or it is silent past\n" +
 		"// BoundIdle's bound)."
 	getLockDoc = "// GetLock implements driver.SessionConn: GET_LOCK waiting up to timeout on\n" +
@@ -76,6 +78,8 @@ const (
 		"// when this connection does not hold the session lock lockName or the\n" +
 		"// row is held by a lease. reserved: no row changed (the reservation\n" +
 		"// issued the token)."
+	sessionTryReservedDoc = "// TryReserved implements driver.SessionConn: GET_LOCK without waiting\n" +
+		"// and TokenRead's locking read (NOWAIT) in one statement."
 	sessionTokenReadDoc = "// TokenRead implements driver.SessionConn: one locking read of the lock\n" +
 		"// row that also draws the reservation's next token (UUID_SHORT)."
 	sessionGuardDoc = "// SessionGuard implements driver.Store. It runs in tx, the caller's\n" +

@@ -29,6 +29,9 @@ type Client struct {
 	wake     *wakeups
 	galera   galeraCheck
 	server   serverCheck
+	// kept are pinned connections kept between session holdings (see
+	// keptSessions).
+	kept keptSessions
 }
 
 // Option configures a Client.

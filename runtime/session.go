@@ -108,6 +108,8 @@ type sessionHolding struct {
 	poolChecked
 	conn driver.SessionConn
 	name string
+	// tried: the acquisition did not wait (see keptSessions).
+	tried bool
 
 	idMu    sync.Mutex
 	idKnown bool
@@ -193,6 +195,13 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	}
 	wait = max(wait, 0)
 	name := sessionLockName(ss.SessionNamespace(), l.cfg.Name, key)
+	if wait == 0 && l.reserved.has(key) {
+		if conn := l.client.kept.take(driver.IdleBound(l.cfg.TTL)); conn != nil {
+			if ls, done, err := l.tryKept(ctx, conn, key, name); done {
+				return ls, err
+			}
+		}
+	}
 	// Every step is bounded, whatever ctx allows (see bounded): the
 	// connection, the server-side wait and one TTL for each statement.
 	pctx, cancel := bounded(ctx, wait+l.cfg.TTL)
@@ -223,6 +232,16 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	tctx, cancel := bounded(ctx, l.cfg.TTL)
 	token, err := l.sessionToken(tctx, conn, key, name)
 	cancel()
+	return l.sessionHeld(ctx, conn, key, name, sent, token, err, wait == 0)
+}
+
+// sessionHeld ends an acquisition whose GET_LOCK succeeded on conn: the
+// holding with its fencing token, which the statement sent at sent
+// issued (err: it failed; 0: the connection does not hold the lock, or a
+// live lease holds the row), or the connection released and given back or
+// discarded. tried: the acquisition did not wait, so its connection may
+// be kept for the next try (see keptSessions).
+func (l *Lock) sessionHeld(ctx context.Context, conn driver.SessionConn, key, name string, sent time.Time, token int64, err error, tried bool) (*Lease, error) {
 	if took := l.client.clock.Now().Sub(sent); err == nil && token != 0 && took >= l.cfg.TTL-l.cfg.SafetyMargin {
 		// The token statement waited for the row's lock so long that its
 		// token, from the clock at its start, may be below one a pruned
@@ -265,7 +284,133 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 	// the wait on the server is not part of the holding, and the server
 	// keeps the lock until the connection ends or has been silent for
 	// IdleBound(TTL) after that statement, which is later.
-	return newLease(ctx, l, key, token, sent, &sessionHolding{conn: conn, name: name}), nil
+	return newLease(ctx, l, key, token, sent, &sessionHolding{conn: conn, name: name, tried: tried}), nil
+}
+
+// tryKept is a try (no wait) of a session lock whose last holding here
+// took a reserved token, on conn, a connection kept from an earlier
+// holding with the session bound this lock needs: one statement takes the
+// lock and, when the reservation allows, its token
+// (SessionConn.TryReserved); otherwise the token statement follows, as
+// after GET_LOCK on a new connection. done is false when the statement
+// failed or found no row: conn is discarded then (it holds no lock either
+// way), and the caller takes the longer way on a new connection.
+func (l *Lock) tryKept(ctx context.Context, conn driver.SessionConn, key, name string) (ls *Lease, done bool, err error) {
+	sent := l.client.clock.Now()
+	tctx, cancel := bounded(ctx, l.cfg.TTL)
+	defer cancel()
+	r, err := conn.TryReserved(tctx, l.cfg.Name, key, l.client.owner, name)
+	switch {
+	case err != nil || !r.Found:
+		_ = conn.Discard()
+		if err != nil && ctx.Err() != nil {
+			return nil, true, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
+		}
+		return nil, false, nil
+	case r.Got == 0:
+		l.client.kept.put(conn)
+		return nil, true, ErrNotAcquired
+	case r.Got != 1:
+		_ = conn.Discard()
+		return nil, true, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
+	case r.Reserved():
+		ls, err := l.sessionHeld(ctx, conn, key, name, sent, r.NextToken, nil, true)
+		return ls, true, err
+	}
+	token, reserved, err := conn.Token(tctx, l.cfg.Name, key, l.client.owner, name, sessionReserve)
+	l.reserved.set(key, err == nil && reserved)
+	ls, err = l.sessionHeld(ctx, conn, key, name, sent, token, err, true)
+	return ls, true, err
+}
+
+// keptIdle is how long a kept session connection waits for its next
+// holding before it goes back to its pool, with its wait_timeout restored:
+// well within the shortest session bound (driver.IdleBound: 2 s), past
+// which the server would end the session. It counts in real time, as the
+// server's wait_timeout does.
+const keptIdle = 500 * time.Millisecond
+
+// keptSessions are pinned connections kept between session holdings: a
+// holding that was tried (no wait) and took a reserved token leaves its
+// connection here, session still bounded, and the next try of a lock with
+// the same bound takes the lock and its token in one statement on it
+// (Lock.tryKept), instead of pinning a connection, bounding its session
+// and reading the token in three. A kept connection holds no named lock
+// but its witness; it goes back to its pool after keptIdle unused, and
+// only as many are kept as the pool can spare (SessionConn.Keepable). The
+// zero value is empty; safe for concurrent use.
+type keptSessions struct {
+	mu    sync.Mutex
+	conns []keptSession
+	timer *time.Timer
+}
+
+type keptSession struct {
+	conn  driver.SessionConn
+	since time.Time
+}
+
+// take returns the connection kept last with the session bound bound, or
+// nil.
+func (k *keptSessions) take(bound int64) driver.SessionConn {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := len(k.conns) - 1; i >= 0; i-- {
+		if c := k.conns[i]; c.conn.Bound() == bound && time.Since(c.since) < keptIdle {
+			k.conns = append(k.conns[:i], k.conns[i+1:]...)
+			return c.conn
+		}
+	}
+	return nil
+}
+
+// put keeps conn, which holds no named lock but its witness, when its
+// pool can spare it; otherwise it returns conn to its pool.
+func (k *keptSessions) put(conn driver.SessionConn) {
+	k.mu.Lock()
+	keep := conn.Keepable(len(k.conns))
+	if keep {
+		k.conns = append(k.conns, keptSession{conn: conn, since: time.Now()})
+		if k.timer == nil {
+			k.timer = time.AfterFunc(keptIdle, k.expire)
+		}
+	}
+	k.mu.Unlock()
+	if !keep {
+		_ = conn.Close()
+	}
+}
+
+// keeps reports whether put would keep conn now.
+func (k *keptSessions) keeps(conn driver.SessionConn) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return conn.Keepable(len(k.conns))
+}
+
+// expire returns the connections kept for keptIdle or longer to their
+// pools, and runs again while any is kept.
+func (k *keptSessions) expire() {
+	k.mu.Lock()
+	var old []driver.SessionConn
+	live := k.conns[:0]
+	for _, c := range k.conns {
+		if time.Since(c.since) >= keptIdle {
+			old = append(old, c.conn)
+		} else {
+			live = append(live, c)
+		}
+	}
+	clear(k.conns[len(live):])
+	k.conns = live
+	k.timer = nil
+	if len(k.conns) > 0 {
+		k.timer = time.AfterFunc(keptIdle-time.Since(k.conns[0].since), k.expire)
+	}
+	k.mu.Unlock()
+	for _, c := range old {
+		_ = c.Close()
+	}
 }
 
 // bounded is ctx bounded by d: every statement of an acquisition is, so
@@ -369,7 +514,18 @@ func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error
 func (h *sessionHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
 	defer cancel()
-	released, err := h.conn.ReleaseClose(ctx, h.name)
+	kept := &ls.lock.client.kept
+	var released bool
+	var err error
+	if keep := h.tried && ls.lock.reserved.has(ls.id.Key) && kept.keeps(h.conn); keep {
+		// The next try of this key is likely to take a reserved token:
+		// the connection waits for it, its session still bounded.
+		if released, err = h.conn.Release(ctx, h.name); released {
+			kept.put(h.conn)
+		}
+	} else {
+		released, err = h.conn.ReleaseClose(ctx, h.name)
+	}
 	switch {
 	case brokenConn(err):
 		return fmt.Errorf("%w: %s: the pinned connection broke before release", ErrLeaseLost, ls.describe())

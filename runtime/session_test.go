@@ -329,10 +329,14 @@ func TestSessionSubSecondWait(t *testing.T) {
 
 // TestSessionReservedTokensWriteNothing: after the token statement armed
 // a reservation (the second holding of an owner), each later holding of
-// that owner takes its token from it: two statements per acquisition (the
-// GET_LOCK SET and the locking read), the lock row unchanged, every token
+// that owner takes its token from it, the lock row unchanged, every token
 // above the last; Holder shows the holder with the reservation's bound.
-// Another owner's holding writes, with a token above the bound.
+// The first such try pins a connection: the GET_LOCK SET and the token
+// statement. Its release keeps the connection, and each later try takes
+// the lock and its token in one statement on it (SessionTryReserved),
+// which the connection prepares the second time it runs it (PREPARE and
+// EXECUTE: two). Another owner's holding writes, with a token above the
+// bound.
 func TestSessionReservedTokensWriteNothing(t *testing.T) {
 	tdb := testdb.New(t)
 	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
@@ -353,11 +357,11 @@ func TestSessionReservedTokensWriteNothing(t *testing.T) {
 	}
 	bound := dbToken(t, tdb, cfg.Name, "")
 	require.Greater(t, bound, last, "the row's token is the reservation's bound")
-	for range 5 {
+	for i, want := range []int64{2, 1, 2, 1, 1} {
 		before := counter.Count()
 		lease, err := l.Try(ctx, "")
 		require.NoError(t, err)
-		assert.Equal(t, int64(2), counter.Count()-before, "acquire: SET wait_timeout = CASE GET_LOCK + the token statement")
+		assert.Equal(t, want, counter.Count()-before, "statements of acquisition %d", i)
 		assert.Greater(t, lease.Token(), last, "every token is above the last")
 		assert.LessOrEqual(t, lease.Token(), bound)
 		last = lease.Token()
@@ -379,4 +383,68 @@ func dbToken(t *testing.T, tdb *testdb.DB, name, key string) int64 {
 	var token int64
 	require.NoError(t, tdb.Admin(t).QueryRow("SELECT token FROM lockgen_locks WHERE name = ? AND lock_key = ?", name, key).Scan(&token))
 	return token
+}
+
+// streak takes and releases l's key "" with Try until the holding took a
+// reserved token and left its connection kept (the third try: the first
+// writes the row, the second arms the reservation).
+func streak(t *testing.T, l *runtime.Lock) {
+	t.Helper()
+	for range 3 {
+		lease, err := l.Try(context.Background(), "")
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(context.Background()))
+	}
+}
+
+// TestSessionKeptConnectionGoesBack: a try that took a reserved token
+// keeps its connection out of the pool for the next try; unused, it goes
+// back within keptIdle (500 ms), with its session's wait_timeout restored.
+// A small pool keeps none.
+func TestSessionKeptConnectionGoesBack(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute}
+	streak(t, sessionNode(t, db).lock(t, cfg))
+	assert.Equal(t, 1, db.Stats().InUse, "the last try's connection is kept")
+	require.Eventually(t, func() bool { return db.Stats().InUse == 0 }, 10*time.Second, 20*time.Millisecond)
+	var global, session int64
+	require.NoError(t, db.QueryRow("SELECT @@GLOBAL.wait_timeout, @@SESSION.wait_timeout").Scan(&global, &session))
+	assert.Equal(t, global, session, "the connection came back with its wait_timeout restored")
+
+	small := tdb.Open(t)
+	small.SetMaxOpenConns(2)
+	cfg.Name = uniqueName(t, tdb)
+	streak(t, sessionNode(t, small).lock(t, cfg))
+	assert.Equal(t, 0, small.Stats().InUse, "a pool of two spares no connection")
+}
+
+// TestSessionTryDoesNotWaitForALockedRow: a try on a kept connection
+// locks the row with NOWAIT, so a row share-locked by another holder's
+// Guard transaction makes it fall back to GET_LOCK first, which answers
+// busy at once, instead of waiting for that transaction (ctx's deadline
+// here, far below the TTL, would end such a wait with
+// context.DeadlineExceeded).
+func TestSessionTryDoesNotWaitForALockedRow(t *testing.T) {
+	tdb := testdb.New(t)
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute}
+	l := sessionNode(t, tdb.Open(t), runtime.WithOwner("holder")).lock(t, cfg)
+	other := sessionNode(t, tdb.Open(t), runtime.WithOwner("other")).lock(t, cfg)
+	streak(t, l)
+	ctx := context.Background()
+	lease, err := other.Try(ctx, "")
+	require.NoError(t, err)
+	tx, err := tdb.Open(t).BeginTx(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, lease.Guard(ctx, tx), "the row is share-locked until tx ends")
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = l.Try(tctx, "")
+	require.ErrorIs(t, err, runtime.ErrNotAcquired)
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, lease.Release(ctx))
+	again, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	assert.Greater(t, again.Token(), lease.Token())
+	require.NoError(t, again.Release(ctx))
 }

@@ -13,6 +13,7 @@ import (
 func BenchmarkSelect1(b *testing.B)     { benchOp(b, opSelect) }
 func BenchmarkRawPair(b *testing.B)     { benchOp(b, opRaw) }
 func BenchmarkLockgenPair(b *testing.B) { benchOp(b, opLockgen) }
+func BenchmarkSessionPair(b *testing.B) { benchOp(b, opSession) }
 
 func benchOp(b *testing.B, name string) {
 	ctx := context.Background()

@@ -236,10 +236,12 @@ func (e *env) lockgenPair(ctx context.Context, client int) error {
 	return lease.Release(ctx)
 }
 
-// sessionPair is the session strategy's pair: one SET that takes GET_LOCK
-// and bounds the session, the token bump (the pair's one durable write),
-// then one SET that runs RELEASE_LOCK and restores the session (3
-// statements, not 2).
+// sessionPair is the session strategy's pair. From each client's third
+// pair on (the first writes the row, the second arms the reservation, the
+// third takes a reserved token and keeps its connection), it is two
+// statements, prepared on a connection kept between tries: one SELECT
+// that locks the row, takes GET_LOCK and draws a reserved token, and one
+// RELEASE_LOCK (docs/strategies.md, "A try on a kept connection").
 func (e *env) sessionPair(ctx context.Context, client int) error {
 	lease, err := e.locks.TryBenchSessionLock(ctx, "session-"+strconv.Itoa(client))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/lockgen/lockgen/runtime/internal/servererr"
@@ -19,10 +20,18 @@ import (
 // locks, once it stops hearing from the client, and gives the connection
 // back to the pool as it found it.
 type SessionPin struct {
+	db   *sql.DB
 	conn *sql.Conn
 	// bound: BoundIdle changed the session's wait_timeout, which Close
-	// restores.
+	// restores; idle is the bound it set, in seconds.
 	bound bool
+	idle  int64
+	// stmts are the queries prepared on the connection (see QueryContext),
+	// runs how often each query ran on it; both are used by one holding
+	// at a time, under mu (a holding's renewals run beside its Guard).
+	mu    sync.Mutex
+	stmts map[string]*sql.Stmt
+	runs  map[string]int
 }
 
 // PinSession pins one connection of db for one holding.
@@ -31,11 +40,139 @@ func PinSession(ctx context.Context, db *sql.DB) (*SessionPin, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SessionPin{conn: conn}, nil
+	return &SessionPin{db: db, conn: conn}, nil
 }
 
-// Conn is the pinned connection, for the store's queries.
+// Conn is the pinned connection.
 func (p *SessionPin) Conn() *sql.Conn { return p.conn }
+
+// preparedAfter is how many times a query runs on a pinned connection as
+// a plain statement before the pin prepares it there: a connection kept
+// between holdings (see Keepable) runs the same few queries again and
+// again, and a prepared statement is neither parsed again nor sent as
+// text, while one used once would pay the extra PREPARE round trip for
+// nothing.
+const preparedAfter = 1
+
+// stmt is query prepared on the pinned connection, once it has run there
+// preparedAfter times (nil before, and when preparing failed: the query
+// then runs as a plain statement).
+func (p *SessionPin) stmt(ctx context.Context, query string) *sql.Stmt {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.stmts[query]; st != nil {
+		return st
+	}
+	if p.runs == nil {
+		p.runs = map[string]int{}
+	}
+	if p.runs[query]++; p.runs[query] <= preparedAfter {
+		return nil
+	}
+	st, err := p.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	if p.stmts == nil {
+		p.stmts = map[string]*sql.Stmt{}
+	}
+	p.stmts[query] = st
+	return st
+}
+
+// ExecContext runs query on the pinned connection, as a statement
+// prepared there once it has run there before (see preparedAfter). With
+// QueryContext, QueryRowContext and PrepareContext it makes the pin the
+// DBTX of the store's generated queries.
+func (p *SessionPin) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return p.conn.ExecContext(ctx, query, args...)
+}
+
+// QueryContext is ExecContext for a query that returns rows.
+func (p *SessionPin) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return p.conn.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext is ExecContext for a query that returns one row.
+func (p *SessionPin) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := p.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return p.conn.QueryRowContext(ctx, query, args...)
+}
+
+// PrepareContext prepares query on the pinned connection; the caller
+// closes the statement.
+func (p *SessionPin) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	return p.conn.PrepareContext(ctx, query)
+}
+
+// closeStmts closes the statements prepared on the connection, before it
+// goes back to the pool or is discarded (the server keeps a prepared
+// statement as long as its session, and counts them all against
+// max_prepared_stmt_count).
+func (p *SessionPin) closeStmts() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, st := range p.stmts {
+		_ = st.Close()
+	}
+	p.stmts, p.runs = nil, nil
+}
+
+// maxKept bounds the connections one runtime keeps out of a pool without
+// a limit on open connections (see Keepable).
+const maxKept = 16
+
+// Keepable reports whether the connection may be kept out of its pool
+// after a holding, for the next holding (with the bound idle seconds
+// Bound reports), while kept others are: only when the pool's limit on
+// open connections (none, or at least four times kept+1) leaves the rest
+// of the application connections to spare, and the session is bounded.
+// A kept connection holds no named lock but its witness.
+func (p *SessionPin) Keepable(kept int) bool {
+	if !p.bound || p.idle <= 0 {
+		return false
+	}
+	limit := p.db.Stats().MaxOpenConnections
+	if limit == 0 {
+		return kept < maxKept
+	}
+	return 4*(kept+1) <= limit
+}
+
+// Bound is the session's wait_timeout in seconds as BoundIdle or
+// BoundGetLock set it, 0 when neither did.
+func (p *SessionPin) Bound() int64 {
+	if !p.bound {
+		return 0
+	}
+	return p.idle
+}
+
+// releaseKept releases the named lock held by this connection. 1:
+// released; 0: held by another connection; -1: not held.
+const releaseKept = "SELECT CAST(IFNULL(RELEASE_LOCK(?), -1) AS SIGNED)"
+
+// Release releases the named lock and keeps the connection pinned, its
+// session still bounded, for the next holding: true when this connection
+// held the lock. When it did not (false, nil), or on error, the
+// connection is discarded, as Discard does.
+func (p *SessionPin) Release(ctx context.Context, lockName string) (bool, error) {
+	var released int64
+	err := p.QueryRowContext(ctx, releaseKept, lockName).Scan(&released)
+	if err != nil || released != 1 {
+		_ = p.Discard()
+		return false, err
+	}
+	return true, nil
+}
 
 // BoundIdle sets the session's wait_timeout to IdleBound(idle), keeping
 // the previous value in the session variable @lockgen_session_wait_timeout:
@@ -49,7 +186,8 @@ func (p *SessionPin) Conn() *sql.Conn { return p.conn }
 // discards the connection.
 func (p *SessionPin) BoundIdle(ctx context.Context, idle time.Duration) error {
 	p.bound = true // a failed SET may still have changed it
-	_, err := p.conn.ExecContext(ctx, fmt.Sprintf("SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = %d, %s", IdleBound(idle), witnessAssignment()))
+	p.idle = IdleBound(idle)
+	_, err := p.conn.ExecContext(ctx, fmt.Sprintf("SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = %d, %s", p.idle, witnessAssignment()))
 	return err
 }
 
@@ -98,13 +236,14 @@ func sqlSeconds(d time.Duration) string {
 // witnessAssignment): the assignments of a SET run in order, and one that
 // fails stops the rest, so a lock not acquired takes no witness either.
 func (p *SessionPin) BoundGetLock(ctx context.Context, idle time.Duration, lockName string, timeout time.Duration) (bool, error) {
-	was := p.bound
+	was, wasIdle := p.bound, p.idle
 	p.bound = true // a failed SET may still have changed it
+	p.idle = IdleBound(idle)
 	_, err := p.conn.ExecContext(ctx, fmt.Sprintf(
 		"SET @lockgen_session_wait_timeout = @@SESSION.wait_timeout, SESSION wait_timeout = COALESCE(CASE GET_LOCK(%s, %s) WHEN 1 THEN %d WHEN 0 THEN %s END, CAST(@@SESSION.wait_timeout AS SIGNED)), %s",
-		sqlString(lockName), sqlSeconds(timeout), IdleBound(idle), notAcquired, witnessAssignment()))
+		sqlString(lockName), sqlSeconds(timeout), p.idle, notAcquired, witnessAssignment()))
 	if servererr.IsNotAcquiredBranch(err) {
-		p.bound = was
+		p.bound, p.idle = was, wasIdle
 		return false, nil
 	}
 	return err == nil, err
@@ -165,6 +304,7 @@ func (p *SessionPin) ReleaseClose(ctx context.Context, lockName string) (bool, e
 	if p.bound {
 		restore = "CAST(IFNULL(@lockgen_session_wait_timeout, @@GLOBAL.wait_timeout) AS SIGNED)"
 	}
+	p.closeStmts()
 	_, err := p.conn.ExecContext(ctx, fmt.Sprintf(
 		"SET SESSION wait_timeout = COALESCE(CASE RELEASE_LOCK(%s) WHEN 1 THEN %s ELSE %s END, CAST(@@SESSION.wait_timeout AS SIGNED))",
 		sqlString(lockName), restore, notAcquired))
@@ -183,6 +323,7 @@ func (p *SessionPin) ReleaseClose(ctx context.Context, lockName string) (bool, e
 // before BoundIdle (one statement, bounded by restoreTimeout); when that
 // fails the connection is discarded instead.
 func (p *SessionPin) Close() error {
+	p.closeStmts()
 	if p.bound {
 		ctx, cancel := context.WithTimeout(context.Background(), restoreTimeout)
 		_, err := p.conn.ExecContext(ctx, "SET SESSION wait_timeout = @lockgen_session_wait_timeout")
@@ -197,6 +338,7 @@ func (p *SessionPin) Close() error {
 // Discard closes the connection itself (marking it bad so the pool drops
 // it), so the server frees any session lock it still holds.
 func (p *SessionPin) Discard() error {
+	p.closeStmts()
 	_ = p.conn.Raw(func(any) error { return sqldriver.ErrBadConn })
 	// Raw's ErrBadConn closed it already: Close then says ErrConnDone.
 	if err := p.conn.Close(); err != nil && !errors.Is(err, sql.ErrConnDone) {

@@ -85,6 +85,15 @@ func (r SessionTokenRead) Reserved() bool {
 	return r.Held && r.Found && r.Mine && r.Armed && r.NextToken <= r.RowToken
 }
 
+// SessionTry is what SessionConn.TryReserved reads: GET_LOCK's answer
+// (Got: 1 acquired, 0 held by another connection, -1 error) and, when the
+// row exists (Found), SessionTokenRead's columns read in the same
+// statement.
+type SessionTry struct {
+	Got int64
+	SessionTokenRead
+}
+
 // SessionArmed is what RowTx.Takeover returns for a row it may take but
 // whose session reservation is still armed: the caller disarms it
 // (Store.SessionDisarm) and tries again.
@@ -203,6 +212,24 @@ type SessionConn interface {
 	// which Guard checks a session holding by (see Store.SessionGuard).
 	Token(ctx context.Context, name, key, owner, lockName string, reserve int64) (token int64, reserved bool, err error)
 	Identity(ctx context.Context) (connID int64, witness string, err error)
+	// TryReserved takes the session lock lockName without waiting and
+	// reads, in the same statement, what TokenRead reads: for a
+	// connection kept from an earlier holding (Keepable), whose session
+	// is bounded already. It locks the row with NOWAIT: on any error,
+	// and when the row is missing (Found false, GET_LOCK not run), the
+	// caller discards the connection and takes the longer way.
+	TryReserved(ctx context.Context, name, key, owner, lockName string) (SessionTry, error)
+	// Release releases the named lock and keeps the connection pinned,
+	// its session bounded, for another holding: true when this
+	// connection held the lock; otherwise, or on error, it discards the
+	// connection (see SessionPin.Release).
+	Release(ctx context.Context, lockName string) (bool, error)
+	// Keepable reports whether the connection may be kept out of its
+	// pool for the next holding while kept others are (see
+	// SessionPin.Keepable); Bound is the session's wait_timeout in
+	// seconds, 0 when unbounded.
+	Keepable(kept int) bool
+	Bound() int64
 	// Free marks the row free if id still holds it (as Store.LeaseRelease),
 	// on this connection, so releasing needs no second connection.
 	Free(ctx context.Context, id LeaseID) (bool, error)

@@ -42,6 +42,7 @@ func Run(t *testing.T, open Open) {
 		"LeasePrune":    testLeasePrune,
 		"Session":       testSession,
 		"Reservation":   testSessionReservation,
+		"TryReserved":   testSessionTryReserved,
 		"LeaseTakeover": testLeaseTakeover,
 		"Row":           testRow,
 		"Server":        testServer,

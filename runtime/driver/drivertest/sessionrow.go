@@ -305,6 +305,119 @@ func testSessionReservation(t *testing.T, s driver.Store) {
 	assert.Greater(t, t7, rowTok, "the next session token passes the rolled-back row token")
 }
 
+// testSessionTryReserved: on a connection kept from a holding (Release
+// keeps it, its session bounded), TryReserved takes the session lock
+// without waiting and reads the reservation in the same statement: a
+// reserved token above the last, the row unchanged; a row that is not the
+// owner's or not armed reads as held but not reserved; a lock held by
+// another connection is not taken; and neither a missing row nor a row
+// locked by a transaction runs GET_LOCK (NOWAIT fails the latter at once).
+func testSessionTryReserved(t *testing.T, s driver.Store) {
+	ctx := context.Background()
+	name := uniqueName("tryres")
+	lockName := s.SessionNamespace() + name
+	const reserve = 1000
+	rowToken := func() int64 {
+		t.Helper()
+		row, _, err := s.LeaseGet(ctx, name, "")
+		require.NoError(t, err)
+		return row.Token
+	}
+	c, err := s.SessionConn(ctx)
+	require.NoError(t, err)
+	got, err := c.BoundGetLock(ctx, time.Minute, lockName, time.Second)
+	require.NoError(t, err)
+	require.True(t, got)
+	t1, _, err := c.Token(ctx, name, "", "a", lockName, reserve)
+	require.NoError(t, err)
+	require.Positive(t, t1)
+	released, err := c.Release(ctx, lockName)
+	require.NoError(t, err)
+	require.True(t, released)
+	assert.Equal(t, driver.IdleBound(time.Minute), c.Bound(), "the kept connection's session stays bounded")
+	assert.True(t, c.Keepable(0), "a pool without a limit spares a connection")
+
+	// A missing row: no row, and the lock was not taken.
+	missing := uniqueName("tryres-missing")
+	r, err := c.TryReserved(ctx, missing, "", "a", s.SessionNamespace()+missing)
+	require.NoError(t, err)
+	assert.False(t, r.Found)
+	used, err := s.SessionIsUsed(ctx, s.SessionNamespace()+missing)
+	require.NoError(t, err)
+	assert.False(t, used, "no row: GET_LOCK did not run")
+
+	// The owner's first holding reserved nothing: held, not reserved; the
+	// token statement then writes and arms.
+	r, err = c.TryReserved(ctx, name, "", "a", lockName)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, r.Got)
+	assert.True(t, r.Held && r.Found && r.Mine)
+	assert.False(t, r.Reserved(), "not armed yet")
+	t2, reserved, err := c.Token(ctx, name, "", "a", lockName, reserve)
+	require.NoError(t, err)
+	assert.False(t, reserved)
+	assert.Greater(t, t2, t1)
+	bound := rowToken()
+	released, err = c.Release(ctx, lockName)
+	require.NoError(t, err)
+	require.True(t, released)
+
+	// Reserved: one statement takes the lock and a token above the last,
+	// and writes nothing (the statement is prepared on its second run).
+	last := t2
+	for range 3 {
+		r, err := c.TryReserved(ctx, name, "", "a", lockName)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1, r.Got)
+		require.True(t, r.Reserved())
+		assert.Greater(t, r.NextToken, last, "every reserved token is above the last")
+		assert.LessOrEqual(t, r.NextToken, bound)
+		assert.Equal(t, bound, rowToken(), "a reserved token writes nothing")
+		last = r.NextToken
+		released, err := c.Release(ctx, lockName)
+		require.NoError(t, err)
+		require.True(t, released)
+	}
+	r, err = c.TryReserved(ctx, name, "", "b", lockName)
+	require.NoError(t, err)
+	assert.True(t, r.Held)
+	assert.False(t, r.Reserved(), "another owner's holding is not reserved")
+	released, err = c.Release(ctx, lockName)
+	require.NoError(t, err)
+	require.True(t, released)
+
+	// Held by another connection: not taken.
+	d, err := s.SessionConn(ctx)
+	require.NoError(t, err)
+	got, err = d.BoundGetLock(ctx, time.Minute, lockName, time.Second)
+	require.NoError(t, err)
+	require.True(t, got)
+	r, err = c.TryReserved(ctx, name, "", "a", lockName)
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, r.Got)
+	assert.False(t, r.Held)
+	held, err := c.HoldsLock(ctx, lockName)
+	require.NoError(t, err)
+	assert.False(t, held)
+	released, err = d.ReleaseClose(ctx, lockName)
+	require.NoError(t, err)
+	require.True(t, released)
+
+	// A row locked by a transaction (as a Guard's): the statement fails
+	// at once, and GET_LOCK did not run.
+	tx, err := s.Server().DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	var tok int64
+	require.NoError(t, tx.QueryRowContext(ctx, "SELECT token FROM "+s.Server().LocksTable+" WHERE name = ? AND lock_key = '' LOCK IN SHARE MODE", name).Scan(&tok))
+	_, err = c.TryReserved(ctx, name, "", "a", lockName)
+	require.Error(t, err, "NOWAIT")
+	used, err = s.SessionIsUsed(ctx, lockName)
+	require.NoError(t, err)
+	assert.False(t, used, "a locked row: GET_LOCK did not run")
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, c.Discard())
+}
+
 // witnessOf reads the session witness the row (name, "") names.
 func witnessOf(t *testing.T, s driver.Store, name string) string {
 	t.Helper()

@@ -7,6 +7,7 @@ package stmtcount
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"sync/atomic"
 )
 
@@ -39,19 +40,72 @@ type countingConn struct {
 	n *atomic.Int64
 }
 
+// ExecContext counts a statement unless the driver answered ErrSkip (it
+// sent nothing: without interpolateParams, a statement with arguments is
+// prepared and executed instead, and those are counted).
 func (c *countingConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	c.n.Add(1)
-	return c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+	res, err := c.Conn.(driver.ExecerContext).ExecContext(ctx, query, args)
+	if !errors.Is(err, driver.ErrSkip) {
+		c.n.Add(1)
+	}
+	return res, err
 }
 
+// QueryContext counts as ExecContext does.
 func (c *countingConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	c.n.Add(1)
-	return c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
+	rows, err := c.Conn.(driver.QueryerContext).QueryContext(ctx, query, args)
+	if !errors.Is(err, driver.ErrSkip) {
+		c.n.Add(1)
+	}
+	return rows, err
 }
 
+// PrepareContext counts the PREPARE, and the returned statement counts
+// each execution.
 func (c *countingConn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	c.n.Add(1)
-	return c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+	st, err := c.Conn.(driver.ConnPrepareContext).PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return &countingStmt{Stmt: st, n: c.n}, nil
+}
+
+// countingStmt counts the executions of a prepared statement (closing one
+// sends no statement that waits for an answer).
+type countingStmt struct {
+	driver.Stmt
+	n *atomic.Int64
+}
+
+func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	s.n.Add(1)
+	if st, ok := s.Stmt.(driver.StmtExecContext); ok {
+		return st.ExecContext(ctx, args)
+	}
+	return s.Stmt.Exec(values(args)) //lint:ignore SA1019 what database/sql calls when the driver's statement has no ExecContext
+}
+
+func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	s.n.Add(1)
+	if st, ok := s.Stmt.(driver.StmtQueryContext); ok {
+		return st.QueryContext(ctx, args)
+	}
+	return s.Stmt.Query(values(args)) //lint:ignore SA1019 what database/sql calls when the driver's statement has no QueryContext
+}
+
+func (s *countingStmt) CheckNamedValue(nv *driver.NamedValue) error {
+	return s.Stmt.(driver.NamedValueChecker).CheckNamedValue(nv)
+}
+
+// values are the arguments' values, in order (the MySQL driver takes no
+// named arguments).
+func values(args []driver.NamedValue) []driver.Value {
+	v := make([]driver.Value, len(args))
+	for i, a := range args {
+		v[i] = a.Value
+	}
+	return v
 }
 
 // BeginTx counts START TRANSACTION, plus the SET TRANSACTION the MySQL

@@ -129,6 +129,7 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 		})
 	}
 	loop(func(ctx context.Context) { w.section(ctx, chaosgen.SessionLockName, "", locks.WithSessionLock) })
+	loop(func(ctx context.Context) { w.section(ctx, chaosgen.SessionLockName, "", w.trySession) })
 	loop(w.row)
 	loop(w.guarded)
 	loop(w.enqueue)
@@ -274,6 +275,19 @@ func (w *worker) section(ctx context.Context, name, key string, with func(contex
 		w.fail(name, err)
 	}
 	w.sleep(ctx, w.between(0, 100*time.Millisecond))
+}
+
+// trySession is WithSessionLock by TrySessionLock, which does not wait:
+// a try whose last holding here took a reserved token takes the lock and
+// its token in one statement on a connection kept from that holding (the
+// runtime's keptSessions), a way the waiting loop never takes.
+func (w *worker) trySession(ctx context.Context, fn func(context.Context, *runtime.Lease) error) error {
+	lease, err := w.locks.TrySessionLock(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(lease.Context(), lease)
+	return errors.Join(err, lease.Release(context.WithoutCancel(ctx)))
 }
 
 // leader campaigns, and holds each term for a random time.

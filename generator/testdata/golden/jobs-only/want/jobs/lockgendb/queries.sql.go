@@ -1881,3 +1881,69 @@ func (q *Queries) SessionTokenRead(ctx context.Context, arg SessionTokenReadPara
 	)
 	return i, err
 }
+
+const sessionTryReserved = `-- name: SessionTryReserved :one
+SELECT CAST(IFNULL(GET_LOCK(?, 0), -1) AS SIGNED) AS got,
+       CAST(IFNULL(IS_USED_LOCK(?) = CONNECTION_ID(), 0) AS SIGNED) AS held,
+       token,
+       owner,
+       CAST((expires_at = '9999-12-31 23:59:59' AND CASE WHEN session_witness = '' THEN 0 ELSE IS_USED_LOCK(session_witness) IS NOT NULL END) AS SIGNED) AS armed,
+       CAST(IF(IS_USED_LOCK(?) <=> CONNECTION_ID(), session_offset + CAST(UUID_SHORT() & 72057594037927935 AS SIGNED), 0) AS SIGNED) AS next_token
+FROM jobsdemo_locks
+WHERE name = ? AND lock_key = ?
+FOR UPDATE NOWAIT
+`
+
+type SessionTryReservedParams struct {
+	LockName string
+	Name     string
+	LockKey  string
+}
+
+type SessionTryReservedRow struct {
+	Got       int64
+	Held      int64
+	Token     int64
+	Owner     string
+	Armed     int64
+	NextToken int64
+}
+
+// SessionTryReserved is SessionGetLock without waiting and SessionTokenRead
+// in one statement, for a session holding tried (no wait) on a connection
+// kept from an earlier holding, whose session is bounded already: it reads
+// and write-locks the lock row, then takes the named session lock
+// lock_name with GET_LOCK(lock_name, 0) (got: 1 acquired, 0 held by
+// another connection, -1 error), then reads whether the connection holds
+// it (held) and, only then, draws next_token, the reservation's next token
+// (0 when the connection does not hold the lock); token, owner and armed
+// are SessionTokenRead's. Each column decides on its own, so no order of
+// evaluation of the columns can pair a held lock with a token drawn before
+// it was taken. The row lock is held until the statement ends, past the
+// moment GET_LOCK is granted, so no writer of the row (a lease or row
+// acquirer taking a session-marked row over once IS_FREE_LOCK says free,
+// Prune) can change it between the read and the grant. NOWAIT: a row
+// locked by a transaction (a Guard's, an acquirer's) fails the statement
+// at once, before GET_LOCK runs (MySQL 3572, MariaDB 1205), instead of
+// making a try wait; a missing row answers no row, GET_LOCK not run
+// either. The runtime then takes the longer way (GET_LOCK first), on a
+// new connection.
+func (q *Queries) SessionTryReserved(ctx context.Context, arg SessionTryReservedParams) (SessionTryReservedRow, error) {
+	row := q.db.QueryRowContext(ctx, sessionTryReserved,
+		arg.LockName,
+		arg.LockName,
+		arg.LockName,
+		arg.Name,
+		arg.LockKey,
+	)
+	var i SessionTryReservedRow
+	err := row.Scan(
+		&i.Got,
+		&i.Held,
+		&i.Token,
+		&i.Owner,
+		&i.Armed,
+		&i.NextToken,
+	)
+	return i, err
+}

@@ -223,13 +223,14 @@ func (s Store) SessionNamespace() string {
 }
 
 // SessionConn implements driver.Store: it pins one connection of the
-// pool for one holding, until the runtime closes it.
+// pool for one holding (or, kept, for several), until the runtime
+// closes it.
 func (s Store) SessionConn(ctx context.Context) (driver.SessionConn, error) {
 	pin, err := driver.PinSession(ctx, s.db)
 	if err != nil {
 		return nil, err
 	}
-	return sessionConn{SessionPin: pin, q: New(pin.Conn())}, nil
+	return sessionConn{SessionPin: pin, q: New(pin)}, nil
 }
 
 // SessionIsUsed implements driver.Store: whether any connection
@@ -274,8 +275,9 @@ func (s Store) ServerGalera(ctx context.Context) (bool, error) {
 }
 
 // sessionConn implements driver.SessionConn: the connection pinned for one
-// session-lock holding (driver.SessionPin: BoundIdle, Close, Discard) and
-// the queries bound to it. The server frees the lock when the connection
+// session-lock holding (driver.SessionPin: BoundIdle, Release, Close,
+// Discard) and the queries bound to it, which run on it as prepared
+// statements once they ran there before. The server frees the lock when the connection
 // itself ends (it breaks, the pool closes it, or it is silent past
 // BoundIdle's bound).
 type sessionConn struct {
@@ -326,6 +328,33 @@ func (c sessionConn) TokenRead(ctx context.Context, name, key, owner, lockName s
 		Mine:      r.Owner == owner,
 		Armed:     r.Armed == 1,
 		NextToken: r.NextToken,
+	}, nil
+}
+
+// TryReserved implements driver.SessionConn: GET_LOCK without waiting
+// and TokenRead's locking read (NOWAIT) in one statement.
+func (c sessionConn) TryReserved(ctx context.Context, name, key, owner, lockName string) (driver.SessionTry, error) {
+	r, err := c.q.SessionTryReserved(ctx, SessionTryReservedParams{
+		LockName: lockName,
+		Name:     name,
+		LockKey:  key,
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return driver.SessionTry{}, nil
+	}
+	if err != nil {
+		return driver.SessionTry{}, err
+	}
+	return driver.SessionTry{
+		Got: r.Got,
+		SessionTokenRead: driver.SessionTokenRead{
+			Held:      r.Held == 1,
+			Found:     true,
+			RowToken:  r.Token,
+			Mine:      r.Owner == owner,
+			Armed:     r.Armed == 1,
+			NextToken: r.NextToken,
+		},
 	}, nil
 }
 
