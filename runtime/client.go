@@ -32,6 +32,9 @@ type Client struct {
 	// kept are pinned connections kept between session holdings (see
 	// keptSessions).
 	kept keptSessions
+	// guardPause, set by tests only, runs as a session holding's Guard
+	// begins (see PauseGuardForTest).
+	guardPause func()
 }
 
 // Option configures a Client.

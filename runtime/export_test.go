@@ -45,3 +45,10 @@ func ReportClusterForTest(c *Client, cluster probe.Cluster) {
 	r.Cluster = cluster
 	c.server.report = &r
 }
+
+// PauseGuardForTest makes every session holding's Guard of c run pause as
+// it begins, after Lease.Guard's own checks: a test holds a Guard there
+// while the holding is released and the lock taken again.
+func PauseGuardForTest(c *Client, pause func()) {
+	c.guardPause = pause
+}

@@ -110,6 +110,15 @@ type sessionHolding struct {
 	name string
 	// tried: the acquisition did not wait (see keptSessions).
 	tried bool
+	// gate orders Guard and release: a Guard's statement runs under its
+	// read lock, and release takes it for writing, marks the holding
+	// released, and only then releases the session lock. Guard checks
+	// the holding by its connection, which the next holding may use (a
+	// kept connection, or the pool's last idle one): a Guard that found
+	// the holding current but ran its statement after the release would
+	// pass for that next holding.
+	gate     sync.RWMutex
+	released bool
 
 	idMu    sync.Mutex
 	idKnown bool
@@ -325,10 +334,13 @@ func (l *Lock) tryKept(ctx context.Context, conn driver.SessionConn, key, name s
 
 // keptIdle is how long a kept session connection waits for its next
 // holding before it goes back to its pool, with its wait_timeout restored:
-// well within the shortest session bound (driver.IdleBound: 2 s), past
-// which the server would end the session. It counts in real time, as the
-// server's wait_timeout does.
-const keptIdle = 500 * time.Millisecond
+// long enough for a caller that tries in a loop, short enough that a
+// program that closes its pool right after a try does not keep a
+// connection open for long (it counts as a leaked goroutine in tests that
+// check for them), and well within the shortest session bound
+// (driver.IdleBound: 2 s), past which the server would end the session.
+// It counts in real time, as the server's wait_timeout does.
+const keptIdle = 100 * time.Millisecond
 
 // keptSessions are pinned connections kept between session holdings: a
 // holding that was tried (no wait) and took a reserved token leaves its
@@ -441,7 +453,9 @@ func plainLockName(s string) bool {
 // brokenConn reports whether err means the pinned connection is gone, in
 // which case the server has already released its locks.
 func brokenConn(err error) bool {
-	return errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn)
+	// A statement prepared on the pinned connection (see
+	// driver.SessionPin) that finds it broken answers sql.ErrConnDone.
+	return errors.Is(err, sqldriver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
 }
 
 // start arms the watchdog and checks the holding every RenewEvery.
@@ -490,6 +504,14 @@ func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error
 	if err := ls.lock.client.guardRefusal(ctx); err != nil {
 		return err
 	}
+	if pause := ls.lock.client.guardPause; pause != nil {
+		pause()
+	}
+	h.gate.RLock()
+	defer h.gate.RUnlock()
+	if h.released {
+		return fmt.Errorf("%w: guard on %s token %d after release", ErrReleased, ls.describe(), ls.id.Token)
+	}
 	h.idMu.Lock()
 	defer h.idMu.Unlock()
 	if !h.idKnown {
@@ -512,6 +534,12 @@ func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error
 // it, lease and row acquirers take it over after IS_FREE_LOCK, Holder and
 // the ops layer ask the server, Prune deletes it once that lock is free).
 func (h *sessionHolding) release(ctx context.Context, ls *Lease, _ bool) error {
+	// A Guard in flight finishes first (its share lock on the row then
+	// holds off the next holding's token until its transaction ends),
+	// and none starts after.
+	h.gate.Lock()
+	h.released = true
+	h.gate.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ls.lock.cfg.TTL)
 	defer cancel()
 	kept := &ls.lock.client.kept

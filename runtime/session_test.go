@@ -399,7 +399,7 @@ func streak(t *testing.T, l *runtime.Lock) {
 
 // TestSessionKeptConnectionGoesBack: a try that took a reserved token
 // keeps its connection out of the pool for the next try; unused, it goes
-// back within keptIdle (500 ms), with its session's wait_timeout restored.
+// back within keptIdle (100 ms), with its session's wait_timeout restored.
 // A small pool keeps none.
 func TestSessionKeptConnectionGoesBack(t *testing.T) {
 	tdb := testdb.New(t)
@@ -447,4 +447,49 @@ func TestSessionTryDoesNotWaitForALockedRow(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, again.Token(), lease.Token())
 	require.NoError(t, again.Release(ctx))
+}
+
+// TestSessionGuardAfterReleaseDoesNotPassForTheNextHolding: Guard checks a
+// session holding by its connection, and the next try of the lock runs on
+// that very connection (kept from the holding). A Guard that passed
+// Lease.Guard's checks before the release, and runs its statement after
+// the next holding took the lock on that connection, must not pass for it:
+// the release marks the holding released first (ErrReleased).
+func TestSessionGuardAfterReleaseDoesNotPassForTheNextHolding(t *testing.T) {
+	tdb := testdb.New(t)
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute}
+	n := sessionNode(t, tdb.Open(t), runtime.WithOwner("holder"))
+	l := n.lock(t, cfg)
+	streak(t, l)
+	ctx := context.Background()
+	a, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	paused, resume := make(chan struct{}), make(chan struct{})
+	runtime.PauseGuardForTest(n.client, func() {
+		close(paused)
+		<-resume
+	})
+	tx := mustBegin(t, tdb) // rolled back however the test ends: DROP DATABASE waits for it
+	guarded := make(chan error, 1)
+	go func() { guarded <- a.Guard(ctx, tx) }()
+	<-paused
+	require.NoError(t, a.Release(ctx))
+	runtime.PauseGuardForTest(n.client, nil)
+	b, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	close(resume)
+	require.ErrorIs(t, <-guarded, runtime.ErrReleased, "the Guard of a released holding must not pass for the next one")
+	require.NoError(t, tx.Rollback())
+	require.NoError(t, b.Guard(ctx, mustBegin(t, tdb)), "the next holding's own Guard passes")
+	require.NoError(t, b.Release(ctx))
+}
+
+// mustBegin begins a transaction on a new pool of tdb, rolled back when
+// the test ends.
+func mustBegin(t *testing.T, tdb *testdb.DB) *sql.Tx {
+	t.Helper()
+	tx, err := tdb.Open(t).BeginTx(context.Background(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback() })
+	return tx
 }

@@ -79,10 +79,11 @@ type SessionTokenRead struct {
 
 // Reserved reports whether r lets the holding take NextToken as its
 // fencing token without a write: the connection holds the session lock,
-// the row is the owner's, its reservation is armed, and NextToken has not
-// passed the reservation's bound, the row's token.
+// the row is the owner's, its reservation is armed, and NextToken was
+// drawn (SessionTryReserved answers 0 when its column did not see the
+// lock held) and has not passed the reservation's bound, the row's token.
 func (r SessionTokenRead) Reserved() bool {
-	return r.Held && r.Found && r.Mine && r.Armed && r.NextToken <= r.RowToken
+	return r.Held && r.Found && r.Mine && r.Armed && r.NextToken > 0 && r.NextToken <= r.RowToken
 }
 
 // SessionTry is what SessionConn.TryReserved reads: GET_LOCK's answer
