@@ -15,7 +15,7 @@ MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 # go.mod requires it (the runtime keeps its few dependencies).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos test-ensure cluster-test
+.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos chaos-cluster test-ensure cluster-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -62,6 +62,9 @@ test-ensure: ## check that the ensure scripts start the project's server beside 
 
 chaos: db ## the chaos harness against MariaDB, then MySQL: CHAOS_DURATION (default 3m) of faults each, CHAOS_SEED to replay a plan
 	@GO=$(GO) ./.ci/chaos $${CHAOS_DURATION:-3m}
+
+chaos-cluster: tools ## the chaos harness against a 3-node MariaDB Galera cluster on loopback: workers spread across the nodes, node kills, pauses and isolations besides the process faults; CHAOS_DURATION (default 3m), CHAOS_SEED to replay
+	@GO=$(GO) ./.ci/chaos-cluster $${CHAOS_DURATION:-3m}
 
 cluster-test: tools ## start a 3-node MariaDB Galera cluster and a 3-member MySQL Group Replication group (single-, then multi-primary) on loopback, and run the tests that need them (build tag cluster)
 	@dsns=$$(./.ci/ensure-galera) && cd runtime && \

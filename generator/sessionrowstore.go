@@ -111,11 +111,7 @@ func sessionGlue(f *jen.File, m *model) {
 			jen.Return(dr("SessionTokenRead").Values(), jen.Nil()),
 		),
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(dr("SessionTokenRead").Values(), jen.Err())),
-		jen.Return(literal(dr("SessionTokenRead"),
-			kv{"Held", jen.Id("r").Dot("Held").Op("==").Lit(1)}, kv{"Found", jen.True()}, kv{"RowToken", jen.Id("r").Dot("Token")},
-			kv{"Mine", jen.Id("r").Dot("Owner").Op("==").Id("owner")}, kv{"Armed", jen.Id("r").Dot("Armed").Op("==").Lit(1)},
-			kv{"NextToken", jen.Id("r").Dot("NextToken")},
-		), jen.Nil()),
+		jen.Return(tokenRead(), jen.Nil()),
 	)
 
 	f.Line()
@@ -132,11 +128,7 @@ func sessionGlue(f *jen.File, m *model) {
 		jen.If(jen.Err().Op("!=").Nil()).Block(jen.Return(dr("SessionTry").Values(), jen.Err())),
 		jen.Return(literal(dr("SessionTry"),
 			kv{"Got", jen.Id("r").Dot("Got")},
-			kv{"SessionTokenRead", literal(dr("SessionTokenRead"),
-				kv{"Held", jen.Id("r").Dot("Held").Op("==").Lit(1)}, kv{"Found", jen.True()}, kv{"RowToken", jen.Id("r").Dot("Token")},
-				kv{"Mine", jen.Id("r").Dot("Owner").Op("==").Id("owner")}, kv{"Armed", jen.Id("r").Dot("Armed").Op("==").Lit(1)},
-				kv{"NextToken", jen.Id("r").Dot("NextToken")},
-			)},
+			kv{"SessionTokenRead", tokenRead()},
 		), jen.Nil()),
 	)
 
@@ -269,5 +261,15 @@ func rowGlue(f *jen.File, m *model) {
 		ctx.Clone(), jen.Id("id").Add(dr("LeaseID")),
 	).Params(jen.Bool(), jen.Error()).Block(
 		jen.Return(jen.Id("Store").Values(jen.Id("q").Op(":").Id("t").Dot("q")).Dot("LeaseRelease").Call(jen.Id("ctx"), jen.Id("id"))),
+	)
+}
+
+// tokenRead is the driver.SessionTokenRead that TokenRead and TryReserved
+// return from their query's row r (owner is the owner asked about).
+func tokenRead() *jen.Statement {
+	return literal(dr("SessionTokenRead"),
+		kv{"Held", jen.Id("r").Dot("Held").Op("==").Lit(1)}, kv{"Found", jen.True()}, kv{"RowToken", jen.Id("r").Dot("Token")},
+		kv{"Mine", jen.Id("r").Dot("Owner").Op("==").Id("owner")}, kv{"Armed", jen.Id("r").Dot("Armed").Op("==").Lit(1)},
+		kv{"NextToken", jen.Id("r").Dot("NextToken")},
 	)
 }

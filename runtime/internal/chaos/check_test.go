@@ -158,6 +158,43 @@ func TestPlanIsReproducible(t *testing.T) {
 	}
 }
 
+// TestPlanClusterFaultsOneNodeAtATime: a cluster's plan has no server
+// restart, faults its nodes one at a time (the others keep a majority),
+// keeps the processes' faults, and leaves a one-server plan as it was.
+func TestPlanClusterFaultsOneNodeAtATime(t *testing.T) {
+	require.Equal(t, Plan(42, 5, 3*time.Minute, true), PlanCluster(42, 5, 0, 3*time.Minute, true))
+	plan := PlanCluster(42, 5, 3, 3*time.Minute, true)
+	require.Equal(t, plan, PlanCluster(42, 5, 3, 3*time.Minute, true))
+	require.True(t, slices.IsSortedFunc(plan, func(a, b Fault) int { return int(a.At - b.At) }))
+	var nodeEnd time.Duration
+	kinds := map[string]int{}
+	for _, f := range plan {
+		require.NotContains(t, []string{FaultRestart, FaultCrash}, f.Kind)
+		kinds[f.Kind]++
+		if !f.nodeFault() {
+			continue
+		}
+		require.GreaterOrEqual(t, f.At, nodeEnd, "two node faults at once")
+		require.Contains(t, []int{0, 1, 2}, f.Node)
+		nodeEnd = f.At + f.Dur
+	}
+	for _, k := range []string{FaultNodeKill, FaultNodePause, FaultNodeIsolate, FaultKill, FaultPartition} {
+		assert.Positive(t, kinds[k], k)
+	}
+}
+
+// TestNodeFaultsHitEveryProcess: a fault of one node of a cluster counts
+// as a fault of every process, as a server restart does.
+func TestNodeFaultsHitEveryProcess(t *testing.T) {
+	for _, kind := range []string{FaultNodeKill, FaultNodePause, FaultNodeIsolate, FaultRestart} {
+		tl := newTimeline(Facts{Spans: []Span{{Kind: kind, Proc: -1, Node: 2, From: 100, To: 200}}})
+		assert.NotNil(t, tl.faulted(4, 0, 150, 160), kind)
+		assert.Nil(t, tl.faulted(4, 0, 300, 400), kind)
+	}
+	tl := newTimeline(Facts{Spans: []Span{{Kind: FaultPause, Proc: 1, From: 100, To: 200}}})
+	assert.Nil(t, tl.faulted(4, 0, 150, 160), "a process's fault hits that process only")
+}
+
 func TestCheckAllowsTheDocumentedWindowsOfSessionAndRowLocks(t *testing.T) {
 	ms := int64(time.Millisecond)
 	h := &history{}

@@ -42,6 +42,16 @@ type Config struct {
 	// the run fails; the runtime's own bound on such sessions must be
 	// below it. Default DefaultStrandBound.
 	StrandBound time.Duration
+	// Nodes, when set, are the admin DSNs of the nodes of a cluster
+	// (AdminDSN is one of them): worker i connects to node i mod
+	// len(Nodes), so writes are spread across the cluster; the workers
+	// leave out what clusters refuse (the session and row strategies,
+	// Guard), and the plan faults the nodes (PlanCluster) instead of
+	// restarting the server.
+	Nodes []string
+	// NodeStartCmd is a shell command that starts the cluster's stopped
+	// nodes again and waits until they are synced (FaultNodeKill).
+	NodeStartCmd string
 	// Out receives the progress and the report.
 	Out io.Writer
 }
@@ -81,6 +91,29 @@ type Controller struct {
 	lastPartition int64
 	// strands are the stranded transactions watchStrands saw.
 	strands []string
+	// nodes are the cluster's nodes (Config.Nodes), each with an admin
+	// pool; none for one server. nodeMu runs node faults one at a time.
+	nodes  []node
+	nodeMu sync.Mutex
+}
+
+// node is one node of a cluster.
+type node struct {
+	cfg   *mysql.Config
+	admin *sql.DB
+}
+
+// admins are the admin pools of every server the workers reach: the
+// cluster's nodes, or the one server.
+func (c *Controller) admins() []*sql.DB {
+	if len(c.nodes) == 0 {
+		return []*sql.DB{c.admin}
+	}
+	dbs := make([]*sql.DB, len(c.nodes))
+	for i, n := range c.nodes {
+		dbs[i] = n.admin
+	}
+	return dbs
 }
 
 // Run performs a chaos run and returns its report. The error is about the
@@ -113,6 +146,20 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer c.admin.Close()
+	for _, dsn := range cfg.Nodes {
+		ncfg, err := mysql.ParseDSN(dsn)
+		if err != nil {
+			return Report{}, fmt.Errorf("chaos: node DSN: %w", err)
+		}
+		ncfg.DBName = ""
+		connector, err := mysql.NewConnector(ncfg)
+		if err != nil {
+			return Report{}, err
+		}
+		db := sql.OpenDB(connector)
+		defer db.Close()
+		c.nodes = append(c.nodes, node{cfg: ncfg, admin: db})
+	}
 	for i := range cfg.Procs {
 		p, err := c.newProc(i, adminCfg)
 		if err != nil {
@@ -139,7 +186,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	var facts Facts
 	facts.TickFrom = c.dbNow(ctx)
 
-	plan := Plan(cfg.Seed, cfg.Procs, cfg.Duration, cfg.RestartCmd != "")
+	plan := PlanCluster(cfg.Seed, cfg.Procs, len(c.nodes), cfg.Duration, cfg.RestartCmd != "")
 	fmt.Fprintf(cfg.Out, "chaos: seed %d, %d workers, %s of faults, %d faults planned\n", cfg.Seed, cfg.Procs, cfg.Duration, len(plan))
 	began := time.Now()
 	// Times in the report count from here, as the plan's do.

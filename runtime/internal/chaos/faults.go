@@ -17,8 +17,9 @@ import (
 type Span struct {
 	Kind string
 	// Proc is the process; -1 for the server (a restart hits every
-	// process, lockrows the runs in Runs).
+	// process, lockrows the runs in Runs) or a node (Node).
 	Proc     int
+	Node     int
 	From, To int64
 	// Killed says the process was SIGKILLed at From.
 	Killed bool
@@ -31,7 +32,10 @@ type Span struct {
 // describe says when sp was in force, counted from base.
 func (sp Span) describe(base int64) string {
 	target := fmt.Sprintf("p%d", sp.Proc)
-	if sp.Proc < 0 {
+	switch {
+	case (Fault{Kind: sp.Kind}).nodeFault():
+		target = fmt.Sprintf("node%d", sp.Node)
+	case sp.Proc < 0:
 		target = "server"
 	}
 	s := fmt.Sprintf("%s %s in force from %s to %s", sp.Kind, target, Dur(sp.From-base), Dur(sp.To-base))
@@ -74,9 +78,22 @@ func (c *Controller) rotate(ctx context.Context, p *proc, d time.Duration) error
 	return err
 }
 
+// setPassword sets user's password on the server, or on the first node
+// of a cluster that takes it (a cluster replicates ALTER USER to the
+// others).
 func (c *Controller) setPassword(ctx context.Context, user, pass string) error {
+	var err error
+	for _, admin := range c.admins() {
+		if err = setPasswordOn(ctx, admin, user, pass); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func setPasswordOn(ctx context.Context, admin *sql.DB, user, pass string) error {
 	for _, host := range userHosts {
-		if _, err := c.admin.ExecContext(ctx, fmt.Sprintf("ALTER USER '%s'@'%s' IDENTIFIED BY '%s'", user, host, pass)); err != nil {
+		if _, err := admin.ExecContext(ctx, fmt.Sprintf("ALTER USER '%s'@'%s' IDENTIFIED BY '%s'", user, host, pass)); err != nil {
 			return fmt.Errorf("chaos: setting %s's password: %w", user, err)
 		}
 	}
@@ -84,15 +101,27 @@ func (c *Controller) setPassword(ctx context.Context, user, pass string) error {
 }
 
 // killSessions kills user's sessions, or (idle ≥ 0) those idle for idle
-// seconds or more, and returns how many it killed.
+// seconds or more, on the server or on every node of a cluster, and
+// returns how many it killed.
 func (c *Controller) killSessions(ctx context.Context, user string, idle int) int {
+	n := 0
+	for _, admin := range c.admins() {
+		n += killSessionsOn(ctx, admin, user, idle)
+	}
+	return n
+}
+
+func killSessionsOn(ctx context.Context, admin *sql.DB, user string, idle int) int {
+	// A node that a fault stopped answers nothing: give up on it.
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
 	q := "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?"
 	args := []any{user}
 	if idle >= 0 {
 		q += " AND COMMAND = 'Sleep' AND TIME >= ?"
 		args = append(args, idle)
 	}
-	rows, err := c.admin.QueryContext(ctx, q, args...)
+	rows, err := admin.QueryContext(ctx, q, args...)
 	if err != nil {
 		return 0
 	}
@@ -106,7 +135,7 @@ func (c *Controller) killSessions(ctx context.Context, user string, idle int) in
 	_ = rows.Close()
 	n := 0
 	for _, id := range ids {
-		if _, err := c.admin.ExecContext(ctx, "KILL "+strconv.FormatInt(id, 10)); err == nil {
+		if _, err := admin.ExecContext(ctx, "KILL "+strconv.FormatInt(id, 10)); err == nil {
 			n++
 		}
 	}

@@ -30,11 +30,14 @@ func newTimeline(f Facts) timeline {
 }
 
 // hits reports whether sp hit proc (a server restart or crash hits every process;
-// a lockrows fault only the runs it locked: a heartbeat skips a row
-// another transaction holds, so their processes' other runs go on).
+// so does a fault of one node of a cluster: the cluster's commits wait
+// while its membership changes, and a node that rejoins with a full state
+// transfer blocks its donor; a lockrows fault only the runs it locked: a
+// heartbeat skips a row another transaction holds, so their processes'
+// other runs go on).
 func (tl timeline) hits(sp Span, proc int, run int64) bool {
 	switch sp.Kind {
-	case FaultRestart, FaultCrash:
+	case FaultRestart, FaultCrash, FaultNodeKill, FaultNodePause, FaultNodeIsolate:
 		return true
 	case FaultLockRows:
 		return slices.Contains(sp.Runs, run)

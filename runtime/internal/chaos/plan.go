@@ -1,8 +1,10 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -38,13 +40,27 @@ const (
 	// FaultLockRows: an admin transaction holds Arg running runs' rows
 	// locked (SELECT … FOR UPDATE) for Dur, several run leases.
 	FaultLockRows = "lockrows"
+	// Faults of one node of a cluster (Fault.Node), planned instead of
+	// the server's restart and crash when the run has nodes
+	// (Config.Nodes), one node at a time so that the others keep a
+	// majority: FaultNodeKill SIGKILLs the node and starts it again after
+	// Dur (it rejoins with a state transfer); FaultNodePause SIGSTOPs it
+	// for Dur, longer than every TTL (its peers evict it; its clients'
+	// statements hang), then SIGCONTs it; FaultNodeIsolate cuts it off
+	// from its peers for Dur while its clients still reach it (Galera's
+	// gmcast.isolate: it leaves the primary component and refuses
+	// statements).
+	FaultNodeKill    = "nodekill"
+	FaultNodePause   = "nodepause"
+	FaultNodeIsolate = "isolate"
 )
 
 // Fault is one planned fault.
 type Fault struct {
 	At   time.Duration // after the run's start
 	Kind string
-	Proc int // -1 for the server
+	Proc int // -1 for the server or a node
+	Node int // the node of a node fault
 	Dur  time.Duration
 	Arg  time.Duration // the delay, the clock step, the pool size or the rows
 	// Lead is how long a partition's delay lasts before the partition.
@@ -53,7 +69,10 @@ type Fault struct {
 
 func (f Fault) String() string {
 	target := fmt.Sprintf("p%d", f.Proc)
-	if f.Proc < 0 {
+	switch {
+	case f.nodeFault():
+		target = fmt.Sprintf("node%d", f.Node)
+	case f.Proc < 0:
 		target = "server"
 	}
 	s := fmt.Sprintf("%7s %-9s %-6s for %s", f.At.Round(time.Millisecond), f.Kind, target, f.Dur.Round(time.Millisecond))
@@ -68,6 +87,19 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" (%d runs)", f.Arg)
 	}
 	return s
+}
+
+// nodeRejoin is about how long a killed node takes to start and rejoin
+// its cluster on loopback, with a state transfer.
+const nodeRejoin = 15 * time.Second
+
+// nodeFault reports whether f is a fault of one node of a cluster.
+func (f Fault) nodeFault() bool {
+	switch f.Kind {
+	case FaultNodeKill, FaultNodePause, FaultNodeIsolate:
+		return true
+	}
+	return false
 }
 
 // Plan bounds.
@@ -91,6 +123,14 @@ const (
 // set: a crash (SIGKILL) for an odd seed, a shutdown for an even one. The
 // same seed gives the same plan.
 func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
+	return PlanCluster(seed, procs, 0, length, restart)
+}
+
+// PlanCluster is Plan for a cluster of nodes nodes (0: one server): the
+// server's restart is left out, and a node fault (FaultNodeKill,
+// FaultNodePause, FaultNodeIsolate) starts every 4–8 s on a random node,
+// one at a time, beside the processes' faults.
+func PlanCluster(seed uint64, procs, nodes int, length time.Duration, restart bool) []Fault {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
 	kinds := []string{FaultKill, FaultKill, FaultPause, FaultPause, FaultCut, FaultBlackhole, FaultBlackhole,
@@ -102,6 +142,33 @@ func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 	long := length >= LongFaultsFrom
 	nextLong := between(15*time.Second, 30*time.Second)
 	lastPartition := -PartitionGap
+	if nodes > 0 {
+		restart = false
+		nodeKinds := []string{FaultNodeKill, FaultNodePause, FaultNodeIsolate}
+		for at := between(3*time.Second, 6*time.Second); at < length-10*time.Second; {
+			f := Fault{At: at, Kind: nodeKinds[rng.IntN(len(nodeKinds))], Proc: -1, Node: rng.IntN(nodes)}
+			switch f.Kind {
+			case FaultNodeKill:
+				f.Dur = between(time.Second, 5*time.Second)
+			case FaultNodePause:
+				// Its peers evict a silent node after evs.suspect_timeout
+				// (5 s): some pauses end before, some after.
+				f.Dur = between(3*time.Second, 12*time.Second)
+			case FaultNodeIsolate:
+				// An isolated node leaves the primary component after
+				// the suspect timeout too.
+				f.Dur = between(6*time.Second, 15*time.Second)
+			}
+			plan = append(plan, f)
+			// A killed node takes a while to rejoin (the fault ends
+			// when it is synced again: 10–25 s on loopback), and the
+			// next node fault waits for it anyway; plan it after.
+			at += f.Dur + between(4*time.Second, 8*time.Second)
+			if f.Kind == FaultNodeKill {
+				at += nodeRejoin
+			}
+		}
+	}
 	for at := between(time.Second, 3*time.Second); at < length-2*time.Second; at += between(time.Second, 3*time.Second) {
 		if restart && at >= restartAt {
 			kind := FaultRestart
@@ -182,5 +249,6 @@ func Plan(seed uint64, procs int, length time.Duration, restart bool) []Fault {
 		ends = append(ends, end)
 		plan = append(plan, f)
 	}
+	slices.SortStableFunc(plan, func(a, b Fault) int { return cmp.Compare(a.At, b.At) })
 	return plan
 }

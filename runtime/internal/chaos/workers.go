@@ -47,7 +47,11 @@ var settings = []struct{ zone, sqlMode, tz string }{
 }
 
 func (c *Controller) newProc(i int, adminCfg *mysql.Config) (*proc, error) {
-	proxy, err := tcpproxy.Start(adminCfg.Addr)
+	addr := adminCfg.Addr
+	if len(c.nodes) > 0 {
+		addr = c.nodes[i%len(c.nodes)].cfg.Addr
+	}
+	proxy, err := tcpproxy.Start(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +82,11 @@ func (c *Controller) spawn(p *proc) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.bin, "-proc", fmt.Sprint(p.id), "-inc", fmt.Sprint(p.inc), "-dsn", p.dsn, "-history", c.hist)
+	args := []string{"-proc", fmt.Sprint(p.id), "-inc", fmt.Sprint(p.inc), "-dsn", p.dsn, "-history", c.hist}
+	if len(c.nodes) > 0 {
+		args = append(args, "-cluster")
+	}
+	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), "TZ="+p.tz)
 	// The kernel kills the worker when the controller dies: a killed or

@@ -42,10 +42,11 @@ func main() {
 	dir := flag.String("history", "", "the directory of history files")
 	pool := flag.Int("pool", 8, "the pool's most open connections")
 	lease := flag.Duration("lease", 2*time.Second, "the job worker's run lease")
+	cluster := flag.Bool("cluster", false, "the server is a node of a cluster, where the session and row strategies and Guard are refused: leave them out")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, *proc, *inc, *dsn, *dir, *pool, *lease); err != nil {
+	if err := run(ctx, *proc, *inc, *dsn, *dir, *pool, *lease, *cluster); err != nil {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
@@ -66,7 +67,7 @@ type worker struct {
 	seq   int64
 }
 
-func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease time.Duration) error {
+func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease time.Duration, cluster bool) error {
 	rec, err := chaos.NewRecorder(dir, proc, inc)
 	if err != nil {
 		return err
@@ -128,10 +129,12 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 			})
 		})
 	}
-	loop(func(ctx context.Context) { w.section(ctx, chaosgen.SessionLockName, "", locks.WithSessionLock) })
-	loop(func(ctx context.Context) { w.section(ctx, chaosgen.SessionLockName, "", w.trySession) })
-	loop(w.row)
-	loop(w.guarded)
+	if !cluster {
+		loop(func(ctx context.Context) { w.section(ctx, chaosgen.SessionLockName, "", locks.WithSessionLock) })
+		loop(func(ctx context.Context) { w.section(ctx, chaosgen.SessionLockName, "", w.trySession) })
+		loop(w.row)
+		loop(w.guarded)
+	}
 	loop(w.enqueue)
 	pruner, err := newPruner(db, clock, log, proc, inc)
 	if pruner != nil {

@@ -4,7 +4,7 @@
 // on any violation, and prints the seed that replays the fault plan.
 //
 //	lockgen-chaos [-duration 3m] [-seed N] [-procs 5] [-restart-cmd CMD] [-race] [-dir DIR]
-//	              [-keep-alive 2m] [-strand-bound 30s]
+//	              [-keep-alive 2m] [-strand-bound 30s] [-nodes DSN,DSN,... -node-start-cmd CMD]
 //
 // The server is LOCKGEN_TEST_DSN (default root@tcp(127.0.0.1:3306)/test),
 // used as the admin user that creates the database lockgen_chaos and the
@@ -18,6 +18,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockgen/lockgen/runtime/internal/chaos"
@@ -54,7 +55,13 @@ func main() {
 	keepAlive := flag.Duration("keep-alive", chaos.DefaultKeepAlive, "kill the workers' sessions idle this long (the server's TCP keep-alive, which closes sessions a partition stranded)")
 	strandBound := flag.Duration("strand-bound", chaos.DefaultStrandBound, "fail on a worker's transaction open longer than this (the runtime's bound on sessions whose client is gone must be below it)")
 	dir := flag.String("dir", "", "where to keep the worker, histories and logs (default a temporary directory, removed when the run passes)")
+	nodes := flag.String("nodes", "", "comma-separated admin DSNs of a cluster's nodes (LOCKGEN_TEST_DSN one of them): workers spread across them, node faults instead of the server's restart")
+	nodeStart := flag.String("node-start-cmd", "", "shell command that starts a cluster's stopped nodes again and waits until they are synced")
 	flag.Parse()
+	var nodeDSNs []string
+	if *nodes != "" {
+		nodeDSNs = strings.Split(*nodes, ",")
+	}
 
 	keep := *dir != ""
 	if !keep {
@@ -70,6 +77,7 @@ func main() {
 		AdminDSN: dsn, Procs: *procs, Duration: duration, Seed: seed,
 		RestartCmd: *restart, Race: *race, Dir: *dir, Out: os.Stdout,
 		KeepAlive: *keepAlive, StrandBound: *strandBound,
+		Nodes: nodeDSNs, NodeStartCmd: *nodeStart,
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockgen-chaos:", err)
