@@ -42,6 +42,18 @@ const (
 	UserLimitReached       = 1226 // ER_USER_LIMIT_REACHED: max_user_connections and other resource limits
 	ReadOnly               = 1290 // ER_OPTION_PREVENTS_STATEMENT: --read-only, e.g. a demoted primary
 	ConnectionKilled       = 1927 // ER_CONNECTION_KILLED (MariaDB)
+	TableAccessDenied      = 1142 // ER_TABLEACCESS_DENIED_ERROR
+	ReadOnlyTransaction    = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+	ReadOnlyMode           = 1836 // ER_READ_ONLY_MODE
+	// NotPrimaryNode is Galera's answer on a node outside the primary
+	// component (isolated from its peers, or joining): "WSREP has not yet
+	// prepared node for application use" (ER_UNKNOWN_COM_ERROR's number).
+	NotPrimaryNode = 1047
+	// ReplicationHookFailed is Group Replication's answer to a commit on
+	// a member that is leaving or has left the group (ER_RUN_HOOK_ERROR,
+	// "Error on observer while running replication hook 'before_commit'"):
+	// the transaction is rolled back.
+	ReplicationHookFailed = 3100
 )
 
 func number(err error) (uint16, bool) {
@@ -84,12 +96,26 @@ func IsTransient(err error) bool {
 // statement for a reason that says nothing about the statement: too many
 // connections, a user's resource limit, access denied after a password
 // rotation, a blocked host, a read-only (demoted) server, a shutdown or a
-// killed connection. Like a lost connection, it may last for minutes and
-// then pass; the statement should be retried later, not given up on.
+// killed connection, a Galera node outside the primary component (1047),
+// a Group Replication member out of its group (3100). Like a lost
+// connection, it may last for minutes and then pass; the statement should
+// be retried later, not given up on.
 func IsRefusal(err error) bool {
 	return is(err, TooManyConnections, AccessDenied, ServerShutdown, HostBlocked,
-		TooManyUserConnections, UserLimitReached, ReadOnly, ConnectionKilled)
+		TooManyUserConnections, UserLimitReached, ReadOnly, ConnectionKilled, NotPrimaryNode, ReplicationHookFailed)
 }
+
+// IsNotWritable reports an error that says the connection's server does
+// not take writes now: read-only (1290, 1836, 1792: a replica, or a
+// primary that was demoted), a Galera node outside the primary component
+// (1047) or a Group Replication member out of its group (3100).
+func IsNotWritable(err error) bool {
+	return is(err, ReadOnly, ReadOnlyMode, ReadOnlyTransaction, NotPrimaryNode, ReplicationHookFailed)
+}
+
+// IsTableAccessDenied reports a statement refused for want of a privilege
+// on a table (1142).
+func IsTableAccessDenied(err error) bool { return is(err, TableAccessDenied) }
 
 // IsLockWaitFailure reports a row lock that was not granted in time: a lock
 // wait timeout (1205, which is also MariaDB's answer to NOWAIT) or MySQL's
