@@ -11,6 +11,7 @@ package runtime_test
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -322,4 +323,70 @@ func TestGroupReplicationJobStatements(t *testing.T) {
 		members, _ := groupReplication(t, tdb)
 		return lockgendb.NewStore(members[0])
 	})
+}
+
+// TestGroupReplicationFailoverFindsTheMemberThatTakesWrites: a pool opened
+// through runtime.Failover with the members in reverse order (the primary
+// of a single-primary group last) opens every connection on a member that
+// takes writes: the primary of a single-primary group (the first member)
+// however many secondaries come before it in the list, the first member
+// listed in multi-primary mode; and a lease works through it. Without
+// SELECT on performance_schema.replication_group_members the application
+// user is refused on every member, with an error that names the grant (a
+// member restarted outside its group could take writes alone, and its
+// state cannot be read without it); with the grant, and as root, it
+// works.
+func TestGroupReplicationFailoverFindsTheMemberThatTakesWrites(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, multi := groupReplication(t, tdb)
+	var addrs []string
+	for _, dsn := range strings.Split(os.Getenv("LOCKGEN_TEST_GR_DSNS"), ",") {
+		cfg, err := mysql.ParseDSN(dsn)
+		require.NoError(t, err)
+		addrs = append([]string{cfg.Addr}, addrs...)
+	}
+	want := addrs[len(addrs)-1] // the first member: the primary
+	if multi {
+		want = addrs[0]
+	}
+	open := func(user *mysql.Config) *sql.DB {
+		var members []sqldriver.Connector
+		for _, addr := range addrs {
+			cfg := user.Clone()
+			cfg.Addr, cfg.DBName = addr, tdb.Name
+			c, err := mysql.NewConnector(cfg)
+			require.NoError(t, err)
+			members = append(members, c)
+		}
+		return sql.OpenDB(runtime.Failover(members...))
+	}
+	ungranted := open(tdb.Config)
+	err := ungranted.PingContext(ctx)
+	require.ErrorIs(t, err, runtime.ErrNoWritableMember)
+	assert.Contains(t, err.Error(), "GRANT SELECT ON performance_schema.replication_group_members")
+	require.NoError(t, ungranted.Close())
+	tdb.Exec(t, "GRANT SELECT ON performance_schema.replication_group_members TO '"+tdb.User+"'@'%'")
+
+	for _, user := range []*mysql.Config{tdb.Config, tdb.AdminConfig} {
+		db := open(user)
+		for range 4 {
+			conn, err := db.Conn(ctx)
+			require.NoError(t, err)
+			var port string
+			require.NoError(t, conn.QueryRowContext(ctx, "SELECT @@port").Scan(&port))
+			assert.True(t, strings.HasSuffix(want, ":"+port), "%s: a connection on port %s, want %s", user.User, port, want)
+			require.NoError(t, conn.Close())
+			db.SetMaxIdleConns(0) // the next connection is a new one
+		}
+		c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("failover"))
+		require.NoError(t, err)
+		l, err := c.Lock(runtime.LockConfig{Name: "failover", TTL: 5 * time.Second})
+		require.NoError(t, err)
+		lease, err := l.Try(ctx, "")
+		require.NoError(t, err, "%s: a lease through the member that takes writes", user.User)
+		require.NoError(t, lease.Release(ctx))
+		require.NoError(t, db.Close())
+	}
 }
