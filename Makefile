@@ -63,8 +63,8 @@ test-ensure: ## check that the ensure scripts start the project's server beside 
 chaos: db ## the chaos harness against MariaDB, then MySQL: CHAOS_DURATION (default 3m) of faults each, CHAOS_SEED to replay a plan
 	@GO=$(GO) ./.ci/chaos $${CHAOS_DURATION:-3m}
 
-chaos-cluster: tools ## the chaos harness against a 3-node MariaDB Galera cluster on loopback: workers spread across the nodes, node kills, pauses and isolations besides the process faults; CHAOS_DURATION (default 3m), CHAOS_SEED to replay
-	@GO=$(GO) ./.ci/chaos-cluster $${CHAOS_DURATION:-3m}
+chaos-cluster: tools ## the chaos harness against a 3-node cluster on loopback, CHAOS_CLUSTER galera (default), group-single or group-multi (MySQL Group Replication): workers spread across the nodes, node kills (the primary's too), pauses and isolations besides the process faults; CHAOS_DURATION (default 3m), CHAOS_SEED to replay
+	@GO=$(GO) ./.ci/chaos-cluster $${CHAOS_DURATION:-3m} $${CHAOS_CLUSTER:-galera}
 
 cluster-test: tools ## start a 3-node MariaDB Galera cluster and a 3-member MySQL Group Replication group (single-, then multi-primary) on loopback, and run the tests that need them (build tag cluster)
 	@dsns=$$(./.ci/ensure-galera) && cd runtime && \

@@ -3,14 +3,19 @@ package chaos
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime"
 )
 
 // Config is one chaos run.
@@ -95,12 +100,67 @@ type Controller struct {
 	// pool; none for one server. nodeMu runs node faults one at a time.
 	nodes  []node
 	nodeMu sync.Mutex
+	// kind is the cluster's kind (clusterGalera, clusterGroupSingle,
+	// clusterGroupMulti); "" for one server.
+	kind string
+}
+
+// The kinds of cluster the harness runs on.
+const (
+	clusterGalera      = "galera"
+	clusterGroupSingle = "group-single"
+	clusterGroupMulti  = "group-multi"
+)
+
+// singlePrimary says the cluster takes writes on one member only, which
+// moves when it fails: clients find it through runtime.Failover.
+func (c *Controller) singlePrimary() bool { return c.kind == clusterGroupSingle }
+
+// connector returns a connector for cfg: on a single-primary group, one
+// that opens each connection on the member that takes writes
+// (runtime.Failover over every node, at cfg's user and database).
+func (c *Controller) connector(cfg *mysql.Config) (driver.Connector, error) {
+	if !c.singlePrimary() {
+		return mysql.NewConnector(cfg)
+	}
+	var members []driver.Connector
+	for _, n := range c.nodes {
+		m := cfg.Clone()
+		m.Addr = n.cfg.Addr
+		mc, err := mysql.NewConnector(m)
+		if err != nil {
+			return nil, err
+		}
+		members = append(members, runtime.ConnectTimeout(mc, 2*time.Second))
+	}
+	return runtime.Failover(members...), nil
+}
+
+// clusterKind asks node 0 what cluster it belongs to.
+func clusterKind(ctx context.Context, admin *sql.DB) (string, error) {
+	var version string
+	if err := admin.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		return "", err
+	}
+	if strings.Contains(strings.ToLower(version), "mariadb") {
+		return clusterGalera, nil
+	}
+	var single int
+	if err := admin.QueryRowContext(ctx, "SELECT @@global.group_replication_single_primary_mode").Scan(&single); err != nil {
+		return "", fmt.Errorf("chaos: a MySQL node without Group Replication: %w", err)
+	}
+	if single == 1 {
+		return clusterGroupSingle, nil
+	}
+	return clusterGroupMulti, nil
 }
 
 // node is one node of a cluster.
 type node struct {
 	cfg   *mysql.Config
 	admin *sql.DB
+	// gcsPort is a Group Replication member's group communication port.
+	gcsPort string
 }
 
 // admins are the admin pools of every server the workers reach: the
@@ -142,10 +202,6 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("chaos: admin DSN: %w", err)
 	}
-	if err := c.setup(ctx, adminCfg); err != nil {
-		return Report{}, err
-	}
-	defer c.admin.Close()
 	for _, dsn := range cfg.Nodes {
 		ncfg, err := mysql.ParseDSN(dsn)
 		if err != nil {
@@ -160,6 +216,30 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		defer db.Close()
 		c.nodes = append(c.nodes, node{cfg: ncfg, admin: db})
 	}
+	if len(c.nodes) > 0 {
+		if c.kind, err = clusterKind(ctx, c.nodes[0].admin); err != nil {
+			return Report{}, err
+		}
+		fmt.Fprintf(cfg.Out, "chaos: a %s cluster of %d nodes\n", c.kind, len(c.nodes))
+		if c.kind != clusterGalera {
+			for i := range c.nodes {
+				var local string
+				if err := c.nodes[i].admin.QueryRowContext(ctx, "SELECT @@global.group_replication_local_address").Scan(&local); err != nil {
+					return Report{}, fmt.Errorf("chaos: node%d: %w", i, err)
+				}
+				if _, c.nodes[i].gcsPort, err = net.SplitHostPort(local); err != nil {
+					return Report{}, fmt.Errorf("chaos: node%d's group_replication_local_address %q: %w", i, local, err)
+				}
+			}
+			// No isolation left over from a run that was killed.
+			_ = nft(ctx, "delete table inet "+nftTable)
+			defer func() { _ = nft(context.Background(), "delete table inet "+nftTable) }()
+		}
+	}
+	if err := c.setup(ctx, adminCfg); err != nil {
+		return Report{}, err
+	}
+	defer c.admin.Close()
 	for i := range cfg.Procs {
 		p, err := c.newProc(i, adminCfg)
 		if err != nil {

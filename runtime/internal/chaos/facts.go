@@ -172,7 +172,7 @@ func (c *Controller) liveness(ctx context.Context, adminCfg *mysql.Config) []str
 	cfg := adminCfg.Clone()
 	cfg.User, cfg.Passwd, cfg.DBName = appUser, appPass, database
 	cfg.ParseTime, cfg.InterpolateParams, cfg.Loc = true, true, time.UTC
-	connector, err := mysql.NewConnector(cfg)
+	connector, err := c.connector(cfg)
 	if err != nil {
 		return []string{err.Error()}
 	}

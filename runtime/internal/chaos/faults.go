@@ -23,6 +23,8 @@ type Span struct {
 	From, To int64
 	// Killed says the process was SIGKILLed at From.
 	Killed bool
+	// Primary says a node fault hit the primary of a single-primary group.
+	Primary bool
 	// Runs are the runs whose rows a lockrows fault held locked, Owners
 	// the processes that held their claims then.
 	Runs   []int64
@@ -35,6 +37,9 @@ func (sp Span) describe(base int64) string {
 	switch {
 	case (Fault{Kind: sp.Kind}).nodeFault():
 		target = fmt.Sprintf("node%d", sp.Node)
+		if sp.Primary {
+			target += " (the primary)"
+		}
 	case sp.Proc < 0:
 		target = "server"
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -168,20 +169,28 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	c.nodeMu.Lock()
 	defer c.nodeMu.Unlock()
 	sp.From = Mono()
-	n := c.nodes[f.Node]
+	if f.Kind == FaultNodeKill && f.Node == 0 && c.singlePrimary() {
+		// On a single-primary group a kill planned for node 0 kills
+		// whichever member is the primary: the failover case.
+		if i, err := c.primary(ctx); err == nil {
+			sp.Node, sp.Primary = i, true
+			c.count("nodekill of the primary")
+		}
+	}
+	n := c.nodes[sp.Node]
 	if f.Kind == FaultNodeIsolate {
-		if _, err := n.admin.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=1'"); err != nil {
-			return fmt.Errorf("isolate node%d: %w", f.Node, err)
+		if err := c.isolate(ctx, sp.Node, true); err != nil {
+			return fmt.Errorf("isolate node%d: %w", sp.Node, err)
 		}
 		time.Sleep(f.Dur)
 		var err error
 		for try := 0; try < 40; try++ {
-			if _, err = n.admin.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate=0'"); err == nil {
-				return c.waitSynced(ctx, f.Node)
+			if err = c.isolate(ctx, sp.Node, false); err == nil {
+				return c.waitSynced(ctx, sp.Node)
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
-		return fmt.Errorf("end the isolation of node%d: %w", f.Node, err)
+		return fmt.Errorf("end the isolation of node%d: %w", sp.Node, err)
 	}
 	_, port, err := net.SplitHostPort(n.cfg.Addr)
 	if err != nil {
@@ -189,7 +198,7 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	}
 	pid, err := listenerPID(port)
 	if err != nil {
-		return fmt.Errorf("%s: find node%d: %w", f.Kind, f.Node, err)
+		return fmt.Errorf("%s: find node%d: %w", f.Kind, sp.Node, err)
 	}
 	switch f.Kind {
 	case FaultNodePause:
@@ -208,26 +217,152 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 			return err
 		}
 	}
-	return c.waitSynced(ctx, f.Node)
+	return c.waitSynced(ctx, sp.Node)
 }
 
-// waitSynced waits, up to two minutes, until node i answers, says it is
-// synced (Galera's wsrep_local_state_comment) and sees every node in the
-// cluster (wsrep_cluster_size).
+// waitSynced waits, up to two minutes, until node i answers and is a
+// full member again: on Galera synced (wsrep_local_state_comment) and
+// seeing every node in the cluster (wsrep_cluster_size); on Group
+// Replication every member seeing every member ONLINE. A group member
+// that a pause or an isolation got expelled does not come back by itself
+// soon (its auto-rejoin waits minutes between attempts): after 30 s the
+// node start command makes it rejoin.
 func (c *Controller) waitSynced(ctx context.Context, i int) error {
 	var state string
 	var size int
 	var err error
 	for try := 0; try < 240; try++ {
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err = c.nodes[i].admin.QueryRowContext(qctx, `SELECT
-			(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT'),
-			(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE')`).Scan(&state, &size)
-		cancel()
-		if err == nil && state == "Synced" && size == len(c.nodes) {
-			return nil
+		if c.kind == clusterGalera {
+			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err = c.nodes[i].admin.QueryRowContext(qctx, `SELECT
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT'),
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE')`).Scan(&state, &size)
+			cancel()
+			if err == nil && state == "Synced" && size == len(c.nodes) {
+				return nil
+			}
+		} else {
+			state, size = "", len(c.nodes)
+			for k, n := range c.nodes {
+				var online int
+				qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				err = n.admin.QueryRowContext(qctx, "SELECT COUNT(*) FROM performance_schema.replication_group_members WHERE MEMBER_STATE = 'ONLINE'").Scan(&online)
+				cancel()
+				if err != nil || online < len(c.nodes) {
+					state, size = fmt.Sprintf("node%d sees %d online", k, online), online
+					break
+				}
+			}
+			if err == nil && state == "" {
+				return nil
+			}
+			if try == 60 && c.cfg.NodeStartCmd != "" {
+				cmd := exec.CommandContext(ctx, "bash", "-c", c.cfg.NodeStartCmd)
+				cmd.Stdout, cmd.Stderr = c.cfg.Out, c.cfg.Out
+				if err := cmd.Run(); err != nil {
+					fmt.Fprintf(c.cfg.Out, "chaos: node start command: %v\n", err)
+				}
+			}
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	return fmt.Errorf("node%d not synced with %d nodes after two minutes (state %q, cluster size %d): %v", i, len(c.nodes), state, size, err)
+}
+
+// primary returns the index of the single-primary group's primary.
+func (c *Controller) primary(ctx context.Context) (int, error) {
+	var err error
+	for _, n := range c.nodes {
+		var port string
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err = n.admin.QueryRowContext(qctx, "SELECT MEMBER_PORT FROM performance_schema.replication_group_members WHERE MEMBER_ROLE = 'PRIMARY' AND MEMBER_STATE = 'ONLINE'").Scan(&port)
+		cancel()
+		if err != nil {
+			continue
+		}
+		for i, m := range c.nodes {
+			if _, p, _ := net.SplitHostPort(m.cfg.Addr); p == port {
+				return i, nil
+			}
+		}
+		err = fmt.Errorf("the primary's port %s is no node's", port)
+	}
+	return 0, fmt.Errorf("find the primary: %w", err)
+}
+
+// nftTable is the nftables table that isolates a group member.
+const nftTable = "lockgen_chaos"
+
+// isolate cuts node i off from its peers (on) or ends that (off), while
+// its clients still reach it: on Galera with gmcast.isolate; on Group
+// Replication with nftables rules that drop the member's group
+// communication (packets to and from its port, and those its system user
+// sends to its peers' ports; .ci/ensure-group-replication runs each
+// member as a user of its own).
+func (c *Controller) isolate(ctx context.Context, i int, on bool) error {
+	if c.kind == clusterGalera {
+		v := "0"
+		if on {
+			v = "1"
+		}
+		_, err := c.nodes[i].admin.ExecContext(ctx, "SET GLOBAL wsrep_provider_options = 'gmcast.isolate="+v+"'")
+		return err
+	}
+	if !on {
+		return nft(ctx, "delete table inet "+nftTable)
+	}
+	_, port, err := net.SplitHostPort(c.nodes[i].cfg.Addr)
+	if err != nil {
+		return err
+	}
+	pid, err := listenerPID(port)
+	if err != nil {
+		return err
+	}
+	uid, err := processUID(pid)
+	if err != nil {
+		return err
+	}
+	if uid == 0 {
+		return fmt.Errorf("node%d runs as root: its group communication cannot be told from its peers'", i)
+	}
+	var others []string
+	for k, n := range c.nodes {
+		if k != i {
+			others = append(others, n.gcsPort)
+		}
+	}
+	own := c.nodes[i].gcsPort
+	return nft(ctx, fmt.Sprintf(`add table inet %[1]s
+add chain inet %[1]s out { type filter hook output priority 0; }
+add rule inet %[1]s out tcp dport %[2]s drop
+add rule inet %[1]s out tcp sport %[2]s drop
+add rule inet %[1]s out meta skuid %[3]d tcp dport { %[4]s } drop`, nftTable, own, uid, strings.Join(others, ", ")))
+}
+
+// nft runs an nftables script.
+func nft(ctx context.Context, script string) error {
+	cmd := exec.CommandContext(ctx, "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("nft: %w: %s", err, out)
+	}
+	return nil
+}
+
+// processUID returns the real uid of process pid.
+func processUID(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			fields := strings.Fields(rest)
+			if len(fields) > 0 {
+				return strconv.Atoi(fields[0])
+			}
+		}
+	}
+	return 0, fmt.Errorf("no Uid in /proc/%d/status", pid)
 }

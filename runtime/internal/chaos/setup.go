@@ -46,7 +46,7 @@ func (c *Controller) setup(ctx context.Context, adminCfg *mysql.Config) error {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.MultiStatements = true
-	connector, err := mysql.NewConnector(cfg)
+	connector, err := c.connector(cfg)
 	if err != nil {
 		return err
 	}
@@ -95,6 +95,10 @@ func (c *Controller) setup(ctx context.Context, adminCfg *mysql.Config) error {
 				fmt.Sprintf("ALTER USER '%s'@'%s' IDENTIFIED BY '%s' WITH MAX_USER_CONNECTIONS %d", user, host, appPass, maxUserConnections))
 			for _, t := range []string{"chaos_locks", "chaos_runs", "chaos_queues", "chaos_guarded_writes", "chaos_row_writes"} {
 				stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s.%s TO '%s'@'%s'", database, t, user, host))
+			}
+			if c.kind == clusterGroupSingle || c.kind == clusterGroupMulti {
+				// runtime.Failover reads the member's state there.
+				stmts = append(stmts, fmt.Sprintf("GRANT SELECT ON performance_schema.replication_group_members TO '%s'@'%s'", user, host))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -15,11 +16,11 @@ import (
 	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
 )
 
-// proc is one worker slot: its proxy, and the process of its current
-// incarnation.
+// proc is one worker slot: its proxy (one per member on a single-primary
+// group), and the process of its current incarnation.
 type proc struct {
 	id    int
-	proxy *tcpproxy.Proxy
+	proxy proxies
 	dsn   string
 	tz    string
 	mu    sync.Mutex
@@ -46,18 +47,79 @@ var settings = []struct{ zone, sqlMode, tz string }{
 	{"'+13:00'", "", "Europe/Berlin"},
 }
 
+// proxies are a worker's proxies: a fault of its network applies to all.
+type proxies []*tcpproxy.Proxy
+
+func (ps proxies) Delay(d time.Duration) {
+	for _, p := range ps {
+		p.Delay(d)
+	}
+}
+
+func (ps proxies) Partition() {
+	for _, p := range ps {
+		p.Partition()
+	}
+}
+
+func (ps proxies) Cut() {
+	for _, p := range ps {
+		p.Cut()
+	}
+}
+
+func (ps proxies) Blackhole() {
+	for _, p := range ps {
+		p.Blackhole()
+	}
+}
+
+func (ps proxies) Restore() {
+	for _, p := range ps {
+		p.Restore()
+	}
+}
+
+func (ps proxies) Close() {
+	for _, p := range ps {
+		p.Close()
+	}
+}
+
+// newProc makes worker slot i: a proxy to the server, to node i mod n of
+// a cluster, or, on a single-primary group, to each member (node i mod n
+// first: the worker's runtime.Failover tries them in that order), and the
+// worker's DSNs (comma-separated).
 func (c *Controller) newProc(i int, adminCfg *mysql.Config) (*proc, error) {
-	addr := adminCfg.Addr
+	addrs := []string{adminCfg.Addr}
 	if len(c.nodes) > 0 {
-		addr = c.nodes[i%len(c.nodes)].cfg.Addr
+		addrs = []string{c.nodes[i%len(c.nodes)].cfg.Addr}
+		if c.singlePrimary() {
+			for k := 1; k < len(c.nodes); k++ {
+				addrs = append(addrs, c.nodes[(i+k)%len(c.nodes)].cfg.Addr)
+			}
+		}
 	}
-	proxy, err := tcpproxy.Start(addr)
-	if err != nil {
-		return nil, err
+	p := &proc{id: i}
+	var dsns []string
+	for _, addr := range addrs {
+		proxy, err := tcpproxy.Start(addr)
+		if err != nil {
+			p.proxy.Close()
+			return nil, err
+		}
+		p.proxy = append(p.proxy, proxy)
+		dsns = append(dsns, c.workerDSN(i, proxy.Addr()))
 	}
+	p.dsn, p.tz = strings.Join(dsns, ","), settings[i%len(settings)].tz
+	return p, nil
+}
+
+// workerDSN is worker slot i's DSN through the proxy at addr.
+func (c *Controller) workerDSN(i int, addr string) string {
 	s := settings[i%len(settings)]
 	cfg := mysql.NewConfig()
-	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = procUser(i), appPass, "tcp", proxy.Addr(), database
+	cfg.User, cfg.Passwd, cfg.Net, cfg.Addr, cfg.DBName = procUser(i), appPass, "tcp", addr, database
 	cfg.ParseTime, cfg.InterpolateParams = true, true
 	cfg.Timeout = time.Second
 	// A read timeout, as docs/strategies.md recommends: database/sql opens
@@ -70,7 +132,7 @@ func (c *Controller) newProc(i int, adminCfg *mysql.Config) (*proc, error) {
 	if s.sqlMode != "" {
 		cfg.Params["sql_mode"] = s.sqlMode
 	}
-	return &proc{id: i, proxy: proxy, dsn: cfg.FormatDSN(), tz: s.tz}, nil
+	return cfg.FormatDSN()
 }
 
 // spawn starts p's next incarnation.

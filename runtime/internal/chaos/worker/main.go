@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"flag"
 	"fmt"
@@ -72,19 +73,33 @@ func run(ctx context.Context, proc, inc int, dsn, dir string, pool int, lease ti
 	if err != nil {
 		return err
 	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		return err
-	}
-	connector, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return err
-	}
 	// Each connection's handshake bounded (runtime.ConnectTimeout, as the
 	// README recommends): a handshake a fault swallowed held the pool's
 	// one opener goroutine for readTimeout, and every statement of the
-	// process waited for a connection meanwhile.
-	db := sql.OpenDB(runtime.ConnectTimeout(connector, 2*time.Second))
+	// process waited for a connection meanwhile. Several DSNs are the
+	// members of a single-primary group: runtime.Failover finds the one
+	// that takes writes, as docs/OPERATING.md recommends.
+	var cfg *mysql.Config
+	var members []sqldriver.Connector
+	for _, one := range strings.Split(dsn, ",") {
+		mcfg, err := mysql.ParseDSN(one)
+		if err != nil {
+			return err
+		}
+		connector, err := mysql.NewConnector(mcfg)
+		if err != nil {
+			return err
+		}
+		if cfg == nil {
+			cfg = mcfg
+		}
+		members = append(members, runtime.ConnectTimeout(connector, 2*time.Second))
+	}
+	connector := members[0]
+	if len(members) > 1 {
+		connector = runtime.Failover(members...)
+	}
+	db := sql.OpenDB(connector)
 	defer db.Close()
 	db.SetMaxOpenConns(pool)
 	db.SetMaxIdleConns(pool)
