@@ -39,7 +39,7 @@ import (
 //
 // A connection Failover opened that a statement then finds on a server
 // that no longer takes writes (1290 read-only, 1836, 1792, Galera's 1047,
-// Group Replication's 3100: a primary that was demoted or expelled while
+// Group Replication's 3100 and 3032: a primary that was demoted or expelled while
 // the connection was idle in the pool) returns that error and is not
 // used again: database/sql closes it, and the next connection goes to
 // the member that takes writes now. When no member takes writes, Connect

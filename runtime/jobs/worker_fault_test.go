@@ -258,7 +258,8 @@ func (s *erroringCompletes) RunsComplete(ctx context.Context, claims []driver.Cl
 // deadlocks (1213) or times out on a row lock (1205), or that the server refuses for a reason that is not
 // the outcome's (1226 max_user_connections, 1040 too many connections,
 // 1045 a rotated password, 1290 read-only, 1047 a Galera node outside the
-// primary component, 3100 a Group Replication member out of its group), is
+// primary component, 3100 and 3032 a Group Replication member out of its
+// group), is
 // retried like a lost connection, however many times in a row: the outcome is recorded, and
 // its run is neither rescued nor run again. The completer used to count
 // these as rejections and drop the outcome after five (issue 21 item 6;
@@ -266,7 +267,7 @@ func (s *erroringCompletes) RunsComplete(ctx context.Context, claims []driver.Cl
 // 1226s, and on Galera a successful once run orphaned behind the 1047s of
 // its node's 19-second isolation).
 func TestJobsCompletionIsRetriedAfterDeadlocksAndRefusals(t *testing.T) {
-	for _, number := range []uint16{1213, 1205, 1226, 1040, 1045, 1290, 1047, 3100} {
+	for _, number := range []uint16{1213, 1205, 1226, 1040, 1045, 1290, 1047, 3100, 3032} {
 		t.Run(fmt.Sprint(number), func(t *testing.T) {
 			tdb := testdb.New(t)
 			ctx := context.Background()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/lockgen/lockgen/runtime/internal/listener"
 )
 
 func (c *Controller) count(kind string) {
@@ -113,7 +115,7 @@ func (c *Controller) crash(ctx context.Context, down time.Duration, adminCfg *my
 	if err != nil {
 		return err
 	}
-	pid, err := listenerPID(port)
+	pid, err := listener.PID(port)
 	if err != nil {
 		return fmt.Errorf("crash: find the server: %w", err)
 	}
@@ -196,7 +198,7 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	if err != nil {
 		return err
 	}
-	pid, err := listenerPID(port)
+	pid, err := listener.PID(port)
 	if err != nil {
 		return fmt.Errorf("%s: find node%d: %w", f.Kind, sp.Node, err)
 	}
@@ -315,7 +317,7 @@ func (c *Controller) isolate(ctx context.Context, i int, on bool) error {
 	if err != nil {
 		return err
 	}
-	pid, err := listenerPID(port)
+	pid, err := listener.PID(port)
 	if err != nil {
 		return err
 	}

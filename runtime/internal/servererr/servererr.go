@@ -54,6 +54,11 @@ const (
 	// "Error on observer while running replication hook 'before_commit'"):
 	// the transaction is rolled back.
 	ReplicationHookFailed = 3100
+	// ServerOfflineMode is the answer of a server in offline_mode to a
+	// user without CONNECTION_ADMIN: a Group Replication member that left
+	// its group with group_replication_exit_state_action OFFLINE_MODE
+	// (MySQL 9's default).
+	ServerOfflineMode = 3032
 )
 
 func number(err error) (uint16, bool) {
@@ -97,20 +102,22 @@ func IsTransient(err error) bool {
 // connections, a user's resource limit, access denied after a password
 // rotation, a blocked host, a read-only (demoted) server, a shutdown or a
 // killed connection, a Galera node outside the primary component (1047),
-// a Group Replication member out of its group (3100). Like a lost
+// a Group Replication member out of its group (3100, or 3032 when it went
+// into offline mode). Like a lost
 // connection, it may last for minutes and then pass; the statement should
 // be retried later, not given up on.
 func IsRefusal(err error) bool {
 	return is(err, TooManyConnections, AccessDenied, ServerShutdown, HostBlocked,
-		TooManyUserConnections, UserLimitReached, ReadOnly, ConnectionKilled, NotPrimaryNode, ReplicationHookFailed)
+		TooManyUserConnections, UserLimitReached, ReadOnly, ConnectionKilled, NotPrimaryNode, ReplicationHookFailed,
+		ServerOfflineMode)
 }
 
 // IsNotWritable reports an error that says the connection's server does
 // not take writes now: read-only (1290, 1836, 1792: a replica, or a
 // primary that was demoted), a Galera node outside the primary component
-// (1047) or a Group Replication member out of its group (3100).
+// (1047) or a Group Replication member out of its group (3100, 3032).
 func IsNotWritable(err error) bool {
-	return is(err, ReadOnly, ReadOnlyMode, ReadOnlyTransaction, NotPrimaryNode, ReplicationHookFailed)
+	return is(err, ReadOnly, ReadOnlyMode, ReadOnlyTransaction, NotPrimaryNode, ReplicationHookFailed, ServerOfflineMode)
 }
 
 // IsTableAccessDenied reports a statement refused for want of a privilege

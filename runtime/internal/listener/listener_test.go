@@ -1,4 +1,4 @@
-package chaos
+package listener
 
 import (
 	"net"
@@ -9,17 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestListenerPID finds this process by a port it listens on, and nothing
+// TestPID finds this process by a port it listens on, and nothing
 // for a port nobody listens on.
-func TestListenerPID(t *testing.T) {
+func TestPID(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	_, port, err := net.SplitHostPort(ln.Addr().String())
 	require.NoError(t, err)
-	pid, err := listenerPID(port)
+	pid, err := PID(port)
 	require.NoError(t, err)
 	assert.Equal(t, os.Getpid(), pid)
 	require.NoError(t, ln.Close())
-	_, err = listenerPID(port)
+	_, err = PID(port)
 	assert.Error(t, err)
 }

@@ -1,4 +1,7 @@
-package chaos
+// Package listener finds the process that listens on a TCP port of this
+// machine: the chaos harness and the cluster tests kill a database server
+// or a cluster's node by it.
+package listener
 
 import (
 	"bufio"
@@ -9,11 +12,11 @@ import (
 	"strings"
 )
 
-// listenerPID finds the process listening on TCP port (a decimal string)
+// PID finds the process listening on TCP port (a decimal string)
 // on this machine: the socket's inode from /proc/net/tcp and tcp6, then
 // the process that has it open. It needs the privilege to read other
-// users' /proc/<pid>/fd (root, as the harness runs).
-func listenerPID(port string) (int, error) {
+// users' /proc/<pid>/fd (root, as the harness and the cluster tests run).
+func PID(port string) (int, error) {
 	p, err := strconv.ParseUint(port, 10, 16)
 	if err != nil {
 		return 0, fmt.Errorf("port %q: %w", port, err)
