@@ -5,7 +5,6 @@ package runtime_test
 import (
 	"context"
 	"database/sql"
-	sqldriver "database/sql/driver"
 	"net"
 	"os"
 	"os/exec"
@@ -55,18 +54,7 @@ func leaderAcrossAKill(t *testing.T, env string, restart string) {
 		tdb.Exec(t, "GRANT SELECT ON performance_schema.replication_group_members TO '"+tdb.User+"'@'%'")
 	}
 	pool := func(first int) *sql.DB {
-		var members []sqldriver.Connector
-		for k := range addrs {
-			cfg := tdb.Config.Clone()
-			cfg.Addr = addrs[(first+k)%len(addrs)]
-			cfg.Timeout, cfg.ReadTimeout = time.Second, 5*time.Second
-			c, err := mysql.NewConnector(cfg)
-			require.NoError(t, err)
-			members = append(members, runtime.ConnectTimeout(c, 2*time.Second))
-		}
-		db := sql.OpenDB(runtime.Failover(members...))
-		t.Cleanup(func() { _ = db.Close() })
-		return db
+		return failoverPool(t, tdb.Config, tdb.Name, append(slices.Clone(addrs[first:]), addrs[:first]...))
 	}
 	var mu sync.Mutex
 	var terms []*term

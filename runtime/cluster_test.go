@@ -351,17 +351,7 @@ func TestGroupReplicationFailoverFindsTheMemberThatTakesWrites(t *testing.T) {
 	if multi {
 		want = addrs[0]
 	}
-	open := func(user *mysql.Config) *sql.DB {
-		var members []sqldriver.Connector
-		for _, addr := range addrs {
-			cfg := user.Clone()
-			cfg.Addr, cfg.DBName = addr, tdb.Name
-			c, err := mysql.NewConnector(cfg)
-			require.NoError(t, err)
-			members = append(members, c)
-		}
-		return sql.OpenDB(runtime.Failover(members...))
-	}
+	open := func(user *mysql.Config) *sql.DB { return failoverPool(t, user, tdb.Name, addrs) }
 	ungranted := open(tdb.Config)
 	err := ungranted.PingContext(ctx)
 	require.ErrorIs(t, err, runtime.ErrNoWritableMember)
@@ -389,4 +379,23 @@ func TestGroupReplicationFailoverFindsTheMemberThatTakesWrites(t *testing.T) {
 		require.NoError(t, lease.Release(ctx))
 		require.NoError(t, db.Close())
 	}
+}
+
+// failoverPool opens a pool on database name through runtime.Failover over
+// the members at addrs, in that order, as user; each member's connect is
+// bounded (runtime.ConnectTimeout, 2 s). The test closes it.
+func failoverPool(t *testing.T, user *mysql.Config, name string, addrs []string) *sql.DB {
+	t.Helper()
+	var members []sqldriver.Connector
+	for _, addr := range addrs {
+		cfg := user.Clone()
+		cfg.Addr, cfg.DBName = addr, name
+		cfg.Timeout, cfg.ReadTimeout = time.Second, 5*time.Second
+		c, err := mysql.NewConnector(cfg)
+		require.NoError(t, err)
+		members = append(members, runtime.ConnectTimeout(c, 2*time.Second))
+	}
+	db := sql.OpenDB(runtime.Failover(members...))
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }

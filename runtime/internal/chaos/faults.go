@@ -226,7 +226,8 @@ func (c *Controller) keepAlive(ctx context.Context) {
 // from start, the start of the faults, as in the progress lines), every
 // transaction open for a second or more, of any user (the workers' and the
 // lockrows fault's alike): its age, user, session, rows locked, what the
-// session runs, and which rows of the runs table it holds (MySQL) or who
+// session runs (its command, and its state: on a cluster, where a commit
+// waits for the group), and which rows of the runs table it holds (MySQL) or who
 // waits for whom (MariaDB). A
 // run's heartbeat skips a row another transaction holds; when the checker
 // says a healthy handler lost its lease, this log names who held its row.
@@ -243,7 +244,7 @@ func (c *Controller) watchTransactions(ctx context.Context, start int64) {
 	for sleepCtx(ctx, 250*time.Millisecond) {
 		rows, err := c.admin.QueryContext(ctx, `SELECT IFNULL(p.USER, ''), t.trx_id, t.trx_mysql_thread_id,
 			TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)), t.trx_rows_locked, IFNULL(p.COMMAND, ''), IFNULL(p.TIME, 0),
-			IFNULL(t.trx_query, '')
+			IFNULL(p.STATE, ''), IFNULL(t.trx_query, '')
 			FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
 			WHERE t.trx_started < NOW(6) - INTERVAL 1 SECOND`)
 		if err != nil {
@@ -253,15 +254,15 @@ func (c *Controller) watchTransactions(ctx context.Context, start int64) {
 		var lines []string
 		var trxs []string
 		for rows.Next() {
-			var user, trx, command, query string
+			var user, trx, command, state, query string
 			var thread, ageUs, locked, idle int64
-			if rows.Scan(&user, &trx, &thread, &ageUs, &locked, &command, &idle, &query) != nil {
+			if rows.Scan(&user, &trx, &thread, &ageUs, &locked, &command, &idle, &state, &query) != nil {
 				continue
 			}
 			if len(query) > 120 {
 				query = query[:120] + "…"
 			}
-			lines = append(lines, fmt.Sprintf("%s trx %s user %s session %d age %s rows_locked %d command %s for %ds query %q", at, trx, user, thread, (time.Duration(ageUs)*time.Microsecond).Round(time.Millisecond), locked, command, idle, query))
+			lines = append(lines, fmt.Sprintf("%s trx %s user %s session %d age %s rows_locked %d command %s for %ds state %q query %q", at, trx, user, thread, (time.Duration(ageUs)*time.Microsecond).Round(time.Millisecond), locked, command, idle, state, query))
 			trxs = append(trxs, trx)
 		}
 		_ = rows.Close()
