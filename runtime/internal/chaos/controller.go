@@ -271,10 +271,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	began := time.Now()
 	// Times in the report count from here, as the plan's do.
 	c.start = Mono()
-	// The transaction log's times too: it gets the start as a value, read
-	// here, not c.start from its goroutine.
-	watchers.Add(1)
-	go func(start int64) { defer watchers.Done(); c.watchTransactions(watchCtx, start) }(c.start)
+	// The transaction and node logs' times too: they get the start as a
+	// value, read here, not c.start from their goroutines.
+	for _, w := range []func(context.Context, int64){c.watchTransactions, c.watchNodes} {
+		watchers.Add(1)
+		go func(start int64) { defer watchers.Done(); w(watchCtx, start) }(c.start)
+	}
 	var wg sync.WaitGroup
 	for _, f := range plan {
 		if d := time.Until(began.Add(f.At)); d > 0 {

@@ -420,3 +420,97 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// watchNodes writes to nodes.log in Config.Dir, every 250 ms (times from
+// start, as in trx.log), each cluster node's view of the cluster whenever
+// it changes: on Galera its state, the cluster's size, whether it takes
+// statements (wsrep_ready) and its receive queue, and how long flow
+// control paused the cluster since the last sample; on Group Replication
+// the members it sees and their states and roles, and the transactions
+// waiting for certification and to be applied. A node that does not
+// answer within a second is written as such. When the checker finds a
+// worker held up with no fault in force, this log says what the cluster
+// was doing.
+func (c *Controller) watchNodes(ctx context.Context, start int64) {
+	if len(c.nodes) == 0 {
+		return
+	}
+	f, err := os.Create(filepath.Join(c.cfg.Dir, "nodes.log"))
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	last := make([]string, len(c.nodes))
+	paused := make([]int64, len(c.nodes))
+	for sleepCtx(ctx, 250*time.Millisecond) {
+		at := Dur(Mono() - start)
+		for i, n := range c.nodes {
+			qctx, cancel := context.WithTimeout(ctx, time.Second)
+			view, p, err := c.nodeView(qctx, n.admin)
+			cancel()
+			if err != nil {
+				view = "no answer: " + err.Error()
+			}
+			extra := ""
+			if p > paused[i] && paused[i] != 0 {
+				extra = fmt.Sprintf(" (flow control paused %s since the last sample)", time.Duration(p-paused[i]).Round(time.Millisecond))
+			}
+			if p > 0 {
+				paused[i] = p
+			}
+			if view == last[i] && extra == "" {
+				continue
+			}
+			last[i] = view
+			if _, err := fmt.Fprintf(f, "%s node%d %s%s\n", at, i, view, extra); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// nodeView returns a node's view of its cluster for watchNodes, and on
+// Galera the nanoseconds flow control has paused it in all.
+func (c *Controller) nodeView(ctx context.Context, db *sql.DB) (string, int64, error) {
+	if c.kind == clusterGalera {
+		var state, ready string
+		var size, queue, paused int64
+		err := db.QueryRowContext(ctx, `SELECT
+			MAX(IF(VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT', VARIABLE_VALUE, NULL)),
+			MAX(IF(VARIABLE_NAME = 'WSREP_READY', VARIABLE_VALUE, NULL)),
+			MAX(IF(VARIABLE_NAME = 'WSREP_CLUSTER_SIZE', VARIABLE_VALUE, NULL)),
+			MAX(IF(VARIABLE_NAME = 'WSREP_LOCAL_RECV_QUEUE', VARIABLE_VALUE, NULL)),
+			MAX(IF(VARIABLE_NAME = 'WSREP_FLOW_CONTROL_PAUSED_NS', VARIABLE_VALUE, NULL))
+			FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME IN
+			('WSREP_LOCAL_STATE_COMMENT', 'WSREP_READY', 'WSREP_CLUSTER_SIZE', 'WSREP_LOCAL_RECV_QUEUE', 'WSREP_FLOW_CONTROL_PAUSED_NS')`).Scan(&state, &ready, &size, &queue, &paused)
+		if err != nil {
+			return "", 0, err
+		}
+		// The receive queue is written by tens, so that a sample does
+		// not make a line of every transaction in flight.
+		return fmt.Sprintf("%s ready %s size %d recv_queue %d+", state, ready, size, queue/10*10), paused, nil
+	}
+	rows, err := db.QueryContext(ctx, `SELECT m.MEMBER_PORT, m.MEMBER_STATE, m.MEMBER_ROLE,
+		IFNULL(s.COUNT_TRANSACTIONS_IN_QUEUE, 0), IFNULL(s.COUNT_TRANSACTIONS_REMOTE_IN_APPLIER_QUEUE, 0)
+		FROM performance_schema.replication_group_members m
+		LEFT JOIN performance_schema.replication_group_member_stats s ON s.MEMBER_ID = m.MEMBER_ID
+		ORDER BY m.MEMBER_PORT`)
+	if err != nil {
+		return "", 0, err
+	}
+	defer rows.Close()
+	var members []string
+	for rows.Next() {
+		var port, state, role string
+		var certQueue, applyQueue int64
+		if err := rows.Scan(&port, &state, &role, &certQueue, &applyQueue); err != nil {
+			return "", 0, err
+		}
+		// Queues by tens, as on Galera.
+		members = append(members, fmt.Sprintf("%s %s %s queues %d+/%d+", port, state, role, certQueue/10*10, applyQueue/10*10))
+	}
+	if err := rows.Err(); err != nil {
+		return "", 0, err
+	}
+	return "sees [" + strings.Join(members, ", ") + "]", 0, nil
+}

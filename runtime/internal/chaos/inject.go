@@ -222,53 +222,88 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	return c.waitSynced(ctx, sp.Node)
 }
 
+// settle is how long waitSynced wants the cluster whole, in one view,
+// before the next node fault: a member that comes back from a pause or an
+// isolation may be seen ONLINE by every member while its expulsion, decided
+// as it went silent, is still on its way (a group expelled one 0.7 s after
+// it answered again); a fault of another node then would leave one member
+// of three, without a majority, and the group lost.
+const settle = 3 * time.Second
+
 // waitSynced waits, up to two minutes, until node i answers and is a
-// full member again: on Galera synced (wsrep_local_state_comment) and
-// seeing every node in the cluster (wsrep_cluster_size); on Group
-// Replication every member seeing every member ONLINE. A group member
-// that a pause or an isolation got expelled does not come back by itself
-// soon (its auto-rejoin waits minutes between attempts): after 30 s the
-// node start command makes it rejoin.
+// full member again, and the cluster has stayed whole in one view for
+// settle: on Galera every node synced (wsrep_local_state_comment: the
+// donor of a state transfer too), seeing every node in the cluster
+// (wsrep_cluster_size), in the same configuration (wsrep_cluster_conf_id);
+// on Group Replication every member seeing every member ONLINE in the same
+// view (VIEW_ID). A group member that a pause or an isolation got expelled
+// does not come back by itself soon (its auto-rejoin waits minutes between
+// attempts): after 30 s the node start command makes it rejoin.
 func (c *Controller) waitSynced(ctx context.Context, i int) error {
-	var state string
-	var size int
-	var err error
+	var why, stable string
+	var since time.Time
 	for try := 0; try < 240; try++ {
-		if c.kind == clusterGalera {
-			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			err = c.nodes[i].admin.QueryRowContext(qctx, `SELECT
-				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT'),
-				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE')`).Scan(&state, &size)
-			cancel()
-			if err == nil && state == "Synced" && size == len(c.nodes) {
-				return nil
-			}
-		} else {
-			state, size = "", len(c.nodes)
-			for k, n := range c.nodes {
-				var online int
-				qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				err = n.admin.QueryRowContext(qctx, "SELECT COUNT(*) FROM performance_schema.replication_group_members WHERE MEMBER_STATE = 'ONLINE'").Scan(&online)
-				cancel()
-				if err != nil || online < len(c.nodes) {
-					state, size = fmt.Sprintf("node%d sees %d online", k, online), online
-					break
-				}
-			}
-			if err == nil && state == "" {
-				return nil
-			}
-			if try == 60 && c.cfg.NodeStartCmd != "" {
-				cmd := exec.CommandContext(ctx, "bash", "-c", c.cfg.NodeStartCmd)
-				cmd.Stdout, cmd.Stderr = c.cfg.Out, c.cfg.Out
-				if err := cmd.Run(); err != nil {
-					fmt.Fprintf(c.cfg.Out, "chaos: node start command: %v\n", err)
-				}
+		view, whole, w := c.clusterView(ctx)
+		why = w
+		switch {
+		case !whole:
+			stable = ""
+		case view != stable:
+			stable, since = view, time.Now()
+		case time.Since(since) >= settle:
+			return nil
+		}
+		if !whole && try == 60 && c.kind != clusterGalera && c.cfg.NodeStartCmd != "" {
+			cmd := exec.CommandContext(ctx, "bash", "-c", c.cfg.NodeStartCmd)
+			cmd.Stdout, cmd.Stderr = c.cfg.Out, c.cfg.Out
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintf(c.cfg.Out, "chaos: node start command: %v\n", err)
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return fmt.Errorf("node%d not synced with %d nodes after two minutes (state %q, cluster size %d): %v", i, len(c.nodes), state, size, err)
+	return fmt.Errorf("node%d: the cluster was not whole for %s within two minutes: %s", i, settle, why)
+}
+
+// clusterView returns the cluster's view (one string for one view), and
+// whether every node is a full member of it; when not, why.
+func (c *Controller) clusterView(ctx context.Context) (view string, whole bool, why string) {
+	var views []string
+	for k, n := range c.nodes {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var id string
+		var err error
+		if c.kind == clusterGalera {
+			var state string
+			var size int
+			err = n.admin.QueryRowContext(qctx, `SELECT
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT'),
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE'),
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_CONF_ID')`).Scan(&state, &size, &id)
+			if err == nil && (state != "Synced" || size != len(c.nodes)) {
+				err = fmt.Errorf("%s in a cluster of %d", state, size)
+			}
+		} else {
+			var online int
+			err = n.admin.QueryRowContext(qctx, `SELECT
+				(SELECT COUNT(*) FROM performance_schema.replication_group_members WHERE MEMBER_STATE = 'ONLINE'),
+				(SELECT IFNULL(MAX(VIEW_ID), '') FROM performance_schema.replication_group_member_stats WHERE MEMBER_ID = @@server_uuid)`).Scan(&online, &id)
+			if err == nil && online != len(c.nodes) {
+				err = fmt.Errorf("sees %d members online", online)
+			}
+		}
+		cancel()
+		if err != nil {
+			return "", false, fmt.Sprintf("node%d: %v", k, err)
+		}
+		views = append(views, id)
+	}
+	for _, v := range views[1:] {
+		if v != views[0] {
+			return "", false, fmt.Sprintf("the nodes are in different views %q", views)
+		}
+	}
+	return views[0], true, ""
 }
 
 // primary returns the index of the single-primary group's primary.
