@@ -15,7 +15,7 @@ MYSQL_DSN := $(or $(LOCKGEN_TEST_MYSQL_DSN),root@tcp(127.0.0.1:3307)/test)
 # go.mod requires it (the runtime keeps its few dependencies).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench demo fuzz chaos chaos-cluster test-ensure cluster-test
+.PHONY: help mariadb db tools bench-mysql generate check-generated test lint bench bench-cluster demo fuzz chaos chaos-cluster test-ensure cluster-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -84,6 +84,9 @@ bench: mariadb ## print the lock round-trip table, the handoff latency per strat
 
 bench-mysql: db ## the same tables against MySQL (LOCKGEN_TEST_MYSQL_DSN, default 127.0.0.1:3307)
 	$(MAKE) bench LOCKGEN_DSN="$(MYSQL_DSN)" LOCKGEN_TEST_DSN="$(MYSQL_DSN)"
+
+bench-cluster: tools ## the lock and jobs tables and the leader failover time on a 3-node Galera cluster and a 3-member Group Replication group (single-, then multi-primary), each beside one server of the same build, in one sitting (CLUSTERS: galera group-single group-multi)
+	@GO=$(GO) ./.ci/bench-cluster $(CLUSTERS)
 
 demo: mariadb ## generate the quickstart's code and run it against MariaDB
 	cd examples && $(GO) generate ./quickstart && $(GO) run ./quickstart

@@ -101,6 +101,7 @@ func leaderAcrossAKill(t *testing.T, env string, restart string) {
 	require.NoError(t, err)
 	pid, err := listener.PID(port)
 	require.NoError(t, err)
+	dropped := watchMemberDropped(t, ctx, tdb, addrs, port, strings.Contains(env, "GR"))
 	killed := time.Now()
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	t.Cleanup(func() {
@@ -169,7 +170,62 @@ func leaderAcrossAKill(t *testing.T, env string, restart string) {
 	if before != nil && !before.end.IsZero() {
 		lost = before.end.Sub(killed).Round(time.Millisecond).String()
 	}
-	t.Logf("SIGKILL of %s: the old leader's term ended %s after it; a new term (%s, token %d) began %s after it", addrs[0], lost, after.who, after.token, after.start.Sub(killed).Round(time.Millisecond))
+	t.Logf("SIGKILL of %s: the old leader's term ended %s after it; the cluster %s; a new term (%s, token %d) began %s after it", addrs[0], lost, dropped(killed), after.who, after.token, after.start.Sub(killed).Round(time.Millisecond))
+}
+
+// watchMemberDropped watches, from the member at addrs[1], the cluster
+// drop the member listening on port deadPort (after its SIGKILL): on
+// Galera the cluster's size falling below 3, on Group Replication the
+// member leaving replication_group_members and, where there is one, a
+// primary elected among the others. The function it returns says when
+// those happened after killed, for the test's log.
+func watchMemberDropped(t *testing.T, ctx context.Context, tdb *testdb.DB, addrs []string, deadPort string, group bool) func(killed time.Time) string {
+	cfg := tdb.AdminConfig.Clone()
+	cfg.Addr = addrs[1]
+	c, err := mysql.NewConnector(cfg)
+	require.NoError(t, err)
+	admin := sql.OpenDB(c)
+	t.Cleanup(func() { _ = admin.Close() })
+	var mu sync.Mutex
+	var droppedAt, primaryAt time.Time
+	go func() {
+		for ctx.Err() == nil {
+			now := time.Now()
+			var gone, primary bool
+			if group {
+				var members, primaries int
+				err := admin.QueryRowContext(ctx, `SELECT SUM(MEMBER_PORT = ?), SUM(MEMBER_PORT <> ? AND MEMBER_ROLE = 'PRIMARY' AND MEMBER_STATE = 'ONLINE')
+					FROM performance_schema.replication_group_members`, deadPort, deadPort).Scan(&members, &primaries)
+				gone, primary = err == nil && members == 0, err == nil && primaries > 0
+			} else {
+				var name string
+				var size int
+				err := admin.QueryRowContext(ctx, "SHOW STATUS LIKE 'wsrep_cluster_size'").Scan(&name, &size)
+				gone = err == nil && size < len(addrs)
+			}
+			mu.Lock()
+			if gone && droppedAt.IsZero() {
+				droppedAt = now
+			}
+			if gone && primary && primaryAt.IsZero() {
+				primaryAt = now
+			}
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return func(killed time.Time) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if droppedAt.IsZero() {
+			return "had not dropped the member when leadership was back"
+		}
+		msg := "dropped the member " + droppedAt.Sub(killed).Round(time.Millisecond).String() + " after it"
+		if !primaryAt.IsZero() {
+			msg += ", with a primary among the others " + primaryAt.Sub(killed).Round(time.Millisecond).String() + " after it"
+		}
+		return msg
+	}
 }
 
 // TestGaleraLeaderAcrossANodeKill: a leader on node 1 of a Galera cluster
