@@ -5,6 +5,11 @@
 //
 //	MariaDB-10.11.19: 431 passed, 0 failed, 0 skipped
 //
+// and a line naming the slowest top-level tests (where `make test` spends
+// its time):
+//
+//	MariaDB-10.11.19: slowest: TestA (runtime) 41.2s, TestB (runtime/jobs) 30.1s, …
+//
 // The label (-label) names the server the tests ran against; it is added to
 // each package's line too, so that `make test` says which server each
 // package's result belongs to. It exits
@@ -13,11 +18,13 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -28,12 +35,23 @@ type event struct {
 	ImportPath string
 	Test       string
 	Output     string
+	Elapsed    float64 // seconds, on pass and fail
+}
+
+// slowestShown is how many of the slowest top-level tests the summary names.
+const slowestShown = 8
+
+// timed is a top-level test and how long it took.
+type timed struct {
+	name    string
+	elapsed float64
 }
 
 // counts are the tests' outcomes.
 type counts struct {
 	passed, failed, skipped int
 	pkgFailed               bool
+	tests                   []timed // top-level tests that passed or failed
 }
 
 func main() {
@@ -96,6 +114,9 @@ func summarize(in io.Reader, out io.Writer, label string) (counts, error) {
 			}
 			b.WriteString(e.Output)
 		case e.Action == "pass", e.Action == "skip", e.Action == "fail":
+			if e.Action != "skip" && !strings.Contains(e.Test, "/") {
+				c.tests = append(c.tests, timed{e.Test + " (" + shortPackage(e.Package) + ")", e.Elapsed})
+			}
 			switch e.Action {
 			case "pass":
 				c.passed++
@@ -114,5 +135,21 @@ func summarize(in io.Reader, out io.Writer, label string) (counts, error) {
 		return c, err
 	}
 	fmt.Fprintf(out, "%s: %d passed, %d failed, %d skipped\n", label, c.passed, c.failed, c.skipped)
+	if len(c.tests) > 0 {
+		slices.SortStableFunc(c.tests, func(a, b timed) int { return cmp.Compare(b.elapsed, a.elapsed) })
+		var names []string
+		for _, t := range c.tests[:min(slowestShown, len(c.tests))] {
+			names = append(names, fmt.Sprintf("%s %.1fs", t.name, t.elapsed))
+		}
+		fmt.Fprintf(out, "%s: slowest: %s\n", label, strings.Join(names, ", "))
+	}
 	return c, nil
+}
+
+// shortPackage is a package's import path without the module's.
+func shortPackage(path string) string {
+	if rest, ok := strings.CutPrefix(path, "github.com/lockgen/lockgen/"); ok {
+		return rest
+	}
+	return path
 }
