@@ -249,7 +249,18 @@ func benchNodePool(b *testing.B, tdb *testdb.DB, i int) *sql.DB {
 	db := sql.OpenDB(c)
 	b.Cleanup(func() { _ = db.Close() })
 	db.SetMaxIdleConns(benchIdleConns)
-	return db
+	// The test's database and user were created on the first member; the
+	// others apply them from the cluster's replication, maybe behind.
+	var one int
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		err = db.QueryRow("SELECT 1 FROM lockgen_runs LIMIT 1").Scan(&one)
+		if err == nil || errors.Is(err, sql.ErrNoRows) {
+			return db
+		}
+		if time.Since(start) > 30*time.Second {
+			b.Fatalf("member %s: %v", cfg.Addr, err)
+		}
+	}
 }
 
 // jobStats counts the job statements of the nodes that share it.

@@ -441,7 +441,8 @@ func (c *Controller) watchNodes(ctx context.Context, start int64) {
 	}
 	defer f.Close()
 	last := make([]string, len(c.nodes))
-	paused := make([]int64, len(c.nodes))
+	paused := make([]int64, len(c.nodes)) // flow control's total, once read
+	read := make([]bool, len(c.nodes))
 	for sleepCtx(ctx, 250*time.Millisecond) {
 		at := Dur(Mono() - start)
 		for i, n := range c.nodes {
@@ -452,11 +453,11 @@ func (c *Controller) watchNodes(ctx context.Context, start int64) {
 				view = "no answer: " + err.Error()
 			}
 			extra := ""
-			if p > paused[i] && paused[i] != 0 {
-				extra = fmt.Sprintf(" (flow control paused %s since the last sample)", time.Duration(p-paused[i]).Round(time.Millisecond))
-			}
-			if p > 0 {
-				paused[i] = p
+			if err == nil {
+				if read[i] && p > paused[i] {
+					extra = fmt.Sprintf(" (flow control paused %s since the last sample)", time.Duration(p-paused[i]).Round(time.Millisecond))
+				}
+				paused[i], read[i] = p, true
 			}
 			if view == last[i] && extra == "" {
 				continue
@@ -490,7 +491,7 @@ func (c *Controller) nodeView(ctx context.Context, db *sql.DB) (string, int64, e
 		// not make a line of every transaction in flight.
 		return fmt.Sprintf("%s ready %s size %d recv_queue %d+", state, ready, size, queue/10*10), paused, nil
 	}
-	rows, err := db.QueryContext(ctx, `SELECT m.MEMBER_PORT, m.MEMBER_STATE, m.MEMBER_ROLE,
+	rows, err := db.QueryContext(ctx, `SELECT IFNULL(m.MEMBER_PORT, '-'), m.MEMBER_STATE, IFNULL(m.MEMBER_ROLE, '-'),
 		IFNULL(s.COUNT_TRANSACTIONS_IN_QUEUE, 0), IFNULL(s.COUNT_TRANSACTIONS_REMOTE_IN_APPLIER_QUEUE, 0)
 		FROM performance_schema.replication_group_members m
 		LEFT JOIN performance_schema.replication_group_member_stats s ON s.MEMBER_ID = m.MEMBER_ID

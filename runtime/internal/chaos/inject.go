@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -171,6 +172,10 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	c.nodeMu.Lock()
 	defer c.nodeMu.Unlock()
 	sp.From = Mono()
+	// The view before the fault: one that lasts long enough to be
+	// noticed must end in another (see waitSynced).
+	before, _, _ := c.clusterView(ctx)
+	noticed := f.Kind == FaultNodeKill || f.Dur >= noticedAfter
 	if f.Kind == FaultNodeKill && f.Node == 0 && c.singlePrimary() {
 		// On a single-primary group a kill planned for node 0 kills
 		// whichever member is the primary: the failover case.
@@ -188,7 +193,7 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 		var err error
 		for try := 0; try < 40; try++ {
 			if err = c.isolate(ctx, sp.Node, false); err == nil {
-				return c.waitSynced(ctx, sp.Node)
+				return c.waitSynced(ctx, sp.Node, before, noticed)
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
@@ -219,7 +224,7 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 			return err
 		}
 	}
-	return c.waitSynced(ctx, sp.Node)
+	return c.waitSynced(ctx, sp.Node, before, noticed)
 }
 
 // settle is how long waitSynced wants the cluster whole, in one view,
@@ -230,16 +235,28 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 // of three, without a majority, and the group lost.
 const settle = 3 * time.Second
 
+// noticedAfter is how long a node may be silent before its peers suspect
+// it (Galera's evs.suspect_timeout, Group Replication's detection: 5 s
+// each); expelWithin bounds how long after that the expulsion may land
+// (Group Replication processes expired suspicions on a 15 s timer).
+const (
+	noticedAfter = 5 * time.Second
+	expelWithin  = 20 * time.Second
+)
+
 // waitSynced waits, up to two minutes, until node i answers and is a
 // full member again, and the cluster has stayed whole in one view for
 // settle: on Galera every node synced (wsrep_local_state_comment: the
 // donor of a state transfer too), seeing every node in the cluster
 // (wsrep_cluster_size), in the same configuration (wsrep_cluster_conf_id);
 // on Group Replication every member seeing every member ONLINE in the same
-// view (VIEW_ID). A group member that a pause or an isolation got expelled
-// does not come back by itself soon (its auto-rejoin waits minutes between
-// attempts): after 30 s the node start command makes it rejoin.
-func (c *Controller) waitSynced(ctx context.Context, i int) error {
+// view (VIEW_ID). After a fault its peers may have noticed (noticed), the
+// view must also differ from the one before the fault (before), or have
+// lasted expelWithin: an expulsion may still be on its way. A group member
+// that a pause or an isolation got expelled does not come back by itself
+// soon (its auto-rejoin waits minutes between attempts): after 30 s the
+// node start command makes it rejoin.
+func (c *Controller) waitSynced(ctx context.Context, i int, before string, noticed bool) error {
 	var why, stable string
 	var since time.Time
 	for try := 0; try < 240; try++ {
@@ -250,7 +267,7 @@ func (c *Controller) waitSynced(ctx context.Context, i int) error {
 			stable = ""
 		case view != stable:
 			stable, since = view, time.Now()
-		case time.Since(since) >= settle:
+		case time.Since(since) >= settle && (!noticed || view != before || time.Since(since) >= expelWithin):
 			return nil
 		}
 		if !whole && try == 60 && c.kind != clusterGalera && c.cfg.NodeStartCmd != "" {
@@ -260,7 +277,9 @@ func (c *Controller) waitSynced(ctx context.Context, i int) error {
 				fmt.Fprintf(c.cfg.Out, "chaos: node start command: %v\n", err)
 			}
 		}
-		time.Sleep(500 * time.Millisecond)
+		if !sleepCtx(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
 	}
 	return fmt.Errorf("node%d: the cluster was not whole for %s within two minutes: %s", i, settle, why)
 }
@@ -293,6 +312,9 @@ func (c *Controller) clusterView(ctx context.Context) (view string, whole bool, 
 			}
 		}
 		cancel()
+		if err == nil && id == "" {
+			err = errors.New("no view")
+		}
 		if err != nil {
 			return "", false, fmt.Sprintf("node%d: %v", k, err)
 		}
