@@ -244,7 +244,15 @@ const (
 	expelWithin  = 20 * time.Second
 )
 
-// waitSynced waits, up to two minutes, until node i answers and is a
+// syncedWithin bounds waitSynced, by the clock (each look at the cluster
+// may take up to 2 s a node); rejoinAfter is how long a group member may
+// stay out before the node start command makes it rejoin.
+const (
+	syncedWithin = 2 * time.Minute
+	rejoinAfter  = 30 * time.Second
+)
+
+// waitSynced waits, up to syncedWithin, until node i answers and is a
 // full member again, and the cluster has stayed whole in one view for
 // settle: on Galera every node synced (wsrep_local_state_comment: the
 // donor of a state transfer too), seeing every node in the cluster
@@ -254,12 +262,14 @@ const (
 // view must also differ from the one before the fault (before), or have
 // lasted expelWithin: an expulsion may still be on its way. A group member
 // that a pause or an isolation got expelled does not come back by itself
-// soon (its auto-rejoin waits minutes between attempts): after 30 s the
-// node start command makes it rejoin.
+// soon (its auto-rejoin waits minutes between attempts): after rejoinAfter
+// the node start command makes it rejoin.
 func (c *Controller) waitSynced(ctx context.Context, i int, before string, noticed bool) error {
 	var why, stable string
 	var since time.Time
-	for try := 0; try < 240; try++ {
+	start := time.Now()
+	rejoined := false
+	for time.Since(start) < syncedWithin {
 		view, whole, w := c.clusterView(ctx)
 		why = w
 		switch {
@@ -270,7 +280,8 @@ func (c *Controller) waitSynced(ctx context.Context, i int, before string, notic
 		case time.Since(since) >= settle && (!noticed || view != before || time.Since(since) >= expelWithin):
 			return nil
 		}
-		if !whole && try == 60 && c.kind != clusterGalera && c.cfg.NodeStartCmd != "" {
+		if !whole && !rejoined && time.Since(start) >= rejoinAfter && c.kind != clusterGalera && c.cfg.NodeStartCmd != "" {
+			rejoined = true
 			cmd := exec.CommandContext(ctx, "bash", "-c", c.cfg.NodeStartCmd)
 			cmd.Stdout, cmd.Stderr = c.cfg.Out, c.cfg.Out
 			if err := cmd.Run(); err != nil {
@@ -281,7 +292,7 @@ func (c *Controller) waitSynced(ctx context.Context, i int, before string, notic
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("node%d: the cluster was not whole for %s within two minutes: %s", i, settle, why)
+	return fmt.Errorf("node%d: the cluster was not whole for %s within %s: %s", i, settle, syncedWithin, why)
 }
 
 // clusterView returns the cluster's view (one string for one view), and
