@@ -265,54 +265,81 @@ func TestGaleraJobStatements(t *testing.T) {
 }
 
 // groupReplication returns the test's database on each member of the
-// Group Replication group and the group's mode (LOCKGEN_TEST_GR_MODE:
-// single- or multi-primary); in single-primary mode the first member is
-// the primary.
-func groupReplication(t *testing.T, tdb *testdb.DB) (members []*sql.DB, multi bool) {
+// single-primary Group Replication group (LOCKGEN_TEST_GR_MODE single);
+// the first member is the primary.
+func groupReplication(t *testing.T, tdb *testdb.DB) []*sql.DB {
 	t.Helper()
-	mode := os.Getenv("LOCKGEN_TEST_GR_MODE")
-	require.Contains(t, []string{"single", "multi"}, mode, "LOCKGEN_TEST_GR_MODE: single or multi (make cluster-test sets it)")
-	return clusterNodes(t, tdb, "LOCKGEN_TEST_GR_DSNS"), mode == "multi"
+	require.Equal(t, "single", os.Getenv("LOCKGEN_TEST_GR_MODE"), "LOCKGEN_TEST_GR_MODE: these tests need a single-primary group (make cluster-test sets it)")
+	return clusterNodes(t, tdb, "LOCKGEN_TEST_GR_DSNS")
 }
 
 // TestGroupReplicationRefusesWhatItCannotKeep: on every member of a real
-// group, the probe reports Group Replication, and the session and row
-// strategies and Guard are refused at first use with the reason (each
-// member grants GET_LOCK and row locks to its own clients; certification
-// covers write sets, not Guard's shared lock); the lease strategy works on
-// every member that takes writes (the primary, or all in multi-primary
-// mode).
+// single-primary group, the probe reports Group Replication, and the
+// session and row strategies and Guard are refused at first use with the
+// reason (each member grants GET_LOCK and row locks to its own clients;
+// certification covers write sets, not Guard's shared lock); the lease
+// strategy works on the primary.
 func TestGroupReplicationRefusesWhatItCannotKeep(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	members, multi := groupReplication(t, tdb)
-	for i, db := range members {
-		// A secondary of a single-primary group takes no writes.
-		checkRefusals(t, ctx, db, probe.GroupReplication, fmt.Sprintf("member %d", i+1), multi || i == 0)
+	for i, db := range groupReplication(t, tdb) {
+		// A secondary takes no writes.
+		checkRefusals(t, ctx, db, probe.GroupReplication, fmt.Sprintf("member %d", i+1), i == 0)
 	}
 }
 
-// TestGroupReplicationLeaseExcludesAcrossMembers: clients on every member
-// that takes writes contend for one lease for ten seconds (contendAcross):
-// no overlap, tokens rising, and no error reaches a caller. In
-// multi-primary mode the members certify the contending upserts against
-// each other: the losers' statements fail with 3101 ("the plugin
-// instructed the server to rollback") and are retried inside the runtime.
-func TestGroupReplicationLeaseExcludesAcrossMembers(t *testing.T) {
+// TestGroupReplicationMultiPrimaryIsRefused: on every member of a real
+// multi-primary group (LOCKGEN_TEST_GR_MODE multi), the probe reports a
+// multi-primary member and every strategy, leader election and the job
+// queue are refused at first use, with the reason (probe.MultiPrimaryRefusal:
+// such a group can split after a member rejoins under write load, MySQL
+// Bug#121063, which a 30-minute chaos run here ran into).
+func TestGroupReplicationMultiPrimaryIsRefused(t *testing.T) {
+	require.Equal(t, "multi", os.Getenv("LOCKGEN_TEST_GR_MODE"), "LOCKGEN_TEST_GR_MODE: this test needs a multi-primary group (make cluster-test sets it)")
 	tdb := testdb.New(t)
-	members, multi := groupReplication(t, tdb)
-	if !multi {
-		members = members[:1] // the primary
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, db := range clusterNodes(t, tdb, "LOCKGEN_TEST_GR_DSNS") {
+		member := fmt.Sprintf("member %d", i+1)
+		report, err := probe.Run(ctx, db)
+		require.NoError(t, err)
+		assert.Equal(t, probe.GroupReplication, report.Cluster, member)
+		assert.True(t, report.MultiPrimary, member)
+		assert.Contains(t, report.Server(), "multi-primary", member)
+		for _, f := range probe.Features {
+			assert.Equal(t, probe.MultiPrimaryRefusal, report.Refusal(f), "%s: %s", member, f)
+		}
+		c, err := runtime.NewClient(lockgendb.NewStore(db), runtime.WithOwner("node"))
+		require.NoError(t, err)
+		for _, strategy := range []runtime.Strategy{runtime.StrategyLease, runtime.StrategySession, runtime.StrategyRow} {
+			l, err := c.Lock(runtime.LockConfig{Name: "refused-" + string(strategy), Strategy: strategy, TTL: 2 * time.Second})
+			require.NoError(t, err)
+			_, err = l.Try(ctx, "")
+			require.ErrorIs(t, err, runtime.ErrUnsupported, "%s, %s", member, strategy)
+			assert.Contains(t, err.Error(), "Bug#121063", "%s, %s: the refusal says why", member, strategy)
+		}
+		leader, err := c.Lock(runtime.LockConfig{Name: "refused-leader", TTL: 2 * time.Second})
+		require.NoError(t, err)
+		err = leader.RunAsLeader(ctx, func(context.Context, *runtime.Lease) error { return nil })
+		require.ErrorIs(t, err, runtime.ErrUnsupported, "%s: leader election", member)
 	}
-	admin := tdb.Admin(t) // the first member, as root: the group's statistics
+}
+
+// TestGroupReplicationLeaseExcludesAcrossClients: clients on the primary
+// contend for one lease for ten seconds (contendAcross): no overlap,
+// tokens rising, and no error reaches a caller.
+func TestGroupReplicationLeaseExcludesAcrossClients(t *testing.T) {
+	tdb := testdb.New(t)
+	members := groupReplication(t, tdb)[:1] // the primary
+	admin := tdb.Admin(t)                   // the first member, as root: the group's statistics
 	conflicts := func() (n int64) {
 		require.NoError(t, admin.QueryRow("SELECT CAST(IFNULL(SUM(COUNT_CONFLICTS_DETECTED), 0) AS SIGNED) FROM performance_schema.replication_group_member_stats").Scan(&n))
 		return n
 	}
 	before := conflicts()
 	held, last := contendAcross(t, members, 10*time.Second)
-	t.Logf("holdings by member: %v; last token %d; certification conflicts detected: %d", held, last, conflicts()-before)
+	t.Logf("holdings: %v; last token %d; certification conflicts detected: %d", held, last, conflicts()-before)
 }
 
 // TestGroupReplicationJobStatements: the job store's statements keep their
@@ -320,17 +347,14 @@ func TestGroupReplicationLeaseExcludesAcrossMembers(t *testing.T) {
 func TestGroupReplicationJobStatements(t *testing.T) {
 	drivertest.RunJobs(t, func(t *testing.T) driver.JobStore {
 		tdb := testdb.New(t)
-		members, _ := groupReplication(t, tdb)
-		return lockgendb.NewStore(members[0])
+		return lockgendb.NewStore(groupReplication(t, tdb)[0])
 	})
 }
 
 // TestGroupReplicationFailoverFindsTheMemberThatTakesWrites: a pool opened
 // through runtime.Failover with the members in reverse order (the primary
-// of a single-primary group last) opens every connection on a member that
-// takes writes: the primary of a single-primary group (the first member)
-// however many secondaries come before it in the list, the first member
-// listed in multi-primary mode; and a lease works through it. Without
+// last) opens every connection on the primary, however many secondaries
+// come before it in the list; and a lease works through it. Without
 // SELECT on performance_schema.replication_group_members the application
 // user is refused on every member, with an error that names the grant (a
 // member restarted outside its group could take writes alone, and its
@@ -340,7 +364,7 @@ func TestGroupReplicationFailoverFindsTheMemberThatTakesWrites(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, multi := groupReplication(t, tdb)
+	groupReplication(t, tdb)
 	var addrs []string
 	for _, dsn := range strings.Split(os.Getenv("LOCKGEN_TEST_GR_DSNS"), ",") {
 		cfg, err := mysql.ParseDSN(dsn)
@@ -348,9 +372,6 @@ func TestGroupReplicationFailoverFindsTheMemberThatTakesWrites(t *testing.T) {
 		addrs = append([]string{cfg.Addr}, addrs...)
 	}
 	want := addrs[len(addrs)-1] // the first member: the primary
-	if multi {
-		want = addrs[0]
-	}
 	open := func(user *mysql.Config) *sql.DB { return failoverPool(t, user, tdb.Name, addrs) }
 	ungranted := open(tdb.Config)
 	err := ungranted.PingContext(ctx)

@@ -70,6 +70,9 @@ type Report struct {
 	// Major, Minor and Patch are parsed from Version.
 	Major, Minor, Patch int
 	Cluster             Cluster
+	// MultiPrimary is true on a member of a Group Replication group in
+	// multi-primary mode (group_replication_single_primary_mode OFF).
+	MultiPrimary bool
 	// ReadOnly is @@read_only or @@super_read_only: a replica, where every
 	// lockgen write fails.
 	ReadOnly bool
@@ -133,7 +136,7 @@ func Run(ctx context.Context, db Querier, tables ...string) (*Report, error) {
 	// engine that only speaks MySQL's protocol may lack any of them.
 	vars, err := variables(ctx, db, "version_comment", "time_zone", "wait_timeout", "innodb_lock_wait_timeout",
 		"read_only", "super_read_only", "transaction_isolation", "tx_isolation", "wsrep_on", "innodb_version",
-		"group_replication_group_name", "character_set_client", "character_set_connection", "character_set_results", "sql_mode")
+		"group_replication_group_name", "group_replication_single_primary_mode", "character_set_client", "character_set_connection", "character_set_results", "sql_mode")
 	if err != nil {
 		return nil, fmt.Errorf("probe: %w", err)
 	}
@@ -154,6 +157,10 @@ func Run(ctx context.Context, db Querier, tables ...string) (*Report, error) {
 	// needs no privilege to read, unlike the members table below.
 	if vars["group_replication_group_name"] != "" {
 		r.Cluster = GroupReplication
+	}
+	// Only a server with the plugin has the variable.
+	if mode, ok := vars["group_replication_single_primary_mode"]; ok && !on(mode) {
+		r.MultiPrimary = true
 	}
 	// InnoDB, whose row locks lockgen relies on, is what tells MySQL from
 	// engines that only speak its protocol.
@@ -254,7 +261,10 @@ func (r *Report) Server() string {
 	if r.Flavor == MariaDB || r.Flavor == MySQL {
 		s = fmt.Sprintf("%s %d.%d.%d", r.Flavor, r.Major, r.Minor, r.Patch)
 	}
-	if r.Cluster != NoCluster {
+	switch {
+	case r.Cluster == GroupReplication && r.MultiPrimary:
+		s += " (" + string(r.Cluster) + ", multi-primary)"
+	case r.Cluster != NoCluster:
 		s += " (" + string(r.Cluster) + ")"
 	}
 	return s
@@ -278,6 +288,9 @@ func (r *Report) Refusal(f Feature) string {
 			return fmt.Sprintf("MariaDB %d.%d has no SKIP LOCKED (10.6+); use MariaDB 10.6 or later", r.Major, r.Minor)
 		}
 	}
+	if r.Cluster == GroupReplication && r.MultiPrimary {
+		return MultiPrimaryRefusal
+	}
 	if (f == Session || f == Row) && r.Cluster != NoCluster {
 		what := "GET_LOCK"
 		if f == Row {
@@ -287,6 +300,16 @@ func (r *Report) Refusal(f Feature) string {
 	}
 	return ""
 }
+
+// MultiPrimaryRefusal is why lockgen refuses every feature on a member of
+// a multi-primary Group Replication group: after a member leaves and
+// rejoins under write load, members can give one transaction different
+// GTIDs and then certify differently (MySQL Bug#121063, open; reproduced
+// upstream on 8.4 and 9.7.2): a chaos run here on 9.7.4 ended with a
+// rejoined member that had committed inserts the rest of the group had
+// rejected. A member that commits a lease acquire its group rejected
+// holds a lock the group gives to another: two holders.
+const MultiPrimaryRefusal = "a multi-primary Group Replication group can split after a member rejoins under write load: members give one transaction different GTIDs and then disagree on what committed (MySQL Bug#121063; in a lockgen fault run on MySQL 9.7.4 a rejoined member committed inserts the rest of the group had rejected), so two holders could run at once and a tick could run twice; run the group in single-primary mode (SELECT group_replication_switch_to_single_primary_mode()) and reach its primary through runtime.Failover"
 
 // GuardRefusal returns why Lease.Guard cannot hold a new holder off on
 // this server, or "" when it can. Guard's shared lock on the lock row

@@ -63,6 +63,10 @@ func TestRefusal(t *testing.T) {
 		{"galera row", Report{Flavor: MariaDB, Major: 10, Minor: 11, Cluster: Galera}, Row, "row locks"},
 		{"group replication session", Report{Flavor: MySQL, Major: 8, Minor: 4, Cluster: GroupReplication}, Session, "Group Replication"},
 		{"group replication jobs", Report{Flavor: MySQL, Major: 8, Minor: 4, Cluster: GroupReplication}, Jobs, ""},
+		{"group replication lease", Report{Flavor: MySQL, Major: 9, Minor: 7, Cluster: GroupReplication}, Lease, ""},
+		{"multi-primary lease", Report{Flavor: MySQL, Major: 9, Minor: 7, Cluster: GroupReplication, MultiPrimary: true}, Lease, "Bug#121063"},
+		{"multi-primary jobs", Report{Flavor: MySQL, Major: 9, Minor: 7, Cluster: GroupReplication, MultiPrimary: true}, Jobs, "single-primary mode"},
+		{"multi-primary session", Report{Flavor: MySQL, Major: 9, Minor: 7, Cluster: GroupReplication, MultiPrimary: true}, Session, "Bug#121063"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.r.Refusal(tc.f)
