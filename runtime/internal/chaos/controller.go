@@ -100,6 +100,9 @@ type Controller struct {
 	// pool; none for one server. nodeMu runs node faults one at a time.
 	nodes  []node
 	nodeMu sync.Mutex
+	// nodeFailed is set, under nodeMu, once a node fault failed: no
+	// other is applied (see nodeFault).
+	nodeFailed bool
 	// kind is the cluster's kind (clusterGalera, clusterGroupSingle,
 	// clusterGroupMulti); "" for one server.
 	kind string

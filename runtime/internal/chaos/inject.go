@@ -37,6 +37,9 @@ func (c *Controller) inject(ctx context.Context, f Fault, adminCfg *mysql.Config
 
 // apply applies f, waits its duration and heals it.
 func (c *Controller) apply(ctx context.Context, f Fault, adminCfg *mysql.Config, sp *Span) error {
+	if f.nodeFault() {
+		return c.nodeFault(ctx, f, sp) // counts itself
+	}
 	c.count(f.Kind)
 	switch f.Kind {
 	case FaultRestart:
@@ -45,8 +48,6 @@ func (c *Controller) apply(ctx context.Context, f Fault, adminCfg *mysql.Config,
 		return c.crash(ctx, f.Dur, adminCfg)
 	case FaultLockRows:
 		return c.lockRows(ctx, f, sp)
-	case FaultNodeKill, FaultNodePause, FaultNodeIsolate:
-		return c.nodeFault(ctx, f, sp)
 	}
 	p := c.procs[f.Proc]
 	switch f.Kind {
@@ -162,7 +163,11 @@ func (c *Controller) startAgain(ctx context.Context, down time.Duration, addr, s
 
 // nodeFault applies a fault of one node of the cluster (see
 // FaultNodeKill), waits its duration, heals it and waits until the node
-// is synced with the others again.
+// is synced with the others again. Once one node fault has failed (the
+// cluster did not come back whole, or a node did not start), no other is
+// applied: the cluster is not in the state the next one assumes, and
+// piling faults on a cluster that has not recovered loses it (a group
+// did, with a member still recovering). They are counted as skipped.
 func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	// One node at a time, healed and synced before the next: two nodes
 	// of three down would leave the last without a majority, which no
@@ -172,6 +177,21 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	c.nodeMu.Lock()
 	defer c.nodeMu.Unlock()
 	sp.From = Mono()
+	if c.nodeFailed {
+		c.count("skipped " + f.Kind + " (after a failed node fault)")
+		return nil
+	}
+	c.count(f.Kind)
+	err := c.nodeFaultOnce(ctx, f, sp)
+	if err != nil {
+		c.nodeFailed = true
+		fmt.Fprintf(c.cfg.Out, "chaos: %s of node%d failed; no more node faults in this run: %v\n", f.Kind, sp.Node, err)
+	}
+	return err
+}
+
+// nodeFaultOnce is nodeFault's fault, under nodeMu.
+func (c *Controller) nodeFaultOnce(ctx context.Context, f Fault, sp *Span) error {
 	// The view before the fault: one that lasts long enough to be
 	// noticed must end in another (see waitSynced).
 	before, _, _ := c.clusterView(ctx)
@@ -295,8 +315,18 @@ func (c *Controller) waitSynced(ctx context.Context, i int, before string, notic
 	return fmt.Errorf("node%d: the cluster was not whole for %s within %s: %s", i, settle, syncedWithin, why)
 }
 
+// maxBacklog is how many replicated transactions (write sets) a node may
+// have waiting to be applied and still count as a full member for the
+// next node fault: under the workers' load a few are normal; many mean
+// the node is catching up (a donor whose applier wedged on one
+// transaction kept 59,530 queued while the group went on, and faults piled
+// on it lost the group).
+const maxBacklog = 100
+
 // clusterView returns the cluster's view (one string for one view), and
-// whether every node is a full member of it; when not, why.
+// whether every node is a full member of it, with no more than maxBacklog
+// transactions waiting to be applied and (Group Replication) no recovery
+// under way; when not, why.
 func (c *Controller) clusterView(ctx context.Context) (view string, whole bool, why string) {
 	var views []string
 	for k, n := range c.nodes {
@@ -306,20 +336,34 @@ func (c *Controller) clusterView(ctx context.Context) (view string, whole bool, 
 		if c.kind == clusterGalera {
 			var state string
 			var size int
+			var backlog int
 			err = n.admin.QueryRowContext(qctx, `SELECT
 				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT'),
 				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_SIZE'),
-				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_CONF_ID')`).Scan(&state, &size, &id)
-			if err == nil && (state != "Synced" || size != len(c.nodes)) {
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_CLUSTER_CONF_ID'),
+				(SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_RECV_QUEUE')`).Scan(&state, &size, &id, &backlog)
+			switch {
+			case err != nil:
+			case state != "Synced" || size != len(c.nodes):
 				err = fmt.Errorf("%s in a cluster of %d", state, size)
+			case backlog > maxBacklog:
+				err = fmt.Errorf("%d write sets in its receive queue", backlog)
 			}
 		} else {
-			var online int
+			var online, backlog, recovering int
 			err = n.admin.QueryRowContext(qctx, `SELECT
 				(SELECT COUNT(*) FROM performance_schema.replication_group_members WHERE MEMBER_STATE = 'ONLINE'),
-				(SELECT IFNULL(MAX(VIEW_ID), '') FROM performance_schema.replication_group_member_stats WHERE MEMBER_ID = @@server_uuid)`).Scan(&online, &id)
-			if err == nil && online != len(c.nodes) {
+				(SELECT IFNULL(MAX(VIEW_ID), '') FROM performance_schema.replication_group_member_stats WHERE MEMBER_ID = @@server_uuid),
+				(SELECT IFNULL(MAX(COUNT_TRANSACTIONS_REMOTE_IN_APPLIER_QUEUE), 0) FROM performance_schema.replication_group_member_stats WHERE MEMBER_ID = @@server_uuid),
+				(SELECT COUNT(*) FROM performance_schema.replication_connection_status WHERE CHANNEL_NAME = 'group_replication_recovery' AND SERVICE_STATE = 'ON')`).Scan(&online, &id, &backlog, &recovering)
+			switch {
+			case err != nil:
+			case online != len(c.nodes):
 				err = fmt.Errorf("sees %d members online", online)
+			case recovering > 0:
+				err = errors.New("its recovery channel is running")
+			case backlog > maxBacklog:
+				err = fmt.Errorf("%d transactions in its applier queue", backlog)
 			}
 		}
 		cancel()
