@@ -294,7 +294,9 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 				fmt.Fprintf(cfg.Out, "chaos: %s: %v\n", f.Kind, err)
 				c.count("failed " + f.Kind)
 			}
-			fmt.Fprintf(cfg.Out, "chaos: %s\n", sp.describe(c.start))
+			if !sp.Skipped {
+				fmt.Fprintf(cfg.Out, "chaos: %s\n", sp.describe(c.start))
+			}
 		}()
 	}
 	time.Sleep(time.Until(began.Add(cfg.Duration)))

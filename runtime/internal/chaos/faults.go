@@ -25,6 +25,9 @@ type Span struct {
 	Killed bool
 	// Primary says a node fault hit the primary of a single-primary group.
 	Primary bool
+	// Skipped says a node fault was not applied (see nodeFault): it is
+	// not recorded, so it widens no check's grace.
+	Skipped bool
 	// Runs are the runs whose rows a lockrows fault held locked, Owners
 	// the processes that held their claims then.
 	Runs   []int64

@@ -29,6 +29,9 @@ func (c *Controller) inject(ctx context.Context, f Fault, adminCfg *mysql.Config
 	sp := Span{Kind: f.Kind, Proc: f.Proc, Node: f.Node, From: Mono()}
 	err := c.apply(ctx, f, adminCfg, &sp)
 	sp.To = Mono()
+	if sp.Skipped {
+		return sp, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.spans = append(c.spans, sp)
@@ -167,7 +170,8 @@ func (c *Controller) startAgain(ctx context.Context, down time.Duration, addr, s
 // cluster did not come back whole, or a node did not start), no other is
 // applied: the cluster is not in the state the next one assumes, and
 // piling faults on a cluster that has not recovered loses it (a group
-// did, with a member still recovering). They are counted as skipped.
+// did, with a member still recovering). They are counted as skipped and
+// recorded as no span.
 func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	// One node at a time, healed and synced before the next: two nodes
 	// of three down would leave the last without a majority, which no
@@ -179,6 +183,7 @@ func (c *Controller) nodeFault(ctx context.Context, f Fault, sp *Span) error {
 	sp.From = Mono()
 	if c.nodeFailed {
 		c.count("skipped " + f.Kind + " (after a failed node fault)")
+		sp.Skipped = true
 		return nil
 	}
 	c.count(f.Kind)
