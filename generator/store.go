@@ -39,7 +39,11 @@ func storeGlue(m *model) *jen.File {
 	}
 	f.Line()
 	f.Comment(m.newStoreDoc())
-	storeFields := []jen.Code{jen.Id("q").Op(":").Add(db("New")).Call(jen.Id("db")), jen.Id("db").Op(":").Id("db")}
+	prepared := []jen.Code{jen.Id("db"), jen.Id("leaseAcquire"), jen.Id("leaseRenew"), jen.Id("leaseRelease")}
+	if len(m.Jobs) > 0 {
+		prepared = append(prepared, jen.Id("runInsert"))
+	}
+	storeFields := []jen.Code{jen.Id("q").Op(":").Add(db("New")).Call(dr("NewPreparedDB").Call(prepared...)), jen.Id("db").Op(":").Id("db")}
 	if len(m.Jobs) > 0 {
 		storeFields = append(storeFields, jen.Id("inserts").Op(":").Add(dr("NewInsertStmts")).Call(jen.Id("db"), jen.Lit(m.RunsTable)),
 			jen.Id("nowait").Op(":").New(dr("NoWait")))

@@ -26,7 +26,12 @@ func (m *model) storeGuardDoc() string {
 }
 
 func (m *model) newStoreDoc() string {
-	return comment("NewStore returns the store of db; every statement runs on db's pool.")
+	hot := "the lease strategy's acquire, renewal and release"
+	if len(m.Jobs) > 0 {
+		hot += ", and Enqueue's insert outside a transaction,"
+	}
+	return comment("NewStore returns the store of db; every statement runs on db's pool, " + hot +
+		" as statements prepared once per connection (driver.PreparedDB).")
 }
 
 func (m *model) sessionNamespaceDoc() string {

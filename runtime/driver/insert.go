@@ -78,10 +78,8 @@ type InsertStmts struct {
 	table string
 	mu    sync.Mutex
 	stmts map[int]*insertStmt
-	used  []int // batch sizes, least recently used first
-	// textLeft counts down the inserts that go as text after a failed
-	// prepare.
-	textLeft int
+	used  []int        // batch sizes, least recently used first
+	text  textFallback // after a failed prepare
 }
 
 // insertStmt is a prepared statement and the inserts using it: an evicted
@@ -114,7 +112,7 @@ func (s *InsertStmts) Exec(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 		if !servererr.IsNotPreparable(err) {
 			return err
 		}
-		s.backOff()
+		s.text.start()
 	}
 	query := InsertRunsSQL(s.table, len(runs))
 	var err error
@@ -136,18 +134,14 @@ func (s *InsertStmts) acquire(ctx context.Context, n int, mayPrepare bool) *inse
 		s.mu.Unlock()
 		return st
 	}
-	if !mayPrepare || s.textLeft > 0 {
-		if s.textLeft > 0 {
-			s.textLeft--
-		}
-		s.mu.Unlock()
+	s.mu.Unlock()
+	if text := s.text.take(); text || !mayPrepare {
 		return nil
 	}
-	s.mu.Unlock()
 
 	stmt, err := s.db.PrepareContext(ctx, InsertRunsSQL(s.table, n))
 	if err != nil {
-		s.backOff()
+		s.text.start()
 		return nil
 	}
 	s.mu.Lock()
@@ -187,11 +181,4 @@ func (s *InsertStmts) release(st *insertStmt) {
 	if closeIt {
 		_ = st.stmt.Close()
 	}
-}
-
-// backOff sends the next prepareBackoff inserts as text.
-func (s *InsertStmts) backOff() {
-	s.mu.Lock()
-	s.textLeft = prepareBackoff
-	s.mu.Unlock()
 }

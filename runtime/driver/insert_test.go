@@ -119,7 +119,7 @@ func TestInsertStmts(t *testing.T) {
 	// may know).
 	assert.Contains(t, err.Error(), "1142", "the text statement's own error")
 	assert.Contains(t, err.Error(), "no_such_runs")
-	assert.Equal(t, prepareBackoff, missing.textLeft)
+	assert.Equal(t, prepareBackoff, missing.text.left)
 	assert.Error(t, missing.Exec(ctx, nil, batch(2)))
-	assert.Equal(t, prepareBackoff-1, missing.textLeft, "sent as text without a prepare")
+	assert.Equal(t, prepareBackoff-1, missing.text.left, "sent as text without a prepare")
 }

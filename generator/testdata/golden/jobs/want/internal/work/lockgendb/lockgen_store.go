@@ -34,9 +34,12 @@ var (
 	_ driver.JobStore = Store{}
 )
 
-// NewStore returns the store of db; every statement runs on db's pool.
+// NewStore returns the store of db; every statement runs on db's pool, the
+// lease strategy's acquire, renewal and release, and Enqueue's insert outside
+// a transaction, as statements prepared once per connection
+// (driver.PreparedDB).
 func NewStore(db *sql.DB) Store {
-	return Store{q: New(db), db: db, inserts: driver.NewInsertStmts(db, "lockgen_runs"), nowait: new(driver.NoWait)}
+	return Store{q: New(driver.NewPreparedDB(db, leaseAcquire, leaseRenew, leaseRelease, runInsert)), db: db, inserts: driver.NewInsertStmts(db, "lockgen_runs"), nowait: new(driver.NoWait)}
 }
 
 // Server implements driver.Store: the pool and tables the runtime checks at

@@ -28,9 +28,11 @@ type Store struct {
 // not match the runtime; run `go tool lockgen generate`.
 var _ driver.Store = Store{}
 
-// NewStore returns the store of db; every statement runs on db's pool.
+// NewStore returns the store of db; every statement runs on db's pool, the
+// lease strategy's acquire, renewal and release as statements prepared once
+// per connection (driver.PreparedDB).
 func NewStore(db *sql.DB) Store {
-	return Store{q: New(db), db: db}
+	return Store{q: New(driver.NewPreparedDB(db, leaseAcquire, leaseRenew, leaseRelease)), db: db}
 }
 
 // Server implements driver.Store: the pool and tables the runtime checks at
