@@ -3,9 +3,11 @@ package runtime_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,7 +40,10 @@ func (unprobedStore) Server() driver.Target { return driver.Target{} }
 // a connection in utf8 and non-strict mode (which the probe now refuses;
 // its probe is skipped here) that stored the key "a🔒" as "a????". With a
 // recomputed name the taker found "its" GET_LOCK free and took the live
-// session holder's row: two holders at once.
+// session holder's row: two holders at once. Since the acquire is a
+// prepared statement, MySQL refuses that key as its argument (error 3988),
+// so there the acquire fails before it reaches the row; MariaDB still
+// mangles it, and checks the takeover's SQL.
 func TestTakeoverUsesTheAcquirersLockName(t *testing.T) {
 	for _, tc := range []struct {
 		label  string
@@ -85,7 +90,16 @@ func TestTakeoverUsesTheAcquirersLockName(t *testing.T) {
 				if err == nil {
 					_ = taken.Release(ctx)
 				}
-				require.ErrorIs(t, err, runtime.ErrNotAcquired, "a live session holding must never be taken")
+				var refused *mysql.MySQLError
+				if !tc.sound && errors.As(err, &refused) && refused.Number == 3988 {
+					// MySQL refuses the mangled key as a prepared statement's
+					// argument ("Conversion from collation utf8mb3_general_ci
+					// into utf8mb4_bin impossible for parameter"): the acquire
+					// never reaches the row, so it cannot take it either.
+					t.Logf("the server refused the key: %v", err)
+				} else {
+					require.ErrorIs(t, err, runtime.ErrNotAcquired, "a live session holding must never be taken")
+				}
 				require.NoError(t, held.Err())
 				if !tc.sound {
 					return

@@ -1,9 +1,10 @@
 // Command bench measures, on one pool against the same server, what a lock
 // round trip costs: SELECT 1, a hand-written upsert+release pair, and
 // lockgen's acquire+release pair through the generated API (lease and
-// session strategies), with 1 and 8 clients. It prints a table and the
-// ratios to the raw floors: lockgen lease/raw upsert+release pair (target
-// >= 0.9; issue 24: >= 0.95), and lockgen session/raw GET_LOCK+RELEASE_LOCK
+// session strategies), with 1 and 8 clients, each cell the median of
+// -rounds measurements taken in turns. It prints a table and the
+// ratios to the raw floors: lockgen lease/raw upsert+release pair (issue
+// 24: >= 0.95), and lockgen session/raw GET_LOCK+RELEASE_LOCK
 // pair on a pinned connection, the way sanketplus/go-mysql-lock does it
 // without a fencing token (issue 24: >= 1.0).
 //
@@ -22,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -68,45 +70,73 @@ const rawRelease = `UPDATE bench_raw_locks SET owner = '', expires_at = UTC_TIME
 WHERE name = 'raw' AND lock_key = ? AND owner = ?`
 
 func main() {
-	dur := flag.Duration("d", 3*time.Second, "measuring time per cell")
+	dur := flag.Duration("d", 2*time.Second, "measuring time per cell and round")
+	rounds := flag.Int("rounds", 3, "measurements per cell, the operations taking turns; the table shows the median")
 	cluster := flag.Bool("cluster", false, "LOCKGEN_DSN is a node of a Galera cluster or a Group Replication group, which refuse the session and row strategies: leave them out")
 	flag.Parse()
-	if err := run(context.Background(), demodb.FromEnv(), *dur, *cluster); err != nil {
+	if err := run(context.Background(), demodb.FromEnv(), *dur, max(*rounds, 1), *cluster); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dsns demodb.DSNs, dur time.Duration, cluster bool) error {
+func run(ctx context.Context, dsns demodb.DSNs, dur time.Duration, rounds int, cluster bool) error {
 	env, err := setup(ctx, dsns)
 	if err != nil {
 		return err
 	}
 	defer env.close()
-	fmt.Printf("%-36s %12s %12s\n", "operation (per second)", "1 client", "8 clients")
-	results := map[string][2]float64{}
+	var ops []op
 	for _, op := range env.ops() {
 		if cluster && (op.name == opSession || op.name == opRow) {
 			continue
 		}
-		var row [2]float64
-		for i, clients := range []int{1, 8} {
-			row[i], err = measure(ctx, op.fn, clients, dur)
-			if err != nil {
-				return fmt.Errorf("%s: %w", op.name, err)
+		ops = append(ops, op)
+	}
+	// Every cell is measured rounds times, the operations taking turns, so
+	// that no operation always runs right after another's writes (the
+	// server's purge and flushing of them); each cell shows the median.
+	samples := map[string][2][]float64{}
+	for r := 0; r < rounds; r++ {
+		for _, op := range ops {
+			cell := samples[op.name]
+			for i, clients := range []int{1, 8} {
+				rate, err := measure(ctx, op.fn, clients, dur)
+				if err != nil {
+					return fmt.Errorf("%s: %w", op.name, err)
+				}
+				cell[i] = append(cell[i], rate)
 			}
+			samples[op.name] = cell
 		}
+	}
+	fmt.Printf("%-36s %12s %12s   (median of %d rounds of %v; range)\n", "operation (per second)", "1 client", "8 clients", rounds, dur)
+	results := map[string][2]float64{}
+	for _, op := range ops {
+		cell := samples[op.name]
+		row := [2]float64{median(cell[0]), median(cell[1])}
 		results[op.name] = row
-		fmt.Printf("%-36s %12.0f %12.0f\n", op.name, row[0], row[1])
+		fmt.Printf("%-36s %12.0f %12.0f   %.0f–%.0f / %.0f–%.0f\n", op.name, row[0], row[1],
+			slices.Min(cell[0]), slices.Max(cell[0]), slices.Min(cell[1]), slices.Max(cell[1]))
 	}
 	raw, lg := results[opRaw], results[opLockgen]
-	fmt.Printf("%-36s %12.2f %12.2f\n", "ratio lockgen/raw (target >= 0.9)", lg[0]/raw[0], lg[1]/raw[1])
+	fmt.Printf("%-36s %12.2f %12.2f\n", "ratio lockgen/raw (target >= 0.95)", lg[0]/raw[0], lg[1]/raw[1])
 	if cluster {
 		return nil
 	}
 	rawGet, ses := results[opRawGetLock], results[opSession]
 	fmt.Printf("%-36s %12.2f %12.2f\n", "ratio session/raw GET_LOCK (>= 1.0)", ses[0]/rawGet[0], ses[1]/rawGet[1])
 	return nil
+}
+
+// median is the middle of xs (the mean of the two middle ones when even).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 const (
