@@ -65,7 +65,7 @@ const prepareBackoff = 100
 // statements, one per batch size, prepared on each connection once: a
 // 100-row INSERT spends a tenth of the server's time in the SQL parser,
 // and EnqueueMany went from 54.7k to 64.5k runs/s here prepared. It keeps
-// up to 4 sizes (the ones used last), so a process holds up to 4 prepared
+// up to 4 sizes (the ones used last), so it holds up to 4 prepared
 // statements per open connection (the server's max_prepared_stmt_count
 // bounds them across all clients). An insert in a transaction uses a
 // prepared statement only once it exists (it never takes a second
@@ -127,6 +127,12 @@ func (s *InsertStmts) Exec(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 // acquire returns the prepared statement for n rows, preparing it if
 // mayPrepare, or nil (send text). The caller releases it.
 func (s *InsertStmts) acquire(ctx context.Context, n int, mayPrepare bool) *insertStmt {
+	// After a failed prepare, text: a statement prepared before would be
+	// prepared again on each connection that has not run it, and fail
+	// the same way.
+	if s.text.take() {
+		return nil
+	}
 	s.mu.Lock()
 	if st := s.stmts[n]; st != nil {
 		st.users++
@@ -135,7 +141,7 @@ func (s *InsertStmts) acquire(ctx context.Context, n int, mayPrepare bool) *inse
 		return st
 	}
 	s.mu.Unlock()
-	if text := s.text.take(); text || !mayPrepare {
+	if !mayPrepare {
 		return nil
 	}
 

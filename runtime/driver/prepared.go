@@ -15,20 +15,26 @@ import (
 // client sends its arguments in binary instead of building the text: the
 // lease pair and Enqueue, one statement each, cost the server about a
 // fifth less CPU prepared on this project's 2-core machine (see
-// docs/perf.md). A prepared statement is one round trip per call, like
-// the interpolated text (and two fewer than text sent without
-// interpolateParams); a connection's first call of a statement adds one
-// for the prepare.
+// docs/decisions.md, "The lease statements and Enqueue's insert are
+// prepared"). A prepared statement is one round trip per call, like the
+// interpolated text (and one fewer than text sent without
+// interpolateParams, which the driver prepares, executes and closes); a
+// connection's first call of a statement adds one for the prepare.
 //
 // It only prepares statements run with ExecContext; QueryContext,
-// QueryRowContext and PrepareContext go to the pool unchanged. When the
-// server will not prepare (too many prepared statements, error 1461; a
-// statement it cannot prepare, 1295; a proxy that refuses), the statement
-// goes as text, and so do the next 100 statements before it tries again
-// (after any failed prepare, since the text statement then reports the
-// error, if there is one, as it always did).
-// A statement that failed for want of a prepared statement did not run, so
-// sending it again as text never runs it twice. Safe for concurrent use.
+// QueryRowContext and PrepareContext go to the pool unchanged. When a
+// prepare fails (too many prepared statements, error 1461; a statement the
+// server cannot prepare, 1295; a proxy that refuses; any other error), the
+// statement goes as text, and so do the next 100 of the given statements
+// before one is prepared again; the text statement reports its own error,
+// if there is one. A statement that failed for want of a prepared
+// statement did not run, so sending it again as text never runs it twice.
+// With interpolateParams=false in the DSN the driver prepares text too,
+// so past the server's max_prepared_stmt_count both fail.
+//
+// The statements stay prepared until their connection closes: make one
+// PreparedDB (one generated Store) per pool, not one per request. Safe for
+// concurrent use.
 type PreparedDB struct {
 	db      *sql.DB
 	prepare map[string]bool // the statements to run prepared
@@ -79,16 +85,18 @@ func (p *PreparedDB) PrepareContext(ctx context.Context, query string) (*sql.Stm
 }
 
 // stmt returns query's prepared statement, preparing it the first time,
-// or nil when the statement goes as text this time.
+// or nil when the statement goes as text this time (after a failed
+// prepare: database/sql prepares an existing statement again on each
+// connection that has not run it, which fails the same way).
 func (p *PreparedDB) stmt(ctx context.Context, query string) *sql.Stmt {
+	if p.text.take() {
+		return nil
+	}
 	p.mu.Lock()
 	stmt := p.stmts[query]
 	p.mu.Unlock()
 	if stmt != nil {
 		return stmt
-	}
-	if p.text.take() {
-		return nil
 	}
 	stmt, err := p.db.PrepareContext(ctx, query)
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 // TestPreparedDB: the statements given run prepared (the server counts one
 // prepare and an execute per call on the pool's one connection), with the
 // results of the text statement; other statements go as text; a statement
-// the server will not prepare goes as text, and the next ones too.
+// the server will not prepare goes as text, and the next ones too, even
+// those prepared before.
 func TestPreparedDB(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t).Open(t)
@@ -65,4 +66,17 @@ func TestPreparedDB(t *testing.T) {
 	assert.Error(t, func() error { _, err := refused.ExecContext(ctx, missing, "job"); return err }())
 	assert.Equal(t, prepareBackoff-1, refused.text.left, "sent as text")
 	assert.Equal(t, prepares, status("Com_stmt_prepare"), "without a prepare")
+
+	// After a refused prepare, a statement prepared before goes as text too
+	// (another connection would have to prepare it again).
+	both := NewPreparedDB(db, insert, missing)
+	_, err = both.ExecContext(ctx, insert, "job")
+	require.NoError(t, err)
+	_, err = both.ExecContext(ctx, missing, "job")
+	require.Error(t, err)
+	executes = status("Com_stmt_execute")
+	_, err = both.ExecContext(ctx, insert, "job")
+	require.NoError(t, err)
+	assert.Equal(t, executes, status("Com_stmt_execute"), "sent as text")
+	assert.Equal(t, prepareBackoff-1, both.text.left)
 }
