@@ -149,6 +149,9 @@ func (b *batcher) loop() {
 			return
 		}
 		now := clock.Now()
+		for len(b.queue) > 0 && b.queue[0].ls.ctx.Err() != nil {
+			b.drop(b.queue[0].ls) // lost: the watchdog or a renewal said so
+		}
 		// A batch goes once a lease is due, with those due within the
 		// window after now. Not before: a lease whose renewal failed is due
 		// again RenewEvery/4 later (less near its deadline), within the
@@ -175,6 +178,15 @@ func (b *batcher) loop() {
 		b.mu.Unlock()
 		if len(batch) == 0 {
 			if earliest.IsZero() {
+				// Leases out of the queue and not in a batch: none should
+				// be; drop them rather than spin or stop renewing others.
+				b.mu.Lock()
+				for ls, d := range b.due {
+					if d.index < 0 {
+						b.drop(ls)
+					}
+				}
+				b.mu.Unlock()
 				continue
 			}
 			t := clock.NewTimer(earliest.Sub(now))
@@ -212,9 +224,15 @@ func (b *batcher) renew(batch []*Lease) {
 // the leases the database showed lost.
 func (b *batcher) renewLocked(batch []*Lease) (lost []*Lease) {
 	b.mu.Lock()
-	live := batch[:0]
+	// A new slice: batch is the loop's, which drops the leases of it that
+	// are not scheduled again.
+	live := make([]*Lease, 0, len(batch))
 	for _, ls := range batch {
-		if _, ok := b.due[ls]; ok && ls.ctx.Err() == nil {
+		if ls.ctx.Err() != nil {
+			b.drop(ls) // lost while it waited for this batch
+			continue
+		}
+		if _, ok := b.due[ls]; ok {
 			live = append(live, ls)
 		}
 	}
