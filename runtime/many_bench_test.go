@@ -21,7 +21,7 @@ import (
 // The window starts one TTL after the last acquisition: what it measures
 // is the cost of holding, and the first seconds also pay for the 10,000
 // acquisitions (their garbage collected; 78–89 ms CPU/s in that window
-// against 36–52 later, session 15). Run it with -benchtime 1x.
+// against 36–65 later, session 15). Run it with -benchtime 1x.
 func BenchmarkHold10kLeases(b *testing.B) {
 	const leases, window = 10000, 5 * time.Second
 	tdb := testdb.New(b)
