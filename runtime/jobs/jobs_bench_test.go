@@ -439,52 +439,7 @@ func benchRawInsertMany(b *testing.B) (float64, string) {
 // clients, each taking batches of 100 in one transaction, and returns the
 // runs completed per second from the first claim until the queue is empty.
 func benchRawDrainBatches(b *testing.B) (float64, string) {
-	const batch = 100
-	tdb := testdb.New(b)
-	defer tdb.Drop(b)
-	db := benchPool(b, tdb)
-	defer db.Close()
-	prefill(b, benchNode(b, db, "prefill", &jobStats{}), benchWorked)
-	claim := rawClaimBatchSQL(batch)
-	var txns atomic.Int64
-	rate, total, _ := hammer(b, benchClients, 2*time.Minute, func(ctx context.Context, client int) (int, error) {
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		defer func() { _ = tx.Rollback() }()
-		rows, err := tx.QueryContext(ctx, claim, benchQueue)
-		if err != nil {
-			return 0, err
-		}
-		ids := make([]string, 0, batch)
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				_ = rows.Close()
-				return 0, err
-			}
-			ids = append(ids, strconv.FormatInt(id, 10))
-		}
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-		if len(ids) == 0 {
-			return 0, nil
-		}
-		if _, err := tx.ExecContext(ctx, "UPDATE lockgen_runs SET state = 'completed', finished_at = UTC_TIMESTAMP(6) WHERE id IN ("+strings.Join(ids, ",")+")"); err != nil {
-			return 0, err
-		}
-		if err := tx.Commit(); err != nil {
-			return 0, err
-		}
-		txns.Add(1)
-		return len(ids), nil
-	})
-	if got := countRuns(b, db, "state = 'completed'"); got != total || total != benchWorked {
-		b.Fatalf("raw batch drain: %d runs completed in the table, %d counted, %d prefilled", got, total, benchWorked)
-	}
-	return rate, fmt.Sprintf("%d runs in %d transactions", total, txns.Load())
+	return benchRawDrain(b, false)
 }
 
 // benchRawDrainTwoWrites drains benchWorked prefilled runs as a job queue
@@ -495,6 +450,12 @@ func benchRawDrainBatches(b *testing.B) (float64, string) {
 // twice, as lockgen writes it (claim, outcome); 2b writes it once, which
 // no queue that runs handlers outside the claim's transaction can do.
 func benchRawDrainTwoWrites(b *testing.B) (float64, string) {
+	return benchRawDrain(b, true)
+}
+
+// benchRawDrain is benchRawDrainBatches, or benchRawDrainTwoWrites when
+// twoWrites.
+func benchRawDrain(b *testing.B, twoWrites bool) (float64, string) {
 	const batch = 100
 	tdb := testdb.New(b)
 	defer tdb.Drop(b)
@@ -502,9 +463,13 @@ func benchRawDrainTwoWrites(b *testing.B) (float64, string) {
 	defer db.Close()
 	prefill(b, benchNode(b, db, "prefill", &jobStats{}), benchWorked)
 	claim := rawClaimBatchSQL(batch)
+	var opts *sql.TxOptions
+	if twoWrites {
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
 	var txns atomic.Int64
 	rate, total, _ := hammer(b, benchClients, 2*time.Minute, func(ctx context.Context, client int) (int, error) {
-		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		tx, err := db.BeginTx(ctx, opts)
 		if err != nil {
 			return 0, err
 		}
@@ -529,6 +494,16 @@ func benchRawDrainTwoWrites(b *testing.B) (float64, string) {
 			return 0, nil
 		}
 		in := strings.Join(ids, ",")
+		if !twoWrites {
+			if _, err := tx.ExecContext(ctx, "UPDATE lockgen_runs SET state = 'completed', finished_at = UTC_TIMESTAMP(6) WHERE id IN ("+in+")"); err != nil {
+				return 0, err
+			}
+			if err := tx.Commit(); err != nil {
+				return 0, err
+			}
+			txns.Add(1)
+			return len(ids), nil
+		}
 		if _, err := tx.ExecContext(ctx, "UPDATE lockgen_runs SET state = 'running', attempt = attempt + 1, claim = claim + 1, worker = ?, "+
 			"deadline = UTC_TIMESTAMP(6) + INTERVAL 30 SECOND WHERE id IN ("+in+")", fmt.Sprintf("raw-%d", client)); err != nil {
 			return 0, err
@@ -543,10 +518,14 @@ func benchRawDrainTwoWrites(b *testing.B) (float64, string) {
 		txns.Add(1)
 		return len(ids), nil
 	})
-	if got := countRuns(b, db, "state = 'completed'"); got != total || total != benchWorked {
-		b.Fatalf("raw claim, then complete: %d runs completed in the table, %d counted, %d prefilled", got, total, benchWorked)
+	name, note := "raw batch drain", fmt.Sprintf("%d runs in %d transactions", total, txns.Load())
+	if twoWrites {
+		name, note = "raw claim, then complete", fmt.Sprintf("%d runs in %d claims and as many completions", total, txns.Load())
 	}
-	return rate, fmt.Sprintf("%d runs in %d claims and as many completions", total, txns.Load())
+	if got := countRuns(b, db, "state = 'completed'"); got != total || total != benchWorked {
+		b.Fatalf("%s: %d runs completed in the table, %d counted, %d prefilled", name, got, total, benchWorked)
+	}
+	return rate, note
 }
 
 // rawClaimBatchSQL locks up to n due runs of a queue, in claim order,
