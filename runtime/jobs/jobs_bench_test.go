@@ -448,7 +448,9 @@ func benchRawDrainBatches(b *testing.B) (float64, string) {
 // LOCKED, UPDATE to running, COMMIT), then complete it in one autocommit
 // UPDATE; and returns the runs completed per second. A run is written
 // twice, as lockgen writes it (claim, outcome); 2b writes it once, which
-// no queue that runs handlers outside the claim's transaction can do.
+// no queue that runs handlers outside the claim's transaction can do. It
+// claims in READ COMMITTED, as lockgen's claim does; 2b keeps the
+// server's default isolation, as ../shared/peerbench's raw-job-claim does.
 func benchRawDrainTwoWrites(b *testing.B) (float64, string) {
 	return benchRawDrain(b, true)
 }
