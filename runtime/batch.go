@@ -42,6 +42,9 @@ type batcher struct {
 	// flight is held while a batch's statements run, so that Release can
 	// wait for a batch that includes its lease before freeing the row.
 	flight sync.Mutex
+	// afterFlight, when a test sets it, runs after each batch released
+	// flight, before the batch's losses are reported.
+	afterFlight func()
 }
 
 // dueLease is a lease and its next renewal, by clock; index is its place
@@ -212,11 +215,25 @@ func (b *batcher) loop() {
 func (b *batcher) renew(batch []*Lease) {
 	b.flight.Lock()
 	lost := b.renewLocked(batch)
+	// Marked inside flight, so that a Release waiting for this batch finds
+	// the loss when it reads the lease's context; reported outside it, so
+	// that an Observer or logger that releases a lease of this lock does
+	// not deadlock.
+	causes := make([]error, len(lost))
+	for i, ls := range lost {
+		cause := fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe())
+		if ls.markLost(cause) {
+			causes[i] = cause
+		}
+	}
 	b.flight.Unlock()
-	// Outside flight: an Observer or logger that releases a lease of this
-	// lock must not deadlock.
-	for _, ls := range lost {
-		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
+	if b.afterFlight != nil {
+		b.afterFlight()
+	}
+	for i, ls := range lost {
+		if causes[i] != nil {
+			ls.logLoss(causes[i])
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -290,4 +291,78 @@ func TestFailingBatchedRenewalsAreSpacedOut(t *testing.T) {
 	t.Logf("%d batched renewals tried while the database was cut off", tried)
 	assert.Less(t, tried, int64(100), "batched renewals tried while the database was cut off")
 	proxy.Restore()
+}
+
+// heldRenewals is the real store whose next batched renewal, once armed,
+// waits until the test lets it go.
+type heldRenewals struct {
+	lockgendb.Store
+	armed   atomic.Bool
+	started chan struct{}
+	proceed chan struct{}
+}
+
+func (s *heldRenewals) LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (int64, error) {
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.started)
+		<-s.proceed
+	}
+	return s.Store.LeaseRenewMany(ctx, name, owner, keys, tokens, ttl)
+}
+
+// TestReleaseWaitingForABatchReportsTheLossItFound: a batched renewal finds
+// a lease expired while that lease's Release waits for the batch. Release,
+// Err and the Observer all report the loss. The batch used to record the
+// loss only after letting Release go, so when Release ran first (here
+// made certain: the batch goes on only once Release returned), Err said
+// ErrReleased and the Observer never heard of it.
+func TestReleaseWaitingForABatchReportsTheLossItFound(t *testing.T) {
+	tdb := testdb.New(t)
+	db := tdb.Open(t)
+	rec := &recorder{}
+	store := &heldRenewals{Store: lockgendb.NewStore(db), started: make(chan struct{}), proceed: make(chan struct{})}
+	c, err := runtime.NewClient(store, runtime.WithObserver(rec))
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "waited", Keyed: true, TTL: 3 * time.Second, RenewEvery: 100 * time.Millisecond})
+	require.NoError(t, err)
+	releaseDone := make(chan struct{})
+	var once sync.Once
+	runtime.SetAfterBatchForTest(l, func() {
+		if !store.armed.Load() && isClosed(store.started) {
+			once.Do(func() { <-releaseDone })
+		}
+	})
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "a")
+	require.NoError(t, err)
+
+	store.armed.Store(true)
+	select {
+	case <-store.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batched renewal started")
+	}
+	// The row expires by the database clock while the batch waits to send
+	// its renewal, which therefore finds the lease lost.
+	_, err = db.ExecContext(ctx, "UPDATE lockgen_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name = 'waited' AND lock_key = 'a'")
+	require.NoError(t, err)
+	released := make(chan error, 1)
+	go func() { released <- lease.Release(ctx) }()
+	time.Sleep(100 * time.Millisecond) // Release reaches the batch in flight and waits
+	close(store.proceed)
+
+	err = <-released
+	close(releaseDone)
+	require.ErrorIs(t, err, runtime.ErrLeaseLost)
+	require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost, "the lease ended lost, not released")
+	require.Eventually(t, func() bool { return rec.count("lost waited") == 1 }, 5*time.Second, 10*time.Millisecond)
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

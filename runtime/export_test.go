@@ -52,3 +52,10 @@ func ReportClusterForTest(c *Client, cluster probe.Cluster) {
 func PauseGuardForTest(c *Client, pause func()) {
 	c.guardPause = pause
 }
+
+// SetAfterBatchForTest has f run after each renewal batch of keyed lease
+// lock l released its flight, before the batch reports its losses. Set it
+// before l's first lease.
+func SetAfterBatchForTest(l *Lock, f func()) {
+	l.batcher.afterFlight = f
+}

@@ -245,14 +245,22 @@ func (ls *Lease) expire(async bool) {
 // ended already. A renewal that returns while Release waits for it still
 // counts: the holding was in force until then.
 func (ls *Lease) lose(cause error) {
+	if ls.markLost(cause) {
+		ls.logLoss(cause)
+	}
+}
+
+// markLost ends the lease with cause unless it ended already, and reports
+// whether it did; the caller then reports the loss (logLoss), outside any
+// lock an Observer or logger could need.
+func (ls *Lease) markLost(cause error) bool {
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	if ls.ctx.Err() != nil {
-		ls.mu.Unlock()
-		return
+		return false
 	}
 	ls.cancel(cause)
-	ls.mu.Unlock()
-	ls.logLoss(cause)
+	return true
 }
 
 func (ls *Lease) logLoss(cause error) {
