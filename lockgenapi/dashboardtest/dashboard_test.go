@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -232,6 +233,38 @@ func artifacts(t *testing.T, server string) string {
 	return dir
 }
 
+// logServerWaits logs what the server shows of the sessions and lock waits
+// of the deployment's database, for a test that did not see a waiter.
+func logServerWaits(t *testing.T, db *sql.DB) {
+	t.Helper()
+	for _, q := range []string{
+		"SELECT id, user, db, command, time, state, LEFT(info, 200) FROM information_schema.PROCESSLIST WHERE db = DATABASE()",
+		"SELECT * FROM performance_schema.data_locks WHERE OBJECT_SCHEMA = DATABASE()",
+		"SELECT * FROM information_schema.INNODB_LOCK_WAITS",
+	} {
+		rows, err := db.Query(q)
+		if err != nil {
+			t.Logf("%s: %v", q, err)
+			continue
+		}
+		cols, _ := rows.Columns()
+		t.Logf("%s: columns %v", q, cols)
+		for rows.Next() {
+			vals := make([]sql.NullString, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Logf("scan: %v", err)
+				break
+			}
+			t.Logf("  %v", vals)
+		}
+		_ = rows.Close()
+	}
+}
+
 func shoot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -252,16 +285,23 @@ func TestDashboardInABrowser(t *testing.T) {
 	ctx := browser(t)
 	shots := artifacts(t, d.server)
 	// web-2's wait for invoice 7 has reached the server.
-	require.Eventually(t, func() bool {
+	var lastPage []byte
+	if !assert.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/api/v1/locks?name=invoices")
 		require.NoError(t, err)
 		defer resp.Body.Close()
+		lastPage, err = io.ReadAll(resp.Body)
+		require.NoError(t, err)
 		var page struct {
 			Items []struct{ Waiters *int64 }
 		}
-		require.NoError(t, json.NewDecoder(resp.Body).Decode(&page))
+		require.NoError(t, json.Unmarshal(lastPage, &page))
 		return len(page.Items) == 1 && page.Items[0].Waiters != nil && *page.Items[0].Waiters == 1
-	}, 30*time.Second, 150*time.Millisecond, "the API counts web-2 waiting for invoice 7") // MariaDB refreshes its lock waits only when unread for 100 ms
+	}, 30*time.Second, 150*time.Millisecond, "the API counts web-2 waiting for invoice 7") { // MariaDB refreshes its lock waits only when unread for 100 ms
+		t.Logf("the last page: %s", lastPage)
+		logServerWaits(t, d.db)
+		t.FailNow()
+	}
 
 	var discarded []int64
 	rows, err := d.db.Query("SELECT id FROM dash_runs WHERE state = 'discarded' ORDER BY id")
