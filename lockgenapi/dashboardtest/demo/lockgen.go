@@ -207,10 +207,11 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		return nil, err
 	}
 	if l.invoicesLock, err = client.Lock(runtime.LockConfig{
-		Name:     InvoicesLockName,
-		Strategy: runtime.StrategyRow,
-		Keyed:    true,
-		Wait:     time.Minute,
+		Name:        InvoicesLockName,
+		Strategy:    runtime.StrategyRow,
+		Keyed:       true,
+		Wait:        time.Minute,
+		IdleTimeout: 10 * time.Minute,
 	}); err != nil {
 		return nil, err
 	}
@@ -516,7 +517,7 @@ func (l *Locks) PruneOrdersLocks(ctx context.Context, olderThan time.Duration) (
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
 // transaction ends, also when the holder's connection dies or stays silent for
-// 20s (idle_timeout: a holder cut off by a partition, or a holding that sends
+// 10m (idle_timeout: a holder cut off by a partition, or a holding that sends
 // no statement that long), and then rolls back the transaction's writes. A row
 // lock is not renewed and has no ttl: if the server ends the transaction early
 // (the connection broke, or a deadlock in the transaction's own statements
@@ -561,7 +562,7 @@ func (l *Locks) WithInvoicesLockTx(ctx context.Context, invoiceID int64, fn func
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
 // transaction ends, also when the holder's connection dies or stays silent for
-// 20s (idle_timeout: a holder cut off by a partition, or a holding that sends
+// 10m (idle_timeout: a holder cut off by a partition, or a holding that sends
 // no statement that long), and then rolls back the transaction's writes. The
 // holding lasts until lease.Release, which the caller must call: it commits
 // the transaction (lease.Tx()), and writes made in it commit with the release.
@@ -585,7 +586,7 @@ func (l *Locks) TryInvoicesLock(ctx context.Context, invoiceID int64) (*Lease, e
 // Strategy row: the lock row stays locked (SELECT ... FOR UPDATE) by a
 // transaction that lasts the holding; the server frees it when that
 // transaction ends, also when the holder's connection dies or stays silent for
-// 20s (idle_timeout: a holder cut off by a partition, or a holding that sends
+// 10m (idle_timeout: a holder cut off by a partition, or a holding that sends
 // no statement that long), and then rolls back the transaction's writes. The
 // holding lasts until lease.Release, which the caller must call: it commits
 // the transaction (lease.Tx()), and writes made in it commit with the release.
