@@ -146,7 +146,8 @@ func (b *batcher) remove(ls *Lease) {
 }
 
 // drop forgets ls; b.mu is held. Its entry in the queue, if any, is
-// skipped when it comes up.
+// skipped when it comes up, at most RenewEvery later: until then the entry
+// keeps the released Lease in memory.
 func (b *batcher) drop(ls *Lease) {
 	if d, ok := b.due[ls]; ok {
 		delete(b.due, ls)
@@ -215,7 +216,7 @@ func (b *batcher) loop() {
 		}
 		b.mu.Unlock()
 		if len(batch) == 0 {
-			if earliest.IsZero() {
+			if earliest.IsZero() { // the queue was empty
 				// Leases out of the queue and not in a batch: none should
 				// be; drop them rather than spin or stop renewing others.
 				b.mu.Lock()

@@ -321,12 +321,17 @@ func TestReleaseWaitingForABatchReportsTheLossItFound(t *testing.T) {
 	db := tdb.Open(t)
 	rec := &recorder{}
 	store := &heldRenewals{Store: lockgendb.NewStore(db), started: make(chan struct{}), proceed: make(chan struct{})}
+	var proceedOnce sync.Once
+	letGo := func() { proceedOnce.Do(func() { close(store.proceed) }) }
+	t.Cleanup(letGo) // a failure before letGo must not leave the batch blocked
 	c, err := runtime.NewClient(store, runtime.WithObserver(rec))
 	require.NoError(t, err)
 	l, err := c.Lock(runtime.LockConfig{Name: "waited", Keyed: true, TTL: 3 * time.Second, RenewEvery: 100 * time.Millisecond})
 	require.NoError(t, err)
 	releaseDone := make(chan struct{})
-	var once sync.Once
+	var once, doneOnce sync.Once
+	released := func() { doneOnce.Do(func() { close(releaseDone) }) }
+	t.Cleanup(released)
 	runtime.SetAfterBatchForTest(l, func() {
 		if !store.armed.Load() && isClosed(store.started) {
 			once.Do(func() { <-releaseDone })
@@ -346,13 +351,13 @@ func TestReleaseWaitingForABatchReportsTheLossItFound(t *testing.T) {
 	// its renewal, which therefore finds the lease lost.
 	_, err = db.ExecContext(ctx, "UPDATE lockgen_locks SET expires_at = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE name = 'waited' AND lock_key = 'a'")
 	require.NoError(t, err)
-	released := make(chan error, 1)
-	go func() { released <- lease.Release(ctx) }()
+	releaseErr := make(chan error, 1)
+	go func() { releaseErr <- lease.Release(ctx) }()
 	time.Sleep(100 * time.Millisecond) // Release reaches the batch in flight and waits
-	close(store.proceed)
+	letGo()
 
-	err = <-released
-	close(releaseDone)
+	err = <-releaseErr
+	released()
 	require.ErrorIs(t, err, runtime.ErrLeaseLost)
 	require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost, "the lease ended lost, not released")
 	require.Eventually(t, func() bool { return rec.count("lost waited") == 1 }, 5*time.Second, 10*time.Millisecond)

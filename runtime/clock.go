@@ -22,7 +22,9 @@ type Timer interface {
 	C() <-chan time.Time
 	// Stop prevents the timer from firing; false if it already fired or stopped.
 	Stop() bool
-	// Reset changes the timer to fire after d.
+	// Reset changes the timer to fire after d, whether it is pending,
+	// fired or stopped: the runtime moves a lease's pending watchdog
+	// with each renewal.
 	Reset(d time.Duration) bool
 }
 

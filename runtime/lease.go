@@ -224,7 +224,8 @@ func (ls *Lease) extend(deadline time.Time) {
 }
 
 // checkDeadline runs when the watchdog fires: the lease is lost unless a
-// renewal moved the deadline, in which case the watchdog is re-armed.
+// renewal moved the deadline just before (extend moves the watchdog too,
+// but may lose that race), in which case the watchdog is re-armed.
 func (ls *Lease) checkDeadline() { ls.expire(false) }
 
 // expire is checkDeadline; from Err (async), the Observer and the logger
