@@ -44,10 +44,15 @@ type completer struct {
 	// rejected counts the server's rejections per queued outcome; only
 	// loop uses it.
 	rejected map[*Run]int
+	// unsure holds the queued completions whose last statement ended
+	// without an answer (a lost connection, a COMMIT whose reply was
+	// lost): it may have recorded them, so that a retry matching nothing
+	// is no sign of a late completion. Only loop uses it.
+	unsure map[*Run]bool
 }
 
 func newCompleter(w *Worker) *completer {
-	return &completer{w: w, signal: make(chan struct{}, 1), rejected: map[*Run]int{}}
+	return &completer{w: w, signal: make(chan struct{}, 1), rejected: map[*Run]int{}, unsure: map[*Run]bool{}}
 }
 
 // maxUnrecorded is how many outcomes may wait to be recorded before the
@@ -214,6 +219,7 @@ func (r *completer) record(items []outcome) (done map[*Run]bool, busy []outcome,
 			for _, o := range os {
 				done[o.run] = true
 				delete(r.rejected, o.run)
+				delete(r.unsure, o.run)
 			}
 			return true
 		}
@@ -227,11 +233,20 @@ func (r *completer) record(items []outcome) (done map[*Run]bool, busy []outcome,
 			return true
 		}
 		var me *mysql.MySQLError
-		if !errors.As(err, &me) || servererr.IsRefusal(err) {
-			// A lost connection, or the server turning the statement away
-			// for a reason that is not the outcome's (too many connections,
-			// a user limit, a rotated password, read-only): end the round
-			// and retry later, counting no rejection (the chaos harness saw
+		if !errors.As(err, &me) {
+			// A lost connection or a timeout: no answer, so the statement
+			// may have applied. End the round and retry later, counting
+			// no rejection.
+			for _, o := range os {
+				r.unsure[o.run] = true
+			}
+			return false
+		}
+		if servererr.IsRefusal(err) {
+			// The server turned the statement away for a reason that is
+			// not the outcome's (too many connections, a user limit, a
+			// rotated password, read-only): end the round and retry
+			// later, counting no rejection (the chaos harness saw
 			// successes of last attempts dropped after five 1226s).
 			return false
 		}
@@ -240,6 +255,7 @@ func (r *completer) record(items []outcome) (done map[*Run]bool, busy []outcome,
 				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued: run again, or orphaned on its last attempt", "job", o.run.Job, "queue", r.w.cfg.Queue, "run_id", o.run.ID, "attempt", o.run.Attempt, "error", err)
 				done[o.run] = true
 				delete(r.rejected, o.run)
+				delete(r.unsure, o.run)
 			}
 		}
 		return true
@@ -307,7 +323,18 @@ func (r *completer) complete(items []outcome) (busy []outcome, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if gone := len(claims) - int(done.Completed) - len(done.Busy); gone > 0 {
+	unsure := 0
+	for _, o := range items {
+		if r.unsure[o.run] {
+			unsure++
+		}
+	}
+	gone := len(claims) - int(done.Completed) - len(done.Busy)
+	if gone > 0 && gone <= unsure {
+		r.w.jobs.log.Debug("lockgen: completions retried after a statement that ended without an answer matched no running run: that statement most likely recorded them",
+			"queue", r.w.cfg.Queue, "runs", gone)
+	}
+	if gone -= unsure; gone > 0 {
 		r.w.jobs.log.Warn("lockgen: completions arrived too late and matched no running or orphaned run: "+
 			"while they could not be recorded, their runs were rescued and made due again (a new attempt may run them), "+
 			"or retried or cancelled by an operator, or pruned", "queue", r.w.cfg.Queue, "runs", gone)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
@@ -288,6 +290,53 @@ func TestJobsCompletionIsRetriedAfterDeadlocksAndRefusals(t *testing.T) {
 			assert.Less(t, store.left.Load(), int32(0), "every failure was met")
 		})
 	}
+}
+
+// lostReplyCompletes is a store whose first completion is recorded but
+// whose reply is lost: the statement applied, the worker sees a broken
+// connection.
+type lostReplyCompletes struct {
+	lockgendb.Store
+	calls atomic.Int32
+}
+
+func (s *lostReplyCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
+	done, err := s.Store.RunsComplete(ctx, claims)
+	if s.calls.Add(1) == 1 && err == nil && done.Completed > 0 {
+		return driver.Completion{}, fmt.Errorf("reading the reply: %w", mysql.ErrInvalidConn)
+	}
+	return done, err
+}
+
+// TestJobsCompletionRetriedAfterALostReplyIsNoLateCompletion: a completion
+// whose statement applied but whose reply was lost is retried; the retry
+// matches no running run, since the lost statement recorded it. That is
+// logged at Debug, not as the warning for completions that arrived too
+// late (whose runs may run again), which the retry used to log.
+func TestJobsCompletionRetriedAfterALostReplyIsNoLateCompletion(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	var out lineWriter
+	store := &lostReplyCompletes{Store: lockgendb.NewStore(tdb.Open(t))}
+	client, err := runtime.NewClient(store, runtime.WithOwner("node"),
+		runtime.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	require.NoError(t, err)
+	j, err := jobs.NewClient(client, store)
+	require.NoError(t, err)
+	var handled atomic.Int32
+	startWorker(t, j, jobs.WorkerConfig{PollMin: 10 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error {
+			handled.Add(1)
+			return nil
+		}}}})
+	id, err := j.Enqueue(ctx, nil, newRun("noop"))
+	require.NoError(t, err)
+	info := waitState(t, j, id, jobs.RunCompleted)
+	require.Eventually(t, func() bool { return store.calls.Load() >= 2 }, 10*time.Second, 10*time.Millisecond, "the completion is retried")
+	require.Eventually(t, func() bool { return len(out.matching("level=DEBUG", "most likely recorded them")) > 0 }, 5*time.Second, 10*time.Millisecond)
+	assert.Empty(t, out.matching("arrived too late"), "the retry of a recorded completion is no late completion")
+	assert.Equal(t, 1, info.Attempt)
+	assert.Equal(t, int32(1), handled.Load(), "handled once")
 }
 
 // TestJobsRowLockedByAnAdminDelaysNoOtherHeartbeat: while an admin
