@@ -323,18 +323,17 @@ func (r *completer) complete(items []outcome) (busy []outcome, err error) {
 	if err != nil {
 		return nil, err
 	}
-	unsure := 0
-	for _, o := range items {
-		if r.unsure[o.run] {
-			unsure++
+	gone := len(claims) - int(done.Completed) - len(done.Busy)
+	if gone > 0 {
+		// A completion whose earlier statement ended without an answer
+		// matches nothing when that statement recorded it: not late.
+		if recorded := r.recordedEarlier(items, int(done.Completed)); recorded > 0 {
+			r.w.jobs.log.Debug("lockgen: completions retried after a statement that ended without an answer were recorded by that statement",
+				"queue", r.w.cfg.Queue, "runs", recorded)
+			gone -= recorded
 		}
 	}
-	gone := len(claims) - int(done.Completed) - len(done.Busy)
-	if gone > 0 && gone <= unsure {
-		r.w.jobs.log.Debug("lockgen: completions retried after a statement that ended without an answer matched no running run: that statement most likely recorded them",
-			"queue", r.w.cfg.Queue, "runs", gone)
-	}
-	if gone -= unsure; gone > 0 {
+	if gone > 0 {
 		r.w.jobs.log.Warn("lockgen: completions arrived too late and matched no running or orphaned run: "+
 			"while they could not be recorded, their runs were rescued and made due again (a new attempt may run them), "+
 			"or retried or cancelled by an operator, or pruned", "queue", r.w.cfg.Queue, "runs", gone)
@@ -349,6 +348,35 @@ func (r *completer) complete(items []outcome) (busy []outcome, err error) {
 		}
 	}
 	return busy, nil
+}
+
+// recordedEarlier counts the completions of items that an earlier
+// statement recorded, one that ended without an answer (none unless such a
+// statement carried one of items): of the runs of items now completed with
+// the same claim, those that the statement that just ran did not complete
+// (completedNow). It reads each item's run, one statement each; a run it
+// cannot read counts as not completed.
+func (r *completer) recordedEarlier(items []outcome, completedNow int) int {
+	unsure := false
+	for _, o := range items {
+		unsure = unsure || r.unsure[o.run]
+	}
+	if !unsure {
+		return 0
+	}
+	completed := 0
+	for _, o := range items {
+		var info driver.RunInfo
+		var found bool
+		err := r.statement(func(ctx context.Context) (err error) {
+			info, found, err = r.w.jobs.store.RunGet(ctx, o.run.ID)
+			return err
+		})
+		if err == nil && found && info.State == driver.RunCompleted && info.Claim == o.run.Claim {
+			completed++
+		}
+	}
+	return max(completed-completedNow, 0)
 }
 
 // snooze gives back a run whose handler snoozed it or whose singleton lock

@@ -333,7 +333,7 @@ func TestJobsCompletionRetriedAfterALostReplyIsNoLateCompletion(t *testing.T) {
 	require.NoError(t, err)
 	info := waitState(t, j, id, jobs.RunCompleted)
 	require.Eventually(t, func() bool { return store.calls.Load() >= 2 }, 10*time.Second, 10*time.Millisecond, "the completion is retried")
-	require.Eventually(t, func() bool { return len(out.matching("level=DEBUG", "most likely recorded them")) > 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(out.matching("level=DEBUG", "were recorded by that statement")) > 0 }, 5*time.Second, 10*time.Millisecond)
 	assert.Empty(t, out.matching("arrived too late"), "the retry of a recorded completion is no late completion")
 	assert.Equal(t, 1, info.Attempt)
 	assert.Equal(t, int32(1), handled.Load(), "handled once")
