@@ -368,6 +368,18 @@ func (s *deadlockingStore) RunsRescue(context.Context, int) (int64, error) {
 }
 
 // lineWriter collects log lines.
+// jobsLoggingAtDebug is jobsOn with a text log at Debug level, returned.
+func jobsLoggingAtDebug(t *testing.T, store driver.JobStore, owner string) (*jobs.Client, *lineWriter) {
+	t.Helper()
+	out := &lineWriter{}
+	client, err := runtime.NewClient(store, runtime.WithOwner(owner),
+		runtime.WithLogger(slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	require.NoError(t, err)
+	j, err := jobs.NewClient(client, store)
+	require.NoError(t, err)
+	return j, out
+}
+
 type lineWriter struct {
 	mu    sync.Mutex
 	lines []string
@@ -402,13 +414,8 @@ func (w *lineWriter) matching(parts ...string) []string {
 func TestJobsRetriedDeadlocksLogAtDebug(t *testing.T) {
 	tdb := testdb.New(t)
 	ctx := context.Background()
-	var out lineWriter
 	store := &deadlockingStore{Store: lockgendb.NewStore(tdb.Open(t))}
-	client, err := runtime.NewClient(store, runtime.WithOwner("node"),
-		runtime.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	require.NoError(t, err)
-	j, err := jobs.NewClient(client, store)
-	require.NoError(t, err)
+	j, out := jobsLoggingAtDebug(t, store, "node")
 	startWorker(t, j, jobs.WorkerConfig{RescueEvery: 10 * time.Millisecond, PollMin: 10 * time.Millisecond,
 		Handlers: map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error { return nil }}}})
 	id, err := j.Enqueue(ctx, nil, newRun("noop"))

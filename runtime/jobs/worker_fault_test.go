@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -16,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lockgen/lockgen/runtime"
 	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/tcpproxy"
@@ -272,24 +270,31 @@ func TestJobsCompletionIsRetriedAfterDeadlocksAndRefusals(t *testing.T) {
 	for _, number := range []uint16{1213, 1205, 1226, 1040, 1045, 1290, 1047, 3100, 3032} {
 		t.Run(fmt.Sprint(number), func(t *testing.T) {
 			tdb := testdb.New(t)
-			ctx := context.Background()
 			store := &erroringCompletes{Store: lockgendb.NewStore(tdb.Open(t)), number: number}
 			store.left.Store(8)
 			j := jobsOn(t, store, "node")
-			var handled atomic.Int32
-			startWorker(t, j, jobs.WorkerConfig{Lease: time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond,
-				Handlers: map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error {
-					handled.Add(1)
-					return nil
-				}}}})
-			id, err := j.Enqueue(ctx, nil, newRun("noop"))
-			require.NoError(t, err)
-			info := waitState(t, j, id, jobs.RunCompleted)
+			info, handled := completeOneNoop(t, j, jobs.WorkerConfig{Lease: time.Second, RescueEvery: 50 * time.Millisecond, PollMin: 10 * time.Millisecond})
 			assert.Equal(t, 1, info.Attempt, "completed as its first attempt")
 			assert.Equal(t, int32(1), handled.Load(), "handled once")
 			assert.Less(t, store.left.Load(), int32(0), "every failure was met")
 		})
 	}
+}
+
+// completeOneNoop starts a worker with cfg and a "noop" handler that counts
+// its calls, enqueues one run of it and waits until the run completed. It
+// returns the run and the handler's count.
+func completeOneNoop(t *testing.T, j *jobs.Client, cfg jobs.WorkerConfig) (jobs.RunInfo, *atomic.Int32) {
+	t.Helper()
+	handled := &atomic.Int32{}
+	cfg.Handlers = map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error {
+		handled.Add(1)
+		return nil
+	}}}
+	startWorker(t, j, cfg)
+	id, err := j.Enqueue(context.Background(), nil, newRun("noop"))
+	require.NoError(t, err)
+	return waitState(t, j, id, jobs.RunCompleted), handled
 }
 
 // lostReplyCompletes is a store whose first completion is recorded but
@@ -315,23 +320,9 @@ func (s *lostReplyCompletes) RunsComplete(ctx context.Context, claims []driver.C
 // late (whose runs may run again), which the retry used to log.
 func TestJobsCompletionRetriedAfterALostReplyIsNoLateCompletion(t *testing.T) {
 	tdb := testdb.New(t)
-	ctx := context.Background()
-	var out lineWriter
 	store := &lostReplyCompletes{Store: lockgendb.NewStore(tdb.Open(t))}
-	client, err := runtime.NewClient(store, runtime.WithOwner("node"),
-		runtime.WithLogger(slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))))
-	require.NoError(t, err)
-	j, err := jobs.NewClient(client, store)
-	require.NoError(t, err)
-	var handled atomic.Int32
-	startWorker(t, j, jobs.WorkerConfig{PollMin: 10 * time.Millisecond,
-		Handlers: map[string]jobs.JobHandler{"noop": {Handle: func(context.Context, *jobs.Run) error {
-			handled.Add(1)
-			return nil
-		}}}})
-	id, err := j.Enqueue(ctx, nil, newRun("noop"))
-	require.NoError(t, err)
-	info := waitState(t, j, id, jobs.RunCompleted)
+	j, out := jobsLoggingAtDebug(t, store, "node")
+	info, handled := completeOneNoop(t, j, jobs.WorkerConfig{PollMin: 10 * time.Millisecond})
 	require.Eventually(t, func() bool { return store.calls.Load() >= 2 }, 10*time.Second, 10*time.Millisecond, "the completion is retried")
 	require.Eventually(t, func() bool { return len(out.matching("level=DEBUG", "were recorded by that statement")) > 0 }, 5*time.Second, 10*time.Millisecond)
 	assert.Empty(t, out.matching("arrived too late"), "the retry of a recorded completion is no late completion")
