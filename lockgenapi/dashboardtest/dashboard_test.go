@@ -239,8 +239,8 @@ func logServerWaits(t *testing.T, db *sql.DB) {
 	t.Helper()
 	for _, q := range []string{
 		"SELECT id, user, db, command, time, state, LEFT(info, 200) FROM information_schema.PROCESSLIST WHERE db = DATABASE()",
-		"SELECT * FROM performance_schema.data_locks WHERE OBJECT_SCHEMA = DATABASE()",
-		"SELECT * FROM information_schema.INNODB_LOCK_WAITS",
+		"SELECT * FROM performance_schema.data_locks WHERE OBJECT_SCHEMA = DATABASE()", // MySQL
+		"SELECT * FROM information_schema.INNODB_LOCK_WAITS",                           // MariaDB
 	} {
 		rows, err := db.Query(q)
 		if err != nil {
@@ -260,6 +260,9 @@ func logServerWaits(t *testing.T, db *sql.DB) {
 				break
 			}
 			t.Logf("  %v", vals)
+		}
+		if err := rows.Err(); err != nil {
+			t.Logf("%s: %v", q, err)
 		}
 		_ = rows.Close()
 	}
@@ -285,20 +288,26 @@ func TestDashboardInABrowser(t *testing.T) {
 	ctx := browser(t)
 	shots := artifacts(t, d.server)
 	// web-2's wait for invoice 7 has reached the server.
-	var lastPage []byte
+	var pageMu sync.Mutex
+	var lastPage []byte // Eventually's condition may still run when it gives up
 	if !assert.Eventually(t, func() bool {
 		resp, err := http.Get(base + "/api/v1/locks?name=invoices")
 		require.NoError(t, err)
 		defer resp.Body.Close()
-		lastPage, err = io.ReadAll(resp.Body)
+		body, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
+		pageMu.Lock()
+		lastPage = body
+		pageMu.Unlock()
 		var page struct {
 			Items []struct{ Waiters *int64 }
 		}
-		require.NoError(t, json.Unmarshal(lastPage, &page))
+		require.NoError(t, json.Unmarshal(body, &page))
 		return len(page.Items) == 1 && page.Items[0].Waiters != nil && *page.Items[0].Waiters == 1
 	}, 30*time.Second, 150*time.Millisecond, "the API counts web-2 waiting for invoice 7") { // MariaDB refreshes its lock waits only when unread for 100 ms
+		pageMu.Lock()
 		t.Logf("the last page: %s", lastPage)
+		pageMu.Unlock()
 		logServerWaits(t, d.db)
 		t.FailNow()
 	}

@@ -44,10 +44,11 @@ type completer struct {
 	// rejected counts the server's rejections per queued outcome; only
 	// loop uses it.
 	rejected map[*Run]int
-	// unsure holds the queued completions whose last statement ended
-	// without an answer (a lost connection, a COMMIT whose reply was
-	// lost): it may have recorded them, so that a retry matching nothing
-	// is no sign of a late completion. Only loop uses it.
+	// unsure holds the queued outcomes that a statement which failed
+	// carried (a lost connection, a COMMIT whose reply was lost, a read
+	// after the UPDATE that failed): it may have recorded them, so that a
+	// retry matching nothing is no sign of a late completion. Only loop
+	// uses it; an outcome leaves it when it leaves the queue.
 	unsure map[*Run]bool
 }
 
@@ -162,6 +163,9 @@ func (r *completer) loop() {
 			}
 		}
 		done, busy, err := r.record(items)
+		for run := range done {
+			delete(r.unsure, run) // it leaves the queue
+		}
 		r.mu.Lock()
 		r.queue = slices.DeleteFunc(r.queue, func(o outcome) bool { return done[o.run] })
 		left := len(r.queue)
@@ -219,12 +223,16 @@ func (r *completer) record(items []outcome) (done map[*Run]bool, busy []outcome,
 			for _, o := range os {
 				done[o.run] = true
 				delete(r.rejected, o.run)
-				delete(r.unsure, o.run)
 			}
 			return true
 		}
 		if firstErr == nil {
 			firstErr = err
+		}
+		// Whatever the error, the statement may have recorded some of
+		// them (a completion is an UPDATE that commits, then a read).
+		for _, o := range os {
+			r.unsure[o.run] = true
 		}
 		if servererr.IsTransient(err) {
 			// A deadlock or a lock wait timeout rolled the statement
@@ -234,12 +242,8 @@ func (r *completer) record(items []outcome) (done map[*Run]bool, busy []outcome,
 		}
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) {
-			// A lost connection or a timeout: no answer, so the statement
-			// may have applied. End the round and retry later, counting
-			// no rejection.
-			for _, o := range os {
-				r.unsure[o.run] = true
-			}
+			// A lost connection or a timeout: end the round and retry
+			// later, counting no rejection.
 			return false
 		}
 		if servererr.IsRefusal(err) {
@@ -255,7 +259,6 @@ func (r *completer) record(items []outcome) (done map[*Run]bool, busy []outcome,
 				r.w.jobs.log.Error("lockgen: the database rejects a run's outcome; the run will be rescued: run again, or orphaned on its last attempt", "job", o.run.Job, "queue", r.w.cfg.Queue, "run_id", o.run.ID, "attempt", o.run.Attempt, "error", err)
 				done[o.run] = true
 				delete(r.rejected, o.run)
-				delete(r.unsure, o.run)
 			}
 		}
 		return true
@@ -327,7 +330,7 @@ func (r *completer) complete(items []outcome) (busy []outcome, err error) {
 	if gone > 0 {
 		// A completion whose earlier statement ended without an answer
 		// matches nothing when that statement recorded it: not late.
-		if recorded := r.recordedEarlier(items, int(done.Completed)); recorded > 0 {
+		if recorded := min(r.recordedEarlier(items, done), gone); recorded > 0 {
 			r.w.jobs.log.Debug("lockgen: completions retried after a statement that ended without an answer were recorded by that statement",
 				"queue", r.w.cfg.Queue, "runs", recorded)
 			gone -= recorded
@@ -351,12 +354,12 @@ func (r *completer) complete(items []outcome) (busy []outcome, err error) {
 }
 
 // recordedEarlier counts the completions of items that an earlier
-// statement recorded, one that ended without an answer (none unless such a
-// statement carried one of items): of the runs of items now completed with
-// the same claim, those that the statement that just ran did not complete
-// (completedNow). It reads each item's run, one statement each; a run it
-// cannot read counts as not completed.
-func (r *completer) recordedEarlier(items []outcome, completedNow int) int {
+// statement recorded, one that failed (none unless such a statement
+// carried one of items): of the runs of items not busy in done, those now
+// completed with the same claim, less those that done itself completed. It
+// reads those runs, one statement each, and returns 0 at the first read
+// that fails: unsure, the caller warns.
+func (r *completer) recordedEarlier(items []outcome, done driver.Completion) int {
 	unsure := false
 	for _, o := range items {
 		unsure = unsure || r.unsure[o.run]
@@ -364,19 +367,30 @@ func (r *completer) recordedEarlier(items []outcome, completedNow int) int {
 	if !unsure {
 		return 0
 	}
+	busy := make(map[driver.Claim]bool, len(done.Busy))
+	for _, c := range done.Busy {
+		busy[c] = true
+	}
 	completed := 0
 	for _, o := range items {
+		c := driver.Claim{ID: o.run.ID, Claim: o.run.Claim}
+		if busy[c] {
+			continue // still running with this claim when done looked
+		}
 		var info driver.RunInfo
 		var found bool
 		err := r.statement(func(ctx context.Context) (err error) {
 			info, found, err = r.w.jobs.store.RunGet(ctx, o.run.ID)
 			return err
 		})
-		if err == nil && found && info.State == driver.RunCompleted && info.Claim == o.run.Claim {
+		if err != nil {
+			return 0
+		}
+		if found && info.State == driver.RunCompleted && info.Claim == o.run.Claim {
 			completed++
 		}
 	}
-	return max(completed-completedNow, 0)
+	return max(completed-int(done.Completed), 0)
 }
 
 // snooze gives back a run whose handler snoozed it or whose singleton lock

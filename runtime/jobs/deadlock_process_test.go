@@ -205,6 +205,7 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 	childDeadlocks := make([]map[string]int, workers)
 	logged := map[string]int{}
 	timeouts := map[string]int{}
+	timedOut := map[string]bool{} // the workers that logged a statement past its deadline
 	var warnings []string
 	for i := 0; i < workers; i++ {
 		child := exec.Command(os.Args[0], "-test.run=^$")
@@ -236,6 +237,7 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 					// machine was starved (two cores, three workers and
 					// the server), not locked. Counted, not failed on.
 					timeouts[r.Msg]++
+					timedOut["worker-"+strconv.Itoa(i)] = true
 				case r.Level == "WARN" || r.Level == "ERROR":
 					warnings = append(warnings, r.Level+" "+r.Msg+": "+r.Error)
 				}
@@ -300,9 +302,11 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 		require.NoError(t, json.Unmarshal(historyJSON, &history), "run %d", id)
 		// Attempts rescued from a live worker: on a starved machine a
 		// claim can run past its deadline after it committed, so the
-		// worker never starts the runs it claimed; they are rescued once
-		// their lease expires. Such an attempt may not have run (never
-		// twice); the others must have run exactly once.
+		// worker never starts the runs it claimed (or a heartbeat can, so
+		// the worker's claim lapses); they are rescued once their lease
+		// expires. Allowed only from a worker that logged a statement past
+		// its deadline; such an attempt ran at most once, the others
+		// exactly once.
 		rescued := map[int64]bool{}
 		fromGhost := false
 		for _, e := range history {
@@ -311,6 +315,7 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 				fromGhost = true
 			case e.Event == "rescued":
 				rescued[e.Attempt] = true
+				assert.True(t, timedOut[e.Worker], "run %d attempt %d was rescued from %s, which logged no statement past its deadline", id, e.Attempt, e.Worker)
 			}
 		}
 		if len(rescued) > 0 {
@@ -338,10 +343,8 @@ func TestJobsWorkersUnderLoadDoNotDeadlock(t *testing.T) {
 	require.NoError(t, rows.Err())
 	assert.Equal(t, total+ghosts, seen)
 	assert.Len(t, attempts, want, "no other attempts ran")
-	if len(timeouts) == 0 {
-		assert.Zero(t, rescuedLive, "runs rescued from a live worker, with no statement past its deadline")
-	} else {
-		t.Logf("%d runs rescued from a live worker after statements ran past their deadline", rescuedLive)
+	if rescuedLive > 0 {
+		t.Logf("%d runs rescued from a live worker after its statements ran past their deadline", rescuedLive)
 	}
 	assert.Empty(t, deadlocks, "deadlocks (1213) by statement")
 	assert.Empty(t, warnings, "warnings and errors")
@@ -367,7 +370,6 @@ func (s *deadlockingStore) RunsRescue(context.Context, int) (int64, error) {
 	return 0, errDeadlockForTest
 }
 
-// lineWriter collects log lines.
 // jobsLoggingAtDebug is jobsOn with a text log at Debug level, returned.
 func jobsLoggingAtDebug(t *testing.T, store driver.JobStore, owner string) (*jobs.Client, *lineWriter) {
 	t.Helper()
@@ -380,6 +382,7 @@ func jobsLoggingAtDebug(t *testing.T, store driver.JobStore, owner string) (*job
 	return j, out
 }
 
+// lineWriter collects log lines.
 type lineWriter struct {
 	mu    sync.Mutex
 	lines []string

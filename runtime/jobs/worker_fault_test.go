@@ -303,24 +303,35 @@ func completeOneNoop(t *testing.T, j *jobs.Client, cfg jobs.WorkerConfig) (jobs.
 type lostReplyCompletes struct {
 	lockgendb.Store
 	calls atomic.Int32
+	err   error // what the first completion returns
 }
 
 func (s *lostReplyCompletes) RunsComplete(ctx context.Context, claims []driver.Claim) (driver.Completion, error) {
 	done, err := s.Store.RunsComplete(ctx, claims)
 	if s.calls.Add(1) == 1 && err == nil && done.Completed > 0 {
-		return driver.Completion{}, fmt.Errorf("reading the reply: %w", mysql.ErrInvalidConn)
+		return driver.Completion{}, s.err
 	}
 	return done, err
 }
 
 // TestJobsCompletionRetriedAfterALostReplyIsNoLateCompletion: a completion
-// whose statement applied but whose reply was lost is retried; the retry
-// matches no running run, since the lost statement recorded it. That is
-// logged at Debug, not as the warning for completions that arrived too
+// whose statement applied but whose reply was lost (the connection broke,
+// or the server killed it while it read the outcome back) is retried; the
+// retry matches no running run, since the lost statement recorded it. That
+// is logged at Debug, not as the warning for completions that arrived too
 // late (whose runs may run again), which the retry used to log.
 func TestJobsCompletionRetriedAfterALostReplyIsNoLateCompletion(t *testing.T) {
+	for name, lost := range map[string]error{
+		"broken connection": fmt.Errorf("reading the reply: %w", mysql.ErrInvalidConn),
+		"connection killed": &mysql.MySQLError{Number: 1927, Message: "Connection was killed"},
+	} {
+		t.Run(name, func(t *testing.T) { testCompletionRetriedAfterALostReply(t, lost) })
+	}
+}
+
+func testCompletionRetriedAfterALostReply(t *testing.T, lost error) {
 	tdb := testdb.New(t)
-	store := &lostReplyCompletes{Store: lockgendb.NewStore(tdb.Open(t))}
+	store := &lostReplyCompletes{Store: lockgendb.NewStore(tdb.Open(t)), err: lost}
 	j, out := jobsLoggingAtDebug(t, store, "node")
 	info, handled := completeOneNoop(t, j, jobs.WorkerConfig{PollMin: 10 * time.Millisecond})
 	require.Eventually(t, func() bool { return store.calls.Load() >= 2 }, 10*time.Second, 10*time.Millisecond, "the completion is retried")

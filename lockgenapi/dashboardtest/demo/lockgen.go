@@ -210,7 +210,7 @@ func New(db *sql.DB, opts ...Option) (*Locks, error) {
 		Name:        InvoicesLockName,
 		Strategy:    runtime.StrategyRow,
 		Keyed:       true,
-		Wait:        time.Minute,
+		Wait:        10 * time.Minute,
 		IdleTimeout: 10 * time.Minute,
 	}); err != nil {
 		return nil, err
@@ -509,7 +509,7 @@ func (l *Locks) PruneOrdersLocks(ctx context.Context, olderThan time.Duration) (
 // joined with the release error if any. Each invoiceID value is a lock of its
 // own. The key stored in the lock row is invoiceID in decimal.
 //
-// If another holder has it, WithInvoicesLock waits up to 1m for it (less if
+// If another holder has it, WithInvoicesLock waits up to 10m for it (less if
 // ctx ends first) and then returns ErrNotAcquired. Waiting happens on the
 // server, in the row lock's queue (innodb_lock_wait_timeout, in whole
 // seconds): no polling, first come first served.
@@ -577,7 +577,7 @@ func (l *Locks) TryInvoicesLock(ctx context.Context, invoiceID int64) (*Lease, e
 }
 
 // AcquireInvoicesLock acquires the invoices lock for invoiceID, waiting up to
-// 1m (less if ctx ends first) while another holder has it; it then returns
+// 10m (less if ctx ends first) while another holder has it; it then returns
 // ErrNotAcquired, or ctx's error when ctx ended. Waiting happens on the
 // server, in the row lock's queue (innodb_lock_wait_timeout, in whole
 // seconds): no polling, first come first served. Each invoiceID value is a
