@@ -276,35 +276,40 @@ func (b *batcher) renew(batch []*Lease) {
 // renewLocked runs the statements of renew with flight held and returns
 // the leases the database showed lost.
 func (b *batcher) renewLocked(batch []*Lease) (lost []*Lease) {
+	cfg := b.lock.cfg
+	clock := b.lock.client.clock
+	// The batch's bound is the most time any of its leases has left (a
+	// lease with less is told by its watchdog when its own runs out).
+	left, now := time.Millisecond, clock.Now()
 	b.mu.Lock()
 	// A new slice: batch is the loop's, which drops the leases of it that
 	// are not scheduled again.
 	live := make([]*Lease, 0, len(batch))
 	for _, ls := range batch {
-		if ls.ctx.Err() != nil {
-			b.drop(ls) // lost while it waited for this batch
+		if _, ok := b.due[ls]; !ok {
+			continue // released
+		}
+		// Lost while it waited for this batch; or past its local deadline
+		// (a process that resumed from a pause before the watchdog's
+		// goroutine ran): never renewed, so that a lease once past its
+		// deadline stays lost, as a single lease's renewal loop does. The
+		// watchdog, or the holder's Err, declares the loss.
+		timeLeft := ls.timeLeftAt(now)
+		if ls.ctx.Err() != nil || timeLeft <= 0 {
+			b.drop(ls)
 			continue
 		}
-		if _, ok := b.due[ls]; ok {
-			live = append(live, ls)
-		}
+		left = max(left, timeLeft)
+		live = append(live, ls)
 	}
 	b.mu.Unlock()
 	if len(live) == 0 {
 		return nil
 	}
-	cfg := b.lock.cfg
-	clock := b.lock.client.clock
 	keys := make([]string, len(live))
 	tokens := make([]int64, len(live))
 	for i, ls := range live {
 		keys[i], tokens[i] = ls.id.Key, ls.id.Token
-	}
-	// The batch's bound is the most time any of its leases has left (a
-	// lease with less is told by its watchdog when its own runs out).
-	left, now := time.Millisecond, clock.Now()
-	for _, ls := range live {
-		left = max(left, ls.timeLeftAt(now))
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), left)

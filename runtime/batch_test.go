@@ -371,3 +371,38 @@ func isClosed(ch chan struct{}) bool {
 		return false
 	}
 }
+
+// noWatchdogClock is a ManualClock whose AfterFunc timers never fire: a
+// process that resumed from a pause and whose watchdog goroutines have not
+// run yet, while its other timers (the batcher's) have.
+type noWatchdogClock struct{ *testkit.ManualClock }
+
+func (noWatchdogClock) AfterFunc(time.Duration, func()) runtime.Timer { return frozenTimer{} }
+
+// TestBatchDoesNotReviveALeasePastItsLocalDeadline: a process resumes from
+// a pause past a lease's local deadline, though not past its row's expiry
+// (the database clock moved on by less), and its batcher runs before the
+// lease's watchdog. The batch does not renew that lease: it stays lost, as
+// a single lease's renewal loop leaves it. The batch used to renew it, and
+// a holder that had not yet asked Err found it held again.
+func TestBatchDoesNotReviveALeasePastItsLocalDeadline(t *testing.T) {
+	tdb := testdb.New(t)
+	store := &countingRenewals{Store: lockgendb.NewStore(tdb.Open(t))}
+	start := time.Now()
+	clock := noWatchdogClock{testkit.NewManualClock(start)}
+	c, err := runtime.NewClient(store, runtime.WithClock(clock))
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "paused", Keyed: true, TTL: 3 * time.Second, RenewEvery: time.Second})
+	require.NoError(t, err)
+	lease, err := l.Try(context.Background(), "a")
+	require.NoError(t, err)
+	// The batcher sleeps until the first renewal, RenewEvery after the
+	// acquisition.
+	require.Eventually(t, func() bool { return clock.SleepingUntil(start.Add(time.Second)) }, 10*time.Second, time.Millisecond)
+
+	clock.Advance(3 * time.Second)     // past the local deadline (TTL − TTL/10)
+	time.Sleep(300 * time.Millisecond) // the batcher's turn
+	assert.Zero(t, store.renewals.Load(), "no renewal of a lease past its local deadline")
+	require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost)
+	require.ErrorIs(t, lease.Release(context.Background()), runtime.ErrLeaseLost)
+}
