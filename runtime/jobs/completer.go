@@ -328,10 +328,10 @@ func (r *completer) complete(items []outcome) (busy []outcome, err error) {
 	}
 	gone := len(claims) - int(done.Completed) - len(done.Busy)
 	if gone > 0 {
-		// A completion whose earlier statement ended without an answer
+		// A completion that an earlier statement carried and failed on
 		// matches nothing when that statement recorded it: not late.
 		if recorded := min(r.recordedEarlier(items, done), gone); recorded > 0 {
-			r.w.jobs.log.Debug("lockgen: completions retried after a statement that ended without an answer were recorded by that statement",
+			r.w.jobs.log.Debug("lockgen: completions retried after a statement that failed had been recorded by that statement",
 				"queue", r.w.cfg.Queue, "runs", recorded)
 			gone -= recorded
 		}

@@ -335,7 +335,7 @@ func testCompletionRetriedAfterALostReply(t *testing.T, lost error) {
 	j, out := jobsLoggingAtDebug(t, store, "node")
 	info, handled := completeOneNoop(t, j, jobs.WorkerConfig{PollMin: 10 * time.Millisecond})
 	require.Eventually(t, func() bool { return store.calls.Load() >= 2 }, 10*time.Second, 10*time.Millisecond, "the completion is retried")
-	require.Eventually(t, func() bool { return len(out.matching("level=DEBUG", "were recorded by that statement")) > 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return len(out.matching("level=DEBUG", "had been recorded by that statement")) > 0 }, 5*time.Second, 10*time.Millisecond)
 	assert.Empty(t, out.matching("arrived too late"), "the retry of a recorded completion is no late completion")
 	assert.Equal(t, 1, info.Attempt)
 	assert.Equal(t, int32(1), handled.Load(), "handled once")
