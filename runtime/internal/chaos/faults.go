@@ -156,23 +156,44 @@ func killSessionsOn(ctx context.Context, admin *sql.DB, user string, idle int) i
 // SELECT … FOR UPDATE would. The rows' workers cannot heartbeat those runs
 // meanwhile (exempt from the checks), every other run must go on.
 func (c *Controller) lockRows(ctx context.Context, f Fault, sp *Span) error {
-	tx, err := c.admin.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return lockRunRows(ctx, c.admin, database+".chaos_runs", int(f.Arg), f.Dur, sp)
+}
+
+// lockRunRows locks the rows of up to n running runs of table for dur (see
+// lockRows) and records them in sp. The fault is in force from the moment
+// its locking read is sent, not from when it returns: the read locks the
+// rows one by one, so while it waits for a row another transaction holds
+// (another lockrows fault's, a worker's), the rows it locked before that
+// one are held already, and their heartbeats skip them. So sp.From is set
+// before the read, and sp.Runs names every run the read tried to lock, as
+// long as it ran; a run whose row it never reached is exempt for nothing
+// it could have suffered.
+func lockRunRows(ctx context.Context, admin *sql.DB, table string, n int, dur time.Duration, sp *Span) error {
+	tx, err := admin.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, "SELECT id FROM "+database+".chaos_runs WHERE state = 'running' ORDER BY deadline LIMIT ?", int(f.Arg))
+	rows, err := tx.QueryContext(ctx, "SELECT id, worker FROM "+table+" WHERE state = 'running' ORDER BY deadline LIMIT ?", n)
 	if err != nil {
 		return err
 	}
 	var ids []string
+	var runs []int64
+	var owners []int
 	for rows.Next() {
 		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var worker string
+		if err := rows.Scan(&id, &worker); err != nil {
 			_ = rows.Close()
 			return err
 		}
 		ids = append(ids, strconv.FormatInt(id, 10))
+		runs = append(runs, id)
+		var p, inc int
+		if _, err := fmt.Sscanf(worker, "p%d.%d", &p, &inc); err == nil {
+			owners = append(owners, p)
+		}
 	}
 	if err := rows.Close(); err != nil {
 		return err
@@ -182,28 +203,15 @@ func (c *Controller) lockRows(ctx context.Context, f Fault, sp *Span) error {
 	}
 	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err = tx.QueryContext(lctx, "SELECT id, worker FROM "+database+".chaos_runs FORCE INDEX (PRIMARY) WHERE id IN ("+strings.Join(ids, ",")+") AND state = 'running' FOR UPDATE")
+	sp.From, sp.Runs, sp.Owners = Mono(), runs, owners
+	rows, err = tx.QueryContext(lctx, "SELECT id FROM "+table+" FORCE INDEX (PRIMARY) WHERE id IN ("+strings.Join(ids, ",")+") AND state = 'running' FOR UPDATE")
 	if err != nil {
 		return err
-	}
-	sp.From = Mono()
-	for rows.Next() {
-		var id int64
-		var worker string
-		if err := rows.Scan(&id, &worker); err != nil {
-			_ = rows.Close()
-			return err
-		}
-		sp.Runs = append(sp.Runs, id)
-		var p, inc int
-		if _, err := fmt.Sscanf(worker, "p%d.%d", &p, &inc); err == nil {
-			sp.Owners = append(sp.Owners, p)
-		}
 	}
 	if err := rows.Close(); err != nil {
 		return err
 	}
-	time.Sleep(f.Dur)
+	time.Sleep(dur)
 	return nil
 }
 
