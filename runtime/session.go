@@ -211,6 +211,15 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 			}
 		}
 	}
+	if wait > 0 {
+		if conn := l.client.kept.take(driver.IdleBound(l.cfg.TTL)); conn != nil {
+			start := l.client.clock.Now()
+			if ls, done, err := l.waitKept(ctx, conn, key, name, wait); done {
+				return ls, err
+			}
+			wait = max(wait-l.client.clock.Now().Sub(start), 0)
+		}
+	}
 	// Every step is bounded, whatever ctx allows (see bounded): the
 	// connection, the server-side wait and one TTL for each statement.
 	pctx, cancel := bounded(ctx, wait+l.cfg.TTL)
@@ -237,19 +246,57 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		_ = conn.Discard()
 		return nil, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
 	}
+	return l.sessionGranted(ctx, conn, key, name, wait == 0)
+}
+
+// sessionGranted issues the fencing token of a session holding whose
+// GET_LOCK just succeeded on conn and ends the acquisition (sessionHeld).
+func (l *Lock) sessionGranted(ctx context.Context, conn driver.SessionConn, key, name string, tried bool) (*Lease, error) {
 	sent := l.client.clock.Now()
 	tctx, cancel := bounded(ctx, l.cfg.TTL)
 	token, err := l.sessionToken(tctx, conn, key, name)
 	cancel()
-	return l.sessionHeld(ctx, conn, key, name, sent, token, err, wait == 0)
+	return l.sessionHeld(ctx, conn, key, name, sent, token, err, tried)
+}
+
+// waitKept is an acquisition that waits up to wait, on conn, a connection
+// kept from an earlier holding (see keptSessions) whose session has the
+// bound this lock needs: GET_LOCK alone (the session is bounded already,
+// so it needs no SET), then the token statement, both prepared on the
+// connection once they ran there before. A handoff then parses neither,
+// and the holder's release before it was RELEASE_LOCK alone. done is
+// false when GET_LOCK failed: conn is discarded then (the server frees
+// a lock its lost answer may have granted), and the caller waits the rest
+// on a new connection.
+func (l *Lock) waitKept(ctx context.Context, conn driver.SessionConn, key, name string, wait time.Duration) (ls *Lease, done bool, err error) {
+	gctx, cancel := bounded(ctx, wait+l.cfg.TTL)
+	got, err := l.client.getLock(gctx, conn, name, wait)
+	cancel()
+	switch {
+	case err != nil:
+		_ = conn.Discard()
+		if ctx.Err() != nil {
+			return nil, true, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
+		}
+		return nil, false, nil
+	case got == 0:
+		l.client.kept.put(conn)
+		return nil, true, ErrNotAcquired
+	case got != 1:
+		_ = conn.Discard()
+		return nil, true, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
+	}
+	ls, err = l.sessionGranted(ctx, conn, key, name, false)
+	return ls, true, err
 }
 
 // sessionHeld ends an acquisition whose GET_LOCK succeeded on conn: the
 // holding with its fencing token, which the statement sent at sent
 // issued (err: it failed; 0: the connection does not hold the lock, or a
 // live lease holds the row), or the connection released and given back or
-// discarded. tried: the acquisition did not wait, so its connection may
-// be kept for the next try (see keptSessions).
+// discarded. tried: the acquisition did not wait; its connection is
+// kept for the next try only when its token was reserved, while one that
+// waited is kept for the next acquisition that waits (see keptSessions).
 func (l *Lock) sessionHeld(ctx context.Context, conn driver.SessionConn, key, name string, sent time.Time, token int64, err error, tried bool) (*Lease, error) {
 	if took := l.client.clock.Now().Sub(sent); err == nil && token != 0 && took >= l.cfg.TTL-l.cfg.SafetyMargin {
 		// The token statement waited for the row's lock so long that its
@@ -343,11 +390,14 @@ func (l *Lock) tryKept(ctx context.Context, conn driver.SessionConn, key, name s
 const keptIdle = 100 * time.Millisecond
 
 // keptSessions are pinned connections kept between session holdings: a
-// holding that was tried (no wait) and took a reserved token leaves its
-// connection here, session still bounded, and the next try of a lock with
-// the same bound takes the lock and its token in one statement on it
-// (Lock.tryKept), instead of pinning a connection, bounding its session
-// and reading the token in three. A kept connection holds no named lock
+// holding that was tried (no wait) and took a reserved token, or one that
+// waited, leaves its connection here, session still bounded. The next try
+// of a lock with the same bound takes the lock and its token in one
+// statement on it (Lock.tryKept), instead of pinning a connection,
+// bounding its session and reading the token in three; the next
+// acquisition that waits sends GET_LOCK alone on it (Lock.waitKept), and
+// its statements, prepared there, are not parsed again: a contended
+// handoff's token statement is the longest the runtime sends. A kept connection holds no named lock
 // but its witness; it goes back to its pool after keptIdle unused, and
 // only as many are kept as the pool can spare (SessionConn.Keepable). The
 // zero value is empty; safe for concurrent use.
@@ -545,9 +595,10 @@ func (h *sessionHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 	kept := &ls.lock.client.kept
 	var released bool
 	var err error
-	if keep := h.tried && ls.lock.reserved.has(ls.id.Key) && kept.keeps(h.conn); keep {
-		// The next try of this key is likely to take a reserved token:
-		// the connection waits for it, its session still bounded.
+	if keep := (!h.tried || ls.lock.reserved.has(ls.id.Key)) && kept.keeps(h.conn); keep {
+		// The next try of this key is likely to take a reserved token,
+		// or the next acquisition that waits to wait on this
+		// connection: it waits for them, its session still bounded.
 		if released, err = h.conn.Release(ctx, h.name); released {
 			kept.put(h.conn)
 		}

@@ -419,6 +419,49 @@ func TestSessionKeptConnectionGoesBack(t *testing.T) {
 	assert.Equal(t, 0, small.Stats().InUse, "a pool of two spares no connection")
 }
 
+// TestSessionWaitOnAKeptConnection: an acquisition that waits leaves its
+// connection kept too, and the next one that waits takes it: GET_LOCK
+// alone (its session is bounded already) and the token statement or
+// read, each prepared once it ran there before, and RELEASE_LOCK alone
+// to release; one connection in all. When the server killed the kept
+// connection meanwhile, the next acquisition waits on a new one and
+// gets the lock, with a higher token.
+func TestSessionWaitOnAKeptConnection(t *testing.T) {
+	tdb := testdb.New(t)
+	counter := stmtcount.Wrap(testkit.Connector(t, tdb.Config))
+	db := sql.OpenDB(counter)
+	t.Cleanup(func() { _ = db.Close() })
+	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute, Wait: time.Minute}
+	l := sessionNode(t, db, runtime.WithOwner("holder")).lock(t, cfg)
+	ctx := context.Background()
+	var last int64
+	for i := range 10 {
+		before := counter.Count()
+		lease, err := l.Acquire(ctx, "")
+		require.NoError(t, err)
+		acquire := counter.Count() - before
+		require.Greater(t, lease.Token(), last)
+		last = lease.Token()
+		before = counter.Count()
+		require.NoError(t, lease.Release(ctx))
+		if i >= 5 { // the first holdings write the row, arm the reservation and prepare
+			assert.Equal(t, int64(2), acquire, "acquisition %d: GET_LOCK and the token", i)
+			assert.Equal(t, int64(1), counter.Count()-before, "release %d: RELEASE_LOCK", i)
+		}
+		assert.Equal(t, 1, db.Stats().OpenConnections, "holding %d: one connection", i)
+		assert.Equal(t, 1, db.Stats().InUse, "holding %d: its connection is kept for the next", i)
+	}
+
+	var id int64
+	require.NoError(t, tdb.Admin(t).QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", tdb.User).Scan(&id))
+	_, err := tdb.Admin(t).Exec(fmt.Sprintf("KILL %d", id))
+	require.NoError(t, err)
+	lease, err := l.Acquire(ctx, "")
+	require.NoError(t, err, "a kept connection the server killed is replaced")
+	assert.Greater(t, lease.Token(), last)
+	require.NoError(t, lease.Release(ctx))
+}
+
 // TestSessionTryDoesNotWaitForALockedRow: a try on a kept connection
 // locks the row with NOWAIT, so a row share-locked by another holder's
 // Guard transaction makes it fall back to GET_LOCK first, which answers
