@@ -1,6 +1,11 @@
 package runtime
 
-import "github.com/lockgen/lockgen/runtime/probe"
+import (
+	"testing"
+	"time"
+
+	"github.com/lockgen/lockgen/runtime/probe"
+)
 
 // WaitersForTest returns how many lock rows have waiters registered for
 // in-process wake-ups: zero whenever nobody is waiting.
@@ -26,6 +31,22 @@ func QueueLenForTest(c *Client, name, key string) int {
 // key) (LockConfig.WaitOnServer).
 func WakeLockNameForTest(namespace, name, key string) string {
 	return wakeLockName(namespace, name, key)
+}
+
+// SetKeptIdleForTest makes c keep session connections for d between
+// holdings instead of keptIdle; call it before c's first holding. The
+// connections still kept when t ends go back to their pools then.
+func SetKeptIdleForTest(t testing.TB, c *Client, d time.Duration) {
+	c.kept.idle = d
+	t.Cleanup(func() {
+		c.kept.mu.Lock()
+		conns := c.kept.conns
+		c.kept.conns = nil
+		c.kept.mu.Unlock()
+		for _, k := range conns {
+			_ = k.conn.Close()
+		}
+	})
 }
 
 // ReleasingForTest reports whether Release has begun on ls.

@@ -211,7 +211,8 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 			}
 		}
 	}
-	if wait > 0 {
+	waited := wait > 0
+	if waited {
 		if conn := l.client.kept.take(driver.IdleBound(l.cfg.TTL)); conn != nil {
 			start := l.client.clock.Now()
 			if ls, done, err := l.waitKept(ctx, conn, key, name, wait); done {
@@ -246,7 +247,7 @@ func (l *Lock) trySession(ctx context.Context, key string, wait time.Duration) (
 		_ = conn.Discard()
 		return nil, fmt.Errorf("lockgen: acquire %s: GET_LOCK failed (killed or refused)", l.describe(key))
 	}
-	return l.sessionGranted(ctx, conn, key, name, wait == 0)
+	return l.sessionGranted(ctx, conn, key, name, !waited)
 }
 
 // sessionGranted issues the fencing token of a session holding whose
@@ -265,9 +266,11 @@ func (l *Lock) sessionGranted(ctx context.Context, conn driver.SessionConn, key,
 // so it needs no SET), then the token statement, both prepared on the
 // connection once they ran there before. A handoff then parses neither,
 // and the holder's release before it was RELEASE_LOCK alone. done is
-// false when GET_LOCK failed: conn is discarded then (the server frees
-// a lock its lost answer may have granted), and the caller waits the rest
-// on a new connection.
+// false when the connection turned out broken (the server ended it while
+// it was kept): conn is discarded, and the caller waits the rest on a new
+// connection. Any other error (a KILL QUERY of the wait, a statement
+// timeout) fails the acquisition, as on a new connection; conn is
+// discarded then too, since the server may have granted the lock.
 func (l *Lock) waitKept(ctx context.Context, conn driver.SessionConn, key, name string, wait time.Duration) (ls *Lease, done bool, err error) {
 	gctx, cancel := bounded(ctx, wait+l.cfg.TTL)
 	got, err := l.client.getLock(gctx, conn, name, wait)
@@ -275,7 +278,7 @@ func (l *Lock) waitKept(ctx context.Context, conn driver.SessionConn, key, name 
 	switch {
 	case err != nil:
 		_ = conn.Discard()
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || !brokenConn(err) {
 			return nil, true, fmt.Errorf("lockgen: acquire %s: %w", l.describe(key), err)
 		}
 		return nil, false, nil
@@ -405,6 +408,17 @@ type keptSessions struct {
 	mu    sync.Mutex
 	conns []keptSession
 	timer *time.Timer
+	// idle is how long a connection stays kept: keptIdle, unless a test
+	// set it (before the first holding).
+	idle time.Duration
+}
+
+// keptFor is how long a connection stays kept.
+func (k *keptSessions) keptFor() time.Duration {
+	if k.idle > 0 {
+		return k.idle
+	}
+	return keptIdle
 }
 
 type keptSession struct {
@@ -418,7 +432,7 @@ func (k *keptSessions) take(bound int64) driver.SessionConn {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for i := len(k.conns) - 1; i >= 0; i-- {
-		if c := k.conns[i]; c.conn.Bound() == bound && time.Since(c.since) < keptIdle {
+		if c := k.conns[i]; c.conn.Bound() == bound && time.Since(c.since) < k.keptFor() {
 			k.conns = append(k.conns[:i], k.conns[i+1:]...)
 			return c.conn
 		}
@@ -434,7 +448,7 @@ func (k *keptSessions) put(conn driver.SessionConn) {
 	if keep {
 		k.conns = append(k.conns, keptSession{conn: conn, since: time.Now()})
 		if k.timer == nil {
-			k.timer = time.AfterFunc(keptIdle, k.expire)
+			k.timer = time.AfterFunc(k.keptFor(), k.expire)
 		}
 	}
 	k.mu.Unlock()
@@ -457,7 +471,7 @@ func (k *keptSessions) expire() {
 	var old []driver.SessionConn
 	live := k.conns[:0]
 	for _, c := range k.conns {
-		if time.Since(c.since) >= keptIdle {
+		if time.Since(c.since) >= k.keptFor() {
 			old = append(old, c.conn)
 		} else {
 			live = append(live, c)
@@ -467,7 +481,7 @@ func (k *keptSessions) expire() {
 	k.conns = live
 	k.timer = nil
 	if len(k.conns) > 0 {
-		k.timer = time.AfterFunc(keptIdle-time.Since(k.conns[0].since), k.expire)
+		k.timer = time.AfterFunc(k.keptFor()-time.Since(k.conns[0].since), k.expire)
 	}
 	k.mu.Unlock()
 	for _, c := range old {
@@ -577,7 +591,8 @@ func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error
 
 // release releases the server-side lock and returns the pinned
 // connection, with its wait_timeout restored, in one statement
-// (SessionConn.ReleaseClose). The row keeps the holding's session mark
+// (SessionConn.ReleaseClose), or releases it alone (SessionConn.Release)
+// and keeps the connection for the next holding (see keptSessions). The row keeps the holding's session mark
 // (the far-future expiry): writing it free would cost a second durable
 // write per holding, and a marked row whose server-side lock is free is
 // free to every strategy (the next session holder's token statement takes

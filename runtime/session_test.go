@@ -224,38 +224,53 @@ func TestSessionReleaseNeedsNoSecondConnection(t *testing.T) {
 // TestSessionKilledWaitIsNotAcquired: a GET_LOCK wait killed on the server
 // (KILL QUERY makes it return NULL) is an error, never a holding.
 func TestSessionKilledWaitIsNotAcquired(t *testing.T) {
-	tdb := testdb.New(t)
-	name := uniqueName(t, tdb)
-	holder := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second})
-	waiter := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second, Wait: 30 * time.Second})
-	admin := tdb.Admin(t)
-	ctx := context.Background()
-	lease, err := holder.Try(ctx, "")
-	require.NoError(t, err)
-	got := make(chan error, 1)
-	go func() {
-		next, err := waiter.Acquire(ctx, "")
-		if err == nil {
-			_ = next.Release(ctx)
-		}
-		got <- err
-	}()
-	var id int64
-	require.Eventually(t, func() bool {
-		err := admin.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%GET_LOCK(%' AND INFO NOT LIKE '%PROCESSLIST%' AND DB = ?", tdb.Name).Scan(&id)
-		return err == nil
-	}, 10*time.Second, 10*time.Millisecond)
-	_, err = admin.Exec("KILL QUERY ?", id)
-	require.NoError(t, err)
-	select {
-	case err := <-got:
-		require.Error(t, err)
-		assert.NotErrorIs(t, err, runtime.ErrNotAcquired)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the killed wait did not return")
+	for _, kept := range []bool{false, true} {
+		t.Run(map[bool]string{false: "new connection", true: "kept connection"}[kept], func(t *testing.T) {
+			tdb := testdb.New(t)
+			name := uniqueName(t, tdb)
+			holder := sessionNode(t, tdb.Open(t)).lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second})
+			wnode := sessionNode(t, tdb.Open(t))
+			waiter := wnode.lock(t, runtime.LockConfig{Name: name, Strategy: runtime.StrategySession, TTL: 5 * time.Second, Wait: 30 * time.Second})
+			admin := tdb.Admin(t)
+			ctx := context.Background()
+			if kept {
+				// A holding that waited keeps its connection, and the
+				// next wait runs on it (GET_LOCK alone): killed, it must
+				// fail too, not go on waiting on a new connection.
+				runtime.SetKeptIdleForTest(t, wnode.client, time.Minute)
+				first, err := waiter.Acquire(ctx, "")
+				require.NoError(t, err)
+				require.NoError(t, first.Release(ctx))
+				require.Equal(t, 1, wnode.db.Stats().InUse, "the waiter's connection is kept")
+			}
+			lease, err := holder.Try(ctx, "")
+			require.NoError(t, err)
+			got := make(chan error, 1)
+			go func() {
+				next, err := waiter.Acquire(ctx, "")
+				if err == nil {
+					_ = next.Release(ctx)
+				}
+				got <- err
+			}()
+			var id int64
+			require.Eventually(t, func() bool {
+				err := admin.QueryRow("SELECT ID FROM information_schema.PROCESSLIST WHERE INFO LIKE '%GET_LOCK(%' AND INFO NOT LIKE '%PROCESSLIST%' AND DB = ?", tdb.Name).Scan(&id)
+				return err == nil
+			}, 10*time.Second, 10*time.Millisecond)
+			_, err = admin.Exec("KILL QUERY ?", id)
+			require.NoError(t, err)
+			select {
+			case err := <-got:
+				require.Error(t, err)
+				assert.NotErrorIs(t, err, runtime.ErrNotAcquired)
+			case <-time.After(10 * time.Second):
+				t.Fatal("the killed wait did not return")
+			}
+			require.NoError(t, lease.Err(), "the holder keeps its lock")
+			require.NoError(t, lease.Release(ctx))
+		})
 	}
-	require.NoError(t, lease.Err(), "the holder keeps its lock")
-	require.NoError(t, lease.Release(ctx))
 }
 
 // TestSessionAndLeaseNeverShareALock: during a rolling change of strategy,
@@ -432,7 +447,9 @@ func TestSessionWaitOnAKeptConnection(t *testing.T) {
 	db := sql.OpenDB(counter)
 	t.Cleanup(func() { _ = db.Close() })
 	cfg := runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute, Wait: time.Minute}
-	l := sessionNode(t, db, runtime.WithOwner("holder")).lock(t, cfg)
+	n := sessionNode(t, db, runtime.WithOwner("holder"))
+	runtime.SetKeptIdleForTest(t, n.client, time.Minute) // kept however slow this machine is
+	l := n.lock(t, cfg)
 	ctx := context.Background()
 	var last int64
 	for i := range 10 {
@@ -460,6 +477,37 @@ func TestSessionWaitOnAKeptConnection(t *testing.T) {
 	require.NoError(t, err, "a kept connection the server killed is replaced")
 	assert.Greater(t, lease.Token(), last)
 	require.NoError(t, lease.Release(ctx))
+}
+
+// TestSessionKeepsNoConnectionFromABusyPool: a pool with a limit keeps a
+// connection between holdings only while at most half of it is in use,
+// the released connection included.
+func TestSessionKeepsNoConnectionFromABusyPool(t *testing.T) {
+	tdb := testdb.New(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		others int // connections of the pool in use elsewhere
+		kept   bool
+	}{{3, true}, {4, false}} {
+		db := tdb.Open(t)
+		db.SetMaxOpenConns(8)
+		for range tc.others {
+			conn, err := db.Conn(ctx)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+		n := sessionNode(t, db)
+		runtime.SetKeptIdleForTest(t, n.client, time.Minute)
+		l := n.lock(t, runtime.LockConfig{Name: uniqueName(t, tdb), Strategy: runtime.StrategySession, TTL: time.Minute, Wait: time.Minute})
+		lease, err := l.Acquire(ctx, "")
+		require.NoError(t, err)
+		require.NoError(t, lease.Release(ctx))
+		want := tc.others
+		if tc.kept {
+			want++
+		}
+		assert.Equal(t, want, db.Stats().InUse, "%d others in use: kept %v", tc.others, tc.kept)
+	}
 }
 
 // TestSessionTryDoesNotWaitForALockedRow: a try on a kept connection

@@ -133,18 +133,19 @@ const maxKept = 16
 // Keepable reports whether the connection may be kept out of its pool
 // after a holding, for the next holding (with the bound idle seconds
 // Bound reports), while kept others are: only when the pool's limit on
-// open connections (none, or at least four times kept+1) leaves the rest
-// of the application connections to spare, and the session is bounded.
-// A kept connection holds no named lock but its witness.
+// open connections (none, or at least four times kept+1, with at most
+// half of the pool in use, this connection included) leaves the rest of
+// the application connections to spare, and the session is bounded. A
+// kept connection holds no named lock but its witness.
 func (p *SessionPin) Keepable(kept int) bool {
 	if !p.bound || p.idle <= 0 {
 		return false
 	}
-	limit := p.db.Stats().MaxOpenConnections
-	if limit == 0 {
+	st := p.db.Stats()
+	if st.MaxOpenConnections == 0 {
 		return kept < maxKept
 	}
-	return 4*(kept+1) <= limit
+	return 4*(kept+1) <= st.MaxOpenConnections && 2*st.InUse <= st.MaxOpenConnections
 }
 
 // Bound is the session's wait_timeout in seconds as BoundIdle or
