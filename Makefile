@@ -50,7 +50,7 @@ check-generated: generate ## fail when any generated file differs from what is c
 		echo "check-generated: generated files are stale: run 'make generate' and commit" >&2; exit 1; \
 	fi
 
-test: tools db lint ## gofmt, vet, staticcheck and run every test (race detector on) against MariaDB, and every SQL test against MySQL too
+test: tools db lint ## gofmt, vet, staticcheck and run every test (race detector on, but for generator and cmd/lockgen) against MariaDB, and every SQL test against MySQL too
 	@GO=$(GO) ./.ci/test $(SQL_PKGS)
 
 lint: tools ## gofmt, go vet and staticcheck (STATICCHECK, pinned) over every module

@@ -263,8 +263,8 @@ func (l *Lock) sessionGranted(ctx context.Context, conn driver.SessionConn, key,
 // waitKept is an acquisition that waits up to wait, on conn, a connection
 // kept from an earlier holding (see keptSessions) whose session has the
 // bound this lock needs: GET_LOCK alone (the session is bounded already,
-// so it needs no SET), then the token statement, both prepared on the
-// connection once they ran there before. A handoff then parses neither,
+// so it needs no SET), then the token statement or read, each prepared
+// on the connection once it ran there before. A handoff then parses neither,
 // and the holder's release before it was RELEASE_LOCK alone. done is
 // false when the connection turned out broken (the server ended it while
 // it was kept): conn is discarded, and the caller waits the rest on a new
@@ -384,8 +384,8 @@ func (l *Lock) tryKept(ctx context.Context, conn driver.SessionConn, key, name s
 
 // keptIdle is how long a kept session connection waits for its next
 // holding before it goes back to its pool, with its wait_timeout restored:
-// long enough for a caller that tries in a loop, short enough that a
-// program that closes its pool right after a try does not keep a
+// long enough for a caller that tries or waits in a loop, short enough
+// that a program that closes its pool right after a holding does not keep a
 // connection open for long (it counts as a leaked goroutine in tests that
 // check for them), and well within the shortest session bound
 // (driver.IdleBound: 2 s), past which the server would end the session.
@@ -399,11 +399,12 @@ const keptIdle = 100 * time.Millisecond
 // statement on it (Lock.tryKept), instead of pinning a connection,
 // bounding its session and reading the token in three; the next
 // acquisition that waits sends GET_LOCK alone on it (Lock.waitKept), and
-// its statements, prepared there, are not parsed again: a contended
-// handoff's token statement is the longest the runtime sends. A kept connection holds no named lock
-// but its witness; it goes back to its pool after keptIdle unused, and
-// only as many are kept as the pool can spare (SessionConn.Keepable). The
-// zero value is empty; safe for concurrent use.
+// its statements, prepared there once they ran there before, are not
+// parsed again: a contended handoff's token statement is the longest the
+// runtime sends. A kept connection holds no named lock but its witness;
+// it goes back to its pool after keptIdle unused, and only as many are
+// kept as the pool can spare (SessionConn.Keepable). The zero value is
+// empty; safe for concurrent use.
 type keptSessions struct {
 	mu    sync.Mutex
 	conns []keptSession
@@ -592,8 +593,9 @@ func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error
 // release releases the server-side lock and returns the pinned
 // connection, with its wait_timeout restored, in one statement
 // (SessionConn.ReleaseClose), or releases it alone (SessionConn.Release)
-// and keeps the connection for the next holding (see keptSessions). The row keeps the holding's session mark
-// (the far-future expiry): writing it free would cost a second durable
+// and keeps the connection for the next holding (see keptSessions). The
+// row keeps the holding's session mark (the far-future expiry): writing it
+// free would cost a second durable
 // write per holding, and a marked row whose server-side lock is free is
 // free to every strategy (the next session holder's token statement takes
 // it, lease and row acquirers take it over after IS_FREE_LOCK, Holder and

@@ -28,8 +28,9 @@ type Span struct {
 	// Skipped says a node fault was not applied (see nodeFault): it is
 	// not recorded, so it widens no check's grace.
 	Skipped bool
-	// Runs are the runs whose rows a lockrows fault held locked, Owners
-	// the processes that held their claims then.
+	// Runs are the runs whose rows a lockrows fault tried to lock (from
+	// when its locking read was sent), Owners the processes that held
+	// their claims when the fault picked them.
 	Runs   []int64
 	Owners []int
 }

@@ -39,7 +39,7 @@ func TestLockRowsIsInForceWhileItsReadWaits(t *testing.T) {
 
 	// Wait until the waiting read holds run 1's row.
 	var locked int64
-	for deadline := time.Now().Add(10 * time.Second); locked == 0; {
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		require.True(t, time.Now().Before(deadline), "run 1's row was never locked by the fault's read")
 		if heldElsewhere(t, admin, 1) {
 			locked = Mono()

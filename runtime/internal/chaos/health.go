@@ -32,9 +32,9 @@ func newTimeline(f Facts) timeline {
 // hits reports whether sp hit proc (a server restart or crash hits every process;
 // so does a fault of one node of a cluster: the cluster's commits wait
 // while its membership changes, and a node that rejoins with a full state
-// transfer blocks its donor; a lockrows fault only the runs it locked: a
-// heartbeat skips a row another transaction holds, so their processes'
-// other runs go on).
+// transfer blocks its donor; a lockrows fault only the runs it tried to
+// lock: a heartbeat skips a row another transaction holds, so their
+// processes' other runs go on).
 func (tl timeline) hits(sp Span, proc int, run int64) bool {
 	switch sp.Kind {
 	case FaultRestart, FaultCrash, FaultNodeKill, FaultNodePause, FaultNodeIsolate:
