@@ -595,11 +595,11 @@ func (h *sessionHolding) guard(ctx context.Context, ls *Lease, tx *sql.Tx) error
 // (SessionConn.ReleaseClose), or releases it alone (SessionConn.Release)
 // and keeps the connection for the next holding (see keptSessions). The
 // row keeps the holding's session mark (the far-future expiry): writing it
-// free would cost a second durable
-// write per holding, and a marked row whose server-side lock is free is
-// free to every strategy (the next session holder's token statement takes
-// it, lease and row acquirers take it over after IS_FREE_LOCK, Holder and
-// the ops layer ask the server, Prune deletes it once that lock is free).
+// free would cost a second durable write per holding, and a marked row
+// whose server-side lock is free is free to every strategy (the next
+// session holder's token statement takes it, lease and row acquirers take
+// it over after IS_FREE_LOCK, Holder and the ops layer ask the server,
+// Prune deletes it once that lock is free).
 func (h *sessionHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 	// A Guard in flight finishes first (its share lock on the row then
 	// holds off the next holding's token until its transaction ends),
