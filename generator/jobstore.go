@@ -53,13 +53,15 @@ func jobsGlue(f *jen.File, m *model) {
 		jen.Return(jen.Id("s").Dot("inserts").Dot("Exec").Call(jen.Id("ctx"), jen.Id("tx"), jen.Id("runs"))),
 	)
 	method("// RunsClaim implements driver.JobStore: lock, read and mark the runs in one transaction.", "RunsClaim",
-		[]jen.Code{ctx(), jen.List(jen.Id("queue"), jen.Id("worker")).String(), jen.Id("limit").Int(), jen.Id("lease").Add(dur())},
+		[]jen.Code{ctx(), jen.List(jen.Id("queue"), jen.Id("worker")).String(), jen.Id("limit").Int(), jen.Id("lease").Add(dur()), jen.Id("after").Op("*").Add(dr("RunCursor"))},
 		[]jen.Code{jen.Index().Add(dr("Run")), jen.Error()},
 		jen.Var().Id("runs").Index().Add(dr("Run")),
+		jen.List(jen.Id("afterPriority"), jen.Id("afterRunAt"), jen.Id("afterID")).Op(":=").Add(dr("CursorArgs")).Call(jen.Id("after")),
 		jen.Err().Op(":=").Add(dr("InTx")).Call(jen.Id("ctx"), jen.Id("s").Dot("db"), jen.Func().Params(jen.Id("conn").Op("*").Qual("database/sql", "Conn")).Error().Block(
 			jen.Id("qt").Op(":=").Id("New").Call(jen.Id("conn")),
 			jen.List(jen.Id("rows"), jen.Err()).Op(":=").Id("qt").Dot("RunsClaimable").Call(jen.Id("ctx"), literal(db("RunsClaimableParams"),
-				kv{"Queue", jen.Id("queue")}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))})),
+				kv{"Queue", jen.Id("queue")}, kv{"AfterPriority", jen.Id("afterPriority")}, kv{"AfterRunAt", jen.Id("afterRunAt")},
+				kv{"AfterID", jen.Id("afterID")}, kv{"Limit", jen.Int32().Call(jen.Id("limit"))})),
 			jen.If(jen.Err().Op("!=").Nil().Op("||").Len(jen.Id("rows")).Op("==").Lit(0)).Block(jen.Return(jen.Err())),
 			jen.Id("ids").Op(":=").Make(jen.Index().Int64(), jen.Len(jen.Id("rows"))),
 			jen.For(jen.List(jen.Id("i"), jen.Id("r")).Op(":=").Range().Id("rows")).Block(jen.Id("ids").Index(jen.Id("i")).Op("=").Id("r").Dot("ID")),

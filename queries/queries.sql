@@ -424,9 +424,18 @@ LIMIT 1;
 -- MySQL 9.7 read the state index and sorted, locking every available run
 -- of every queue it read instead of the ones it took (a claim then blocked
 -- or deadlocked with the others); the claim index reads them in order.
+-- It takes only the runs after a place in that order (after_priority,
+-- after_run_at, after_id), which the claim index reads as a range: a claim
+-- that goes on from the last run of the one before reads none of the
+-- index entries that the runs claimed since left for the server to purge
+-- (MariaDB walked thousands of them in each claim of a backlog's drain).
+-- after_priority above any priority (a BIGINT) reads from the first.
 SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at, headers
 FROM lockgen_runs FORCE INDEX (lockgen_runs_claim)
 WHERE queue = sqlc.arg(queue) AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (priority < CAST(sqlc.arg(after_priority) AS SIGNED)
+    OR priority = CAST(sqlc.arg(after_priority) AS SIGNED) AND (run_at > sqlc.arg(after_run_at)
+      OR run_at = sqlc.arg(after_run_at) AND id > sqlc.arg(after_id)))
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED;

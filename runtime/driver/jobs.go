@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -96,6 +97,42 @@ type Run struct {
 	// Headers are the headers its producer set (NewRun.Headers); nil when
 	// it set none.
 	Headers Headers
+}
+
+// RunCursor is a place in the order in which claims take a queue's due
+// runs: highest Priority first, then oldest RunAt, then lowest ID. A
+// claim given a place takes only the runs after it, and reads the claim
+// index from there: a worker that goes on from the last run it claimed
+// skips the index entries of every run claimed before, which the server
+// keeps (delete-marked) until it purges them, and which a claim from the
+// first walks through (on MariaDB, thousands per claim while a backlog
+// drains). The runs before the place that are still due (a run of higher
+// priority enqueued since, a run another claim skipped while it held it,
+// a rescued run) are for a claim from the first.
+type RunCursor struct {
+	Priority int
+	RunAt    time.Time
+	ID       int64
+}
+
+// Place returns r's place in the claim order: a claim given it takes
+// the runs after r.
+func (r Run) Place() RunCursor {
+	return RunCursor{Priority: r.Priority, RunAt: r.RunAt, ID: r.ID}
+}
+
+// claimFromFirst is the priority of the place before every run: above
+// any priority (an INT column).
+const claimFromFirst = int64(math.MaxInt32) + 1
+
+// CursorArgs returns the generated claim statement's arguments for after
+// (the after_priority, after_run_at and after_id of RunsClaimable): with
+// nil, a place before every run.
+func CursorArgs(after *RunCursor) (priority int64, runAt time.Time, id int64) {
+	if after == nil {
+		return claimFromFirst, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), 0
+	}
+	return int64(after.Priority), after.RunAt, after.ID
 }
 
 // RunInfo is a run as stored.
@@ -286,9 +323,11 @@ type JobStore interface {
 	// runs that repeat a tick or an active unique key are left out.
 	RunInsertMany(ctx context.Context, tx *sql.Tx, runs []NewRun) error
 	// RunsClaim claims up to limit due runs of queue for worker, running
-	// until lease after the database clock, in one transaction. With an
-	// error it returns no runs: the commit may not have landed.
-	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]Run, error)
+	// until lease after the database clock, in one transaction, and
+	// returns them in claim order (see RunCursor). With after it takes
+	// only runs that come after that place; with nil, from the first.
+	// With an error it returns no runs: the commit may not have landed.
+	RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration, after *RunCursor) ([]Run, error)
 	// RunsHeartbeat extends, in one transaction, the deadline of the runs
 	// still running with claims, to lease after the database clock. It
 	// never waits on a run's row that another transaction holds (an

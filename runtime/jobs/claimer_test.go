@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/jobs"
@@ -27,8 +29,8 @@ type claimReplyLost struct {
 	lost   []jobs.Run
 }
 
-func (s *claimReplyLost) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]jobs.Run, error) {
-	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
+func (s *claimReplyLost) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration, after *driver.RunCursor) ([]jobs.Run, error) {
+	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease, after)
 	if err == nil && len(runs) > 0 && s.failed.CompareAndSwap(false, true) {
 		s.mu.Lock()
 		s.lost = runs
@@ -67,4 +69,160 @@ func TestFailedClaimStartsNoHandler(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, handled, 1, "the run was handled once")
 	assert.Greater(t, handled[0].Claim, lost.Claim, "the handled attempt holds a claim after the one whose reply was lost")
+}
+
+// placeStore records each claim: the place it was given and the runs it
+// took.
+type placeStore struct {
+	lockgendb.Store
+	mu     sync.Mutex
+	claims []placeClaim
+}
+
+type placeClaim struct {
+	after *driver.RunCursor
+	runs  []jobs.Run
+}
+
+func (s *placeStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration, after *driver.RunCursor) ([]jobs.Run, error) {
+	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease, after)
+	if err == nil {
+		s.mu.Lock()
+		s.claims = append(s.claims, placeClaim{after: after, runs: runs})
+		s.mu.Unlock()
+	}
+	return runs, err
+}
+
+func (s *placeStore) recorded() []placeClaim {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.claims)
+}
+
+// TestClaimsGoOnFromTheLastRun: while a backlog drains, a claim that
+// follows a full batch goes on from that batch's last run
+// (driver.RunCursor), so that it reads none of the index entries of the
+// runs claimed before; one that finds nothing there claims from the first
+// at once; and a claim from the first comes at least every four PollMin,
+// so that a run of higher priority enqueued meanwhile is claimed long
+// before the backlog is done (without those claims, it would be last).
+func TestClaimsGoOnFromTheLastRun(t *testing.T) {
+	tdb := testdb.New(t)
+	store := &placeStore{Store: lockgendb.NewStore(tdb.Open(t))}
+	j := jobsOn(t, store, "places")
+	ctx := context.Background()
+	const backlog = 300
+	batch := make([]jobs.NewRun, backlog)
+	for i := range batch {
+		batch[i] = newRun("drain")
+	}
+	require.NoError(t, j.EnqueueMany(ctx, nil, batch))
+	var mu sync.Mutex
+	var order []int64
+	var urgent atomic.Int64
+	handler := func(ctx context.Context, run *jobs.Run) error {
+		mu.Lock()
+		order = append(order, run.ID)
+		n := len(order)
+		mu.Unlock()
+		if n == 50 {
+			r := newRun("drain")
+			r.Priority = 10
+			id, err := j.Enqueue(ctx, nil, r)
+			if err != nil {
+				return err
+			}
+			urgent.Store(id)
+		}
+		time.Sleep(2 * time.Millisecond)
+		return nil
+	}
+	startWorker(t, j, jobs.WorkerConfig{Concurrency: 10, PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond,
+		Handlers: map[string]jobs.JobHandler{"drain": {Handle: handler}}})
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(order) == backlog+1
+	}, time.Minute, 5*time.Millisecond)
+
+	mu.Lock()
+	handled := slices.Clone(order)
+	mu.Unlock()
+	seen := map[int64]bool{}
+	for _, id := range handled {
+		require.False(t, seen[id], "run %d handled twice", id)
+		seen[id] = true
+	}
+	at := slices.Index(handled, urgent.Load())
+	require.GreaterOrEqual(t, at, 0, "the urgent run was handled")
+	assert.Less(t, at, backlog-100, "the urgent run, enqueued after the 50th, was handled %d-th of %d: claims from the first kept coming", at+1, backlog+1)
+
+	claims := store.recorded()
+	goOn := 0
+	for i, c := range claims {
+		if c.after == nil {
+			continue
+		}
+		goOn++
+		require.Positive(t, i)
+		prev := claims[i-1].runs
+		require.NotEmpty(t, prev, "claim %d went on from a place after a claim that took nothing", i)
+		assert.Equal(t, prev[len(prev)-1].Place(), *c.after, "claim %d goes on from the last run of the claim before", i)
+		if len(c.runs) == 0 {
+			require.Less(t, i+1, len(claims))
+			assert.Nil(t, claims[i+1].after, "claim %d found nothing after its place: the next claims from the first at once", i)
+		}
+	}
+	assert.Greater(t, goOn, len(claims)/3, "most claims of the drain go on from a place (%d of %d)", goOn, len(claims))
+}
+
+// TestClaimFromThePlaceFindingNothingClaimsFromTheFirst: a due run before
+// the place (here of higher priority, enqueued while the worker's one slot
+// was busy) is claimed in the same round as the claim that found nothing
+// after the place, not after an idle poll or a rescue (a minute and an
+// hour here).
+func TestClaimFromThePlaceFindingNothingClaimsFromTheFirst(t *testing.T) {
+	tdb := testdb.New(t)
+	store := &placeStore{Store: lockgendb.NewStore(tdb.Open(t))}
+	j := jobsOn(t, store, "before-the-place")
+	ctx := context.Background()
+	first, err := j.Enqueue(ctx, nil, newRun("slow"))
+	require.NoError(t, err)
+	started := make(chan struct{}, 2)
+	release := make(chan struct{})
+	done := make(chan int64, 2)
+	startWorker(t, j, jobs.WorkerConfig{Concurrency: 1, PollMin: time.Minute, PollMax: time.Minute, RescueEvery: time.Hour,
+		Handlers: map[string]jobs.JobHandler{"slow": {Handle: func(ctx context.Context, run *jobs.Run) error {
+			started <- struct{}{}
+			<-release
+			done <- run.ID
+			return nil
+		}}}})
+	<-started
+	r := newRun("slow")
+	r.Priority = 5
+	urgent, err := j.Enqueue(ctx, nil, r)
+	require.NoError(t, err)
+	close(release)
+	var got []int64
+	for len(got) < 2 {
+		select {
+		case d := <-done:
+			got = append(got, d)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("handled %v; the run before the place was not claimed", got)
+		}
+	}
+	assert.Equal(t, []int64{first, urgent}, got)
+	claims := store.recorded()
+	require.GreaterOrEqual(t, len(claims), 3)
+	require.Len(t, claims[0].runs, 1)
+	assert.Nil(t, claims[0].after)
+	require.NotNil(t, claims[1].after, "after a full batch, the next claim goes on from its last run")
+	assert.Equal(t, claims[0].runs[0].Place(), *claims[1].after)
+	assert.Empty(t, claims[1].runs)
+	assert.Nil(t, claims[2].after)
+	require.Len(t, claims[2].runs, 1)
+	assert.Equal(t, urgent, claims[2].runs[0].ID)
 }

@@ -100,7 +100,7 @@ func TestStaleHeartbeatHoldsNoRowOfTheNewClaim(t *testing.T) {
 	j := jobsOn(t, store, "node")
 	id, err := j.Enqueue(ctx, nil, newRun("stale"))
 	require.NoError(t, err)
-	first, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 1, 50*time.Millisecond)
+	first, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 1, 50*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Len(t, first, 1)
 	old := driver.Claim{ID: id, Claim: first[0].Claim}
@@ -108,7 +108,7 @@ func TestStaleHeartbeatHoldsNoRowOfTheNewClaim(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, err := store.RunsRescue(ctx, 10)
 		require.NoError(t, err)
-		again, err = store.RunsClaim(ctx, jobs.DefaultQueue, "new", 1, time.Minute)
+		again, err = store.RunsClaim(ctx, jobs.DefaultQueue, "new", 1, time.Minute, nil)
 		require.NoError(t, err)
 		return len(again) == 1
 	}, 20*time.Second, 50*time.Millisecond, "the run is rescued and claimed again")
@@ -207,7 +207,7 @@ func TestCompletionSkipsARowAnOperatorHolds(t *testing.T) {
 	require.NoError(t, err)
 	heldID, err := j.Enqueue(ctx, nil, newRun("held"))
 	require.NoError(t, err)
-	first, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 2, 50*time.Millisecond)
+	first, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 2, 50*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Len(t, first, 2)
 	claims := map[int64]driver.Claim{}
@@ -224,7 +224,7 @@ func TestCompletionSkipsARowAnOperatorHolds(t *testing.T) {
 		require.NoError(t, db.QueryRowContext(ctx, "SELECT COUNT(*) FROM lockgen_runs WHERE state = 'available'").Scan(&n))
 		return n == 2
 	}, 20*time.Second, 50*time.Millisecond, "both runs are rescued")
-	again, err := store.RunsClaim(ctx, jobs.DefaultQueue, "new", 2, time.Minute)
+	again, err := store.RunsClaim(ctx, jobs.DefaultQueue, "new", 2, time.Minute, nil)
 	require.NoError(t, err)
 	require.Len(t, again, 2)
 	var current driver.Claim

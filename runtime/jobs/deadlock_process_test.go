@@ -118,8 +118,8 @@ func (s *countingStore) note(name string, err error) {
 	}
 }
 
-func (s *countingStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]jobs.Run, error) {
-	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
+func (s *countingStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration, after *driver.RunCursor) ([]jobs.Run, error) {
+	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease, after)
 	s.note("claim", err)
 	return runs, err
 }

@@ -285,8 +285,8 @@ type statsStore struct {
 	stats *jobStats
 }
 
-func (s statsStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]jobs.Run, error) {
-	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
+func (s statsStore) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration, after *driver.RunCursor) ([]jobs.Run, error) {
+	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease, after)
 	if err == nil {
 		s.stats.claims.Add(1)
 		s.stats.claimed.Add(int64(len(runs)))

@@ -251,7 +251,7 @@ func TestJobsRescueAndStaleClaim(t *testing.T) {
 	j := jobsOn(t, store, "node")
 	id, err := j.Enqueue(ctx, nil, newRun("work"))
 	require.NoError(t, err)
-	claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "dead-worker", 10, 300*time.Millisecond)
+	claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "dead-worker", 10, 300*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	dead := driver.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}
@@ -873,7 +873,7 @@ func TestJobsRescueKeepsALastAttemptThatMayStillFinish(t *testing.T) {
 		t.Helper()
 		_, err := j.Enqueue(ctx, nil, r)
 		require.NoError(t, err)
-		claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 10, 200*time.Millisecond)
+		claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "cut-off", 10, 200*time.Millisecond, nil)
 		require.NoError(t, err)
 		require.Len(t, claimed, 1)
 		return driver.Claim{ID: claimed[0].ID, Claim: claimed[0].Claim}

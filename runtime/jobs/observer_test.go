@@ -86,7 +86,7 @@ func TestObserverSeesEveryStepOfARun(t *testing.T) {
 	// A run claimed by a worker that stopped: the rescuer's.
 	stale, err := j.Enqueue(ctx, nil, newRun("stale"))
 	require.NoError(t, err)
-	gone, err := store.RunsClaim(ctx, jobs.DefaultQueue, "gone", 1, 50*time.Millisecond)
+	gone, err := store.RunsClaim(ctx, jobs.DefaultQueue, "gone", 1, 50*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Len(t, gone, 1)
 	_, err = j.Enqueue(ctx, nil, newRun("ok"))

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lockgen/lockgen/runtime"
+	"github.com/lockgen/lockgen/runtime/driver"
 	"github.com/lockgen/lockgen/runtime/internal/genstore/lockgendb"
 	"github.com/lockgen/lockgen/runtime/internal/testdb"
 	"github.com/lockgen/lockgen/runtime/jobs"
@@ -220,9 +221,9 @@ func (s *pauseStats) QueuesPaused(ctx context.Context) ([]string, error) {
 	return s.Store.QueuesPaused(ctx)
 }
 
-func (s *pauseStats) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]jobs.Run, error) {
+func (s *pauseStats) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration, after *driver.RunCursor) ([]jobs.Run, error) {
 	s.claims.Add(1)
-	return s.Store.RunsClaim(ctx, queue, worker, limit, lease)
+	return s.Store.RunsClaim(ctx, queue, worker, limit, lease, after)
 }
 
 // TestQueuePauseAddsNoStatementPerClaim: under load, a node with three

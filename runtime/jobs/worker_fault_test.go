@@ -96,9 +96,9 @@ type stuckClaim struct {
 	beatErr atomic.Int64
 }
 
-func (s *stuckClaim) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]jobs.Run, error) {
+func (s *stuckClaim) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration, after *driver.RunCursor) ([]jobs.Run, error) {
 	if !s.armed.CompareAndSwap(true, false) {
-		return s.Store.RunsClaim(ctx, queue, worker, limit, lease)
+		return s.Store.RunsClaim(ctx, queue, worker, limit, lease, after)
 	}
 	// Two idle connections in the pool (its default MaxIdleConns), both
 	// about to die.
@@ -113,7 +113,7 @@ func (s *stuckClaim) RunsClaim(ctx context.Context, queue, worker string, limit 
 	}
 	s.proxy.Blackhole()
 	s.proxy.Restore()
-	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease)
+	runs, err := s.Store.RunsClaim(ctx, queue, worker, limit, lease, after)
 	s.stuck <- err
 	return runs, err
 }
@@ -196,7 +196,7 @@ func TestJobsRescueWaitingOnARowLockDelaysNoHeartbeat(t *testing.T) {
 	// A run of a dead worker: claimed, its deadline passed.
 	stale, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "stale", MaxAttempts: 3, Timeout: time.Minute})
 	require.NoError(t, err)
-	claimed, err := lockgendb.NewStore(db).RunsClaim(ctx, jobs.DefaultQueue, "ghost", 1, time.Millisecond)
+	claimed, err := lockgendb.NewStore(db).RunsClaim(ctx, jobs.DefaultQueue, "ghost", 1, time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	require.Equal(t, stale, claimed[0].ID)
@@ -549,7 +549,7 @@ func TestJobsPruneWaitingOnARowLockDelaysNoHeartbeat(t *testing.T) {
 	require.NoError(t, err)
 	ghost, err := j.Enqueue(ctx, nil, jobs.NewRun{Job: "ghost", Queue: "ghosts", MaxAttempts: 3, Timeout: time.Hour})
 	require.NoError(t, err)
-	claimed, err := store.RunsClaim(ctx, "ghosts", "ghost", 1, time.Hour)
+	claimed, err := store.RunsClaim(ctx, "ghosts", "ghost", 1, time.Hour, nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 
@@ -609,7 +609,7 @@ func TestRescueSkipsARowSomeoneHolds(t *testing.T) {
 		require.NoError(t, err)
 		runs = append(runs, id)
 	}
-	claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "dead-worker", 10, 100*time.Millisecond)
+	claimed, err := store.RunsClaim(ctx, jobs.DefaultQueue, "dead-worker", 10, 100*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
 	time.Sleep(300 * time.Millisecond) // past the deadline

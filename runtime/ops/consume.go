@@ -211,7 +211,7 @@ func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, le
 	// The claim sets each deadline to its database clock plus lease, after
 	// this instant: the lease lasts at least leaseMS from start.
 	leaseMS := (time.Since(start) + lease).Milliseconds()
-	runs, err := o.store.RunsClaim(ctx, queue, worker, limit, lease)
+	runs, err := o.store.RunsClaim(ctx, queue, worker, limit, lease, nil)
 	if err != nil {
 		return nil, fmt.Errorf("ops: claim from %s: %w", queue, err)
 	}

@@ -56,6 +56,7 @@ func RunJobs(t *testing.T, open OpenJobs) {
 	for name, test := range map[string]func(*testing.T, driver.JobStore){
 		"Jobs": testJobs, "JobsRescue": testJobsRescue, "JobsOrphaned": testJobsOrphaned, "Queues": testQueues,
 		"JobsDiscard": testJobsDiscard, "JobsCancelRunning": testJobsCancelRunning, "JobsCompleteSkipsHeldRows": testJobsCompleteSkipsHeldRows, "JobsOutcomesSkipHeldRows": testJobsOutcomesSkipHeldRows,
+		"JobsClaimOrder": testJobsClaimOrder,
 	} {
 		t.Run(name, func(t *testing.T) { t.Parallel(); test(t, open(t)) })
 	}

@@ -35,14 +35,14 @@ func testJobs(t *testing.T, js driver.JobStore) {
 	require.NoError(t, err)
 	assert.Equal(t, u1, u2, "an active unique key returns the existing run")
 
-	runs, err := js.RunsClaim(ctx, job, "w", 10, time.Minute)
+	runs, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, nil)
 	require.NoError(t, err)
 	require.Len(t, runs, 2)
 	for _, r := range runs {
 		assert.Equal(t, 1, r.Attempt)
 		assert.EqualValues(t, 1, r.Claim)
 	}
-	again, err := js.RunsClaim(ctx, job, "w2", 10, time.Minute)
+	again, err := js.RunsClaim(ctx, job, "w2", 10, time.Minute, nil)
 	require.NoError(t, err)
 	assert.Empty(t, again, "claimed runs are not claimed twice")
 
@@ -68,7 +68,7 @@ func testJobs(t *testing.T, js driver.JobStore) {
 	require.NoError(t, err)
 	assert.Equal(t, driver.RunAvailable, info.State, "a failed attempt with attempts left is due again")
 	assert.Equal(t, "boom", info.LastError)
-	second, err := js.RunsClaim(ctx, job, "w", 10, time.Minute)
+	second, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, nil)
 	require.NoError(t, err)
 	require.Len(t, second, 1)
 	assert.Equal(t, 2, second[0].Attempt)
@@ -114,11 +114,11 @@ func testJobs(t *testing.T, js driver.JobStore) {
 	require.NoError(t, err)
 	require.NoError(t, js.RunInsertMany(ctx, tx, []driver.NewRun{newRun(job + "-many"), newRun(job + "-many")}))
 	require.NoError(t, tx.Rollback())
-	none, err := js.RunsClaim(ctx, job+"-many", "w", 10, time.Minute)
+	none, err := js.RunsClaim(ctx, job+"-many", "w", 10, time.Minute, nil)
 	require.NoError(t, err)
 	assert.Empty(t, none, "runs inserted in a rolled back transaction do not exist")
 	require.NoError(t, js.RunInsertMany(ctx, nil, []driver.NewRun{newRun(job + "-many"), newRun(job + "-many")}))
-	many, err := js.RunsClaim(ctx, job+"-many", "w", 10, time.Minute)
+	many, err := js.RunsClaim(ctx, job+"-many", "w", 10, time.Minute, nil)
 	require.NoError(t, err)
 	assert.Len(t, many, 2)
 }
@@ -128,7 +128,7 @@ func testJobsRescue(t *testing.T, js driver.JobStore) {
 	job := uniqueName("rescue")
 	id, err := js.RunInsert(ctx, nil, newRun(job))
 	require.NoError(t, err)
-	runs, err := js.RunsClaim(ctx, job, "w", 1, 100*time.Millisecond)
+	runs, err := js.RunsClaim(ctx, job, "w", 1, 100*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	time.Sleep(300 * time.Millisecond)
@@ -142,7 +142,7 @@ func testJobsRescue(t *testing.T, js driver.JobStore) {
 	done, err := js.RunsComplete(ctx, []driver.Claim{{ID: id, Claim: runs[0].Claim}})
 	require.NoError(t, err)
 	assert.Equal(t, driver.Completion{}, done, "the rescued attempt's late completion is refused")
-	next, err := js.RunsClaim(ctx, job, "w", 1, time.Minute)
+	next, err := js.RunsClaim(ctx, job, "w", 1, time.Minute, nil)
 	require.NoError(t, err)
 	require.Len(t, next, 1)
 	assert.Equal(t, runs[0].Claim+1, next[0].Claim, "the next claim is a new claim")
@@ -160,4 +160,64 @@ func testJobsRescue(t *testing.T, js driver.JobStore) {
 	_, found, err := js.RunGet(ctx, pid)
 	require.NoError(t, err)
 	assert.False(t, found)
+}
+
+// testJobsClaimOrder: a claim takes due runs highest priority first, then
+// oldest run_at, then lowest id, and returns them in that order; given a
+// place (driver.RunCursor), only the runs after it, however many due runs
+// come before it.
+func testJobsClaimOrder(t *testing.T, js driver.JobStore) {
+	ctx := context.Background()
+	job := uniqueName("order")
+	run := func(priority int) driver.NewRun {
+		r := newRun(job)
+		r.Priority = priority
+		return r
+	}
+	// One statement: the five share run_at, so the ids order A, B, D.
+	require.NoError(t, js.RunInsertMany(ctx, nil, []driver.NewRun{run(0), run(0), run(5), run(0), run(-1)}))
+	ids := func(runs []driver.Run) []int64 {
+		out := []int64{}
+		for _, r := range runs {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	s, ok := js.(driver.Store)
+	require.True(t, ok)
+	target := s.Server()
+	rows, err := target.DB.QueryContext(ctx, "SELECT id, priority FROM "+target.RunsTable+" WHERE job = ? ORDER BY id", job)
+	require.NoError(t, err)
+	byPriority := map[int][]int64{}
+	for rows.Next() {
+		var id int64
+		var priority int
+		require.NoError(t, rows.Scan(&id, &priority))
+		byPriority[priority] = append(byPriority[priority], id)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, byPriority[0], 3)
+	a, b, c, d, e := byPriority[0][0], byPriority[0][1], byPriority[5][0], byPriority[0][2], byPriority[-1][0]
+
+	first, err := js.RunsClaim(ctx, job, "w", 2, time.Minute, nil)
+	require.NoError(t, err)
+	require.Equal(t, []int64{c, a}, ids(first), "from the first: the highest priority, then the lowest id of the same run_at")
+	late, err := js.RunInsert(ctx, nil, run(9))
+	require.NoError(t, err)
+
+	place := first[1].Place()
+	next, err := js.RunsClaim(ctx, job, "w", 2, time.Minute, &place)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{b, d}, ids(next), "after A: B and D (same priority and run_at, higher ids); not the later run of priority 9, which comes first")
+	place = next[1].Place()
+	rest, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, &place)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{e}, ids(rest), "after D: the lower priority")
+	place = rest[0].Place()
+	none, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, &place)
+	require.NoError(t, err)
+	assert.Empty(t, none, "nothing after the last")
+	again, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{late}, ids(again), "from the first again: the run before the place")
 }

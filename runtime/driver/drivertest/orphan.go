@@ -23,7 +23,7 @@ func orphan(t *testing.T, js driver.JobStore, job string, n int) []driver.Run {
 		_, err := js.RunInsert(ctx, nil, r)
 		require.NoError(t, err)
 	}
-	runs, err := js.RunsClaim(ctx, job, "cut-off", n, 100*time.Millisecond)
+	runs, err := js.RunsClaim(ctx, job, "cut-off", n, 100*time.Millisecond, nil)
 	require.NoError(t, err)
 	require.Len(t, runs, n)
 	time.Sleep(300 * time.Millisecond) // past the deadline and the timeout
@@ -67,7 +67,7 @@ func testJobsOrphaned(t *testing.T, js driver.JobStore) {
 	runs := orphan(t, js, job, 3)
 	done, failed, retried := runs[0], runs[1], runs[2]
 
-	again, err := js.RunsClaim(ctx, job, "w", 10, time.Minute)
+	again, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, nil)
 	require.NoError(t, err)
 	assert.Empty(t, again, "an orphaned run is not claimed again")
 	hb, err := js.RunsHeartbeat(ctx, []driver.Claim{claimOf(done)}, time.Minute)
@@ -109,7 +109,7 @@ func testJobsOrphaned(t *testing.T, js driver.JobStore) {
 	ok, err = js.RunFail(ctx, claimOf(retried), "late failure", 0)
 	require.NoError(t, err)
 	assert.False(t, ok, "once retried, the old attempt's late failure matches nothing")
-	next, err := js.RunsClaim(ctx, job, "w", 10, time.Minute)
+	next, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, nil)
 	require.NoError(t, err)
 	require.Len(t, next, 1, "the retried run is claimed")
 	assert.Equal(t, retried.ID, next[0].ID)

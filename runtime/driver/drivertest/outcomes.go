@@ -19,7 +19,7 @@ func claimOne(t *testing.T, js driver.JobStore, job string, attempts int, lease 
 	r.MaxAttempts = attempts
 	_, err := js.RunInsert(ctx, nil, r)
 	require.NoError(t, err)
-	runs, err := js.RunsClaim(ctx, job, "worker", 1, lease)
+	runs, err := js.RunsClaim(ctx, job, "worker", 1, lease, nil)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	return driver.Claim{ID: runs[0].ID, Claim: runs[0].Claim}
@@ -33,7 +33,7 @@ func claimRuns(t *testing.T, js driver.JobStore, job string, n int) []driver.Cla
 		_, err := js.RunInsert(ctx, nil, newRun(job))
 		require.NoError(t, err)
 	}
-	runs, err := js.RunsClaim(ctx, job, "worker", n, time.Minute)
+	runs, err := js.RunsClaim(ctx, job, "worker", n, time.Minute, nil)
 	require.NoError(t, err)
 	require.Len(t, runs, n)
 	claims := make([]driver.Claim, n)
@@ -105,7 +105,7 @@ func testJobsCancelRunning(t *testing.T, js driver.JobStore) {
 	ok, err = js.RunRetry(ctx, c.ID)
 	require.NoError(t, err)
 	assert.True(t, ok, "retried once its deadline has passed")
-	runs, err := js.RunsClaim(ctx, job, "worker", 1, lease)
+	runs, err := js.RunsClaim(ctx, job, "worker", 1, lease, nil)
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	assert.Greater(t, runs[0].Claim, c.Claim, "a new claim")

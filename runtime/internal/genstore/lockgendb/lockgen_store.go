@@ -547,13 +547,17 @@ func (s Store) RunInsertMany(ctx context.Context, tx *sql.Tx, runs []driver.NewR
 }
 
 // RunsClaim implements driver.JobStore: lock, read and mark the runs in one transaction.
-func (s Store) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration) ([]driver.Run, error) {
+func (s Store) RunsClaim(ctx context.Context, queue, worker string, limit int, lease time.Duration, after *driver.RunCursor) ([]driver.Run, error) {
 	var runs []driver.Run
+	afterPriority, afterRunAt, afterID := driver.CursorArgs(after)
 	err := driver.InTx(ctx, s.db, func(conn *sql.Conn) error {
 		qt := New(conn)
 		rows, err := qt.RunsClaimable(ctx, RunsClaimableParams{
-			Queue: queue,
-			Limit: int32(limit),
+			Queue:         queue,
+			AfterPriority: afterPriority,
+			AfterRunAt:    afterRunAt,
+			AfterID:       afterID,
+			Limit:         int32(limit),
 		})
 		if err != nil || len(rows) == 0 {
 			return err

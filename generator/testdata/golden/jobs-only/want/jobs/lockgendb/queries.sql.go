@@ -978,14 +978,20 @@ const runsClaimable = `-- name: RunsClaimable :many
 SELECT id, job, queue, priority, args, attempt, max_attempts, timeout_us, claim, scheduled_at, run_at, created_at, headers
 FROM jobsdemo_runs FORCE INDEX (jobsdemo_runs_claim)
 WHERE queue = ? AND state = 'available' AND run_at <= (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
+  AND (priority < CAST(? AS SIGNED)
+    OR priority = CAST(? AS SIGNED) AND (run_at > ?
+      OR run_at = ? AND id > ?))
 ORDER BY priority DESC, run_at, id
 LIMIT ?
 FOR UPDATE SKIP LOCKED
 `
 
 type RunsClaimableParams struct {
-	Queue string
-	Limit int32
+	Queue         string
+	AfterPriority int64
+	AfterRunAt    time.Time
+	AfterID       int64
+	Limit         int32
 }
 
 type RunsClaimableRow struct {
@@ -1011,8 +1017,22 @@ type RunsClaimableRow struct {
 // MySQL 9.7 read the state index and sorted, locking every available run
 // of every queue it read instead of the ones it took (a claim then blocked
 // or deadlocked with the others); the claim index reads them in order.
+// It takes only the runs after a place in that order (after_priority,
+// after_run_at, after_id), which the claim index reads as a range: a claim
+// that goes on from the last run of the one before reads none of the
+// index entries that the runs claimed since left for the server to purge
+// (MariaDB walked thousands of them in each claim of a backlog's drain).
+// after_priority above any priority (a BIGINT) reads from the first.
 func (q *Queries) RunsClaimable(ctx context.Context, arg RunsClaimableParams) ([]RunsClaimableRow, error) {
-	rows, err := q.db.QueryContext(ctx, runsClaimable, arg.Queue, arg.Limit)
+	rows, err := q.db.QueryContext(ctx, runsClaimable,
+		arg.Queue,
+		arg.AfterPriority,
+		arg.AfterPriority,
+		arg.AfterRunAt,
+		arg.AfterRunAt,
+		arg.AfterID,
+		arg.Limit,
+	)
 	if err != nil {
 		return nil, err
 	}
