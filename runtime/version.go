@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV10 is the compile-time version guard
+// RegenerateWithLockgenGenerateV11 is the compile-time version guard
 // of generated code. Every package lockgen generates for this runtime refers
-// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV10), so
+// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV11), so
 // generated code and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -67,4 +67,8 @@ package runtime
 // (driver.Store.SessionGuard), and a row-strategy takeover disarms an
 // armed reservation first (driver.SessionArmed, Store.SessionDisarm). V9
 // code does not fit the interfaces.
-const RegenerateWithLockgenGenerateV10 = true
+//
+// V11: driver.JobStore's RunsClaim takes the place to go on from
+// (driver.RunCursor), which the generated claim statement reads the
+// claim index from. V10 code does not fit the interface.
+const RegenerateWithLockgenGenerateV11 = true

@@ -107,8 +107,10 @@ type Run struct {
 // keeps (delete-marked) until it purges them, and which a claim from the
 // first walks through (on MariaDB, thousands per claim while a backlog
 // drains). The runs before the place that are still due (a run of higher
-// priority enqueued since, a run another claim skipped while it held it,
-// a rescued run) are for a claim from the first.
+// priority enqueued since, a run another claim skipped while it held it)
+// are for a claim from the first; a run made due again (rescued, retried,
+// failed or snoozed) gets a run_at of now or later, so it comes after the
+// place unless its priority is higher.
 type RunCursor struct {
 	Priority int
 	RunAt    time.Time

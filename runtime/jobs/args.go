@@ -26,7 +26,10 @@ func RunAt(t time.Time) EnqueueOption {
 	return func(r *NewRun) { r.Delay = max(time.Until(t), 0) }
 }
 
-// WithPriority sets the run's priority (-100 to 100, higher runs first).
+// WithPriority sets the run's priority (-100 to 100, higher runs first;
+// while a backlog drains, a run of higher priority waits up to four of the
+// worker's PollMin for a claim from the first due run, see
+// WorkerConfig.PollMin).
 func WithPriority(p int) EnqueueOption { return func(r *NewRun) { r.Priority = p } }
 
 // WithUniqueKey makes the enqueue return the existing run while an

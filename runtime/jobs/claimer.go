@@ -189,7 +189,8 @@ type claimGate struct {
 	skipped atomic.Bool
 	// next is where the node's next claim of the queue may go on from
 	// (nil: from the first due run), and fromFirst when the last claim
-	// from the first was sent; only the gate's holder uses them.
+	// from the first was decided (just before it was sent); only the
+	// gate's holder uses them.
 	next      *driver.RunCursor
 	fromFirst time.Time
 }

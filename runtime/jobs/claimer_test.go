@@ -112,7 +112,7 @@ func TestClaimsGoOnFromTheLastRun(t *testing.T) {
 	store := &placeStore{Store: lockgendb.NewStore(tdb.Open(t))}
 	j := jobsOn(t, store, "places")
 	ctx := context.Background()
-	const backlog = 300
+	const backlog = 400
 	batch := make([]jobs.NewRun, backlog)
 	for i := range batch {
 		batch[i] = newRun("drain")
@@ -135,16 +135,19 @@ func TestClaimsGoOnFromTheLastRun(t *testing.T) {
 			}
 			urgent.Store(id)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 		return nil
 	}
-	startWorker(t, j, jobs.WorkerConfig{Concurrency: 10, PollMin: 2 * time.Millisecond, PollMax: 20 * time.Millisecond,
+	// About a run per millisecond: a claim from the first every 80 ms
+	// comes when some 80 runs were handled since the last.
+	stop := startWorker(t, j, jobs.WorkerConfig{Concurrency: 10, PollMin: 20 * time.Millisecond, PollMax: 100 * time.Millisecond,
 		Handlers: map[string]jobs.JobHandler{"drain": {Handle: handler}}})
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(order) == backlog+1
 	}, time.Minute, 5*time.Millisecond)
+	stop() // no claim after the records are read
 
 	mu.Lock()
 	handled := slices.Clone(order)

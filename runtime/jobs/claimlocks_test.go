@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,9 +19,9 @@ import (
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
-// TestClaimLocksOnlyTheRunsItTakes: while a claim of a batch is open, every
-// other due run can still be claimed (locked with NOWAIT) by another
-// transaction. MySQL 9.7 read the claim through the state index and sorted,
+// TestClaimLocksOnlyTheRunsItTakes: while a claim of a batch is open, from
+// the first due run or from a place (driver.RunCursor), every other due
+// run can still be claimed (locked with NOWAIT) by another transaction. MySQL 9.7 read the claim through the state index and sorted,
 // which locked every available run it read, so one claim blocked every
 // other claim until it committed (and deadlocked with them under load).
 func TestClaimLocksOnlyTheRunsItTakes(t *testing.T) {
@@ -40,46 +41,67 @@ func TestClaimLocksOnlyTheRunsItTakes(t *testing.T) {
 	tdb.Exec(t, "UPDATE lockgen_runs SET run_at = run_at - INTERVAL id SECOND")
 	tdb.Exec(t, "UPDATE lockgen_runs SET state = 'running', claim = 1, claim_ref = CONCAT(id, ':1'), deadline = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE id % 3 = 0")
 	tdb.Exec(t, "ANALYZE TABLE lockgen_runs")
+	// The due runs in claim order, and their places.
 	var ids []int64
-	rows, err := db.QueryContext(bg, "SELECT id FROM lockgen_runs WHERE state = 'available'")
+	var places []driver.RunCursor
+	rows, err := db.QueryContext(bg, "SELECT id, priority, run_at FROM lockgen_runs WHERE state = 'available' ORDER BY priority DESC, run_at, id")
 	require.NoError(t, err)
 	for rows.Next() {
-		var id int64
-		require.NoError(t, rows.Scan(&id))
-		ids = append(ids, id)
+		var c driver.RunCursor
+		require.NoError(t, rows.Scan(&c.ID, &c.Priority, &c.RunAt))
+		ids = append(ids, c.ID)
+		places = append(places, c)
 	}
 	require.NoError(t, rows.Err())
 	require.Len(t, ids, n-n/3)
 
-	ctx, cancel := context.WithTimeout(bg, 30*time.Second)
-	defer cancel()
-	err = driver.InTx(ctx, db, func(conn *sql.Conn) error {
-		rows, err := lockgendb.New(conn).RunsClaimable(ctx, lockgendb.RunsClaimableParams{Queue: jobs.DefaultQueue, Limit: claim})
-		if err != nil {
-			return err
-		}
-		require.Len(t, rows, claim)
-		taken := map[int64]bool{}
-		for _, r := range rows {
-			taken[r.ID] = true
-		}
-		other, err := db.BeginTx(ctx, nil)
-		require.NoError(t, err)
-		defer func() { _ = other.Rollback() }()
-		locked := 0
-		for _, id := range ids {
-			if taken[id] {
-				continue
-			}
-			var got int64
-			if err := other.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE NOWAIT", id).Scan(&got); err != nil {
-				locked++
-			}
-		}
-		require.Zero(t, locked, "a claim of %d runs locked %d other due runs", claim, locked)
-		return nil
-	})
-	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		after *driver.RunCursor
+	}{
+		{"from the first", nil},
+		{"from a place", &places[len(places)/2]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(bg, 30*time.Second)
+			defer cancel()
+			priority, runAt, id := driver.CursorArgs(tc.after)
+			err := driver.InTx(ctx, db, func(conn *sql.Conn) error {
+				rows, err := lockgendb.New(conn).RunsClaimable(ctx, lockgendb.RunsClaimableParams{
+					Queue: jobs.DefaultQueue, AfterPriority: priority, AfterRunAt: runAt, AfterID: id, Limit: claim})
+				if err != nil {
+					return err
+				}
+				require.Len(t, rows, claim)
+				taken := map[int64]bool{}
+				for _, r := range rows {
+					taken[r.ID] = true
+				}
+				if tc.after != nil {
+					at := slices.Index(ids, tc.after.ID)
+					for _, id := range ids[at+1 : at+1+claim] {
+						require.True(t, taken[id], "the claim from the place took the %d runs after it", claim)
+					}
+				}
+				other, err := db.BeginTx(ctx, nil)
+				require.NoError(t, err)
+				defer func() { _ = other.Rollback() }()
+				locked := 0
+				for _, id := range ids {
+					if taken[id] {
+						continue
+					}
+					var got int64
+					if err := other.QueryRowContext(ctx, "SELECT id FROM lockgen_runs WHERE id = ? FOR UPDATE NOWAIT", id).Scan(&got); err != nil {
+						locked++
+					}
+				}
+				require.Zero(t, locked, "a claim of %d runs locked %d other due runs", claim, locked)
+				return nil
+			})
+			require.NoError(t, err)
+		})
+	}
 }
 
 // TestStaleHeartbeatHoldsNoRowOfTheNewClaim: a worker cut off while its run

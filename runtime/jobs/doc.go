@@ -12,7 +12,9 @@
 //     the node's view of the paused queues (queues.go).
 //   - claimer (claimer.go): claims due runs of a queue with SELECT … FOR
 //     UPDATE SKIP LOCKED, in batches, one worker of a node at a time (the
-//     claim gate), unless the queue is paused, and keeps the idle poll.
+//     claim gate), going on from where the node's last claim stopped
+//     (driver.RunCursor) and from the first due run at least every four
+//     PollMin, unless the queue is paused, and keeps the idle poll.
 //   - executor (executor.go): runs each claimed run's handler in its own
 //     goroutine, under the run's timeout and its run lease (runlease.go).
 //   - heartbeater (heartbeat.go): extends the deadlines of the runs a worker
@@ -118,8 +120,9 @@
 // Database errors in the loops (claim, heartbeat, completion, rescue,
 // scheduling, pruning) are logged and retried with backoff; they never
 // stop a worker. Every statement is bounded below the lease: a heartbeat
-// by Lease/6, a rescue by Lease/3, a claim by Lease/2. A claim cut at its
-// bound may have committed: its runs are started by no one and are rescued
+// by Lease/6, a rescue by Lease/3, a claim by Lease/2 (with the claim from
+// the first that follows one from a place that found nothing). A claim cut
+// at its bound may have committed: its runs are started by no one and are rescued
 // after their lease (at least once), and the runs a failed claim returned
 // are never started. A deadlock or a lock wait timeout while recording an
 // outcome is retried like a lost connection, never counted as a rejection. An outcome is kept until it is recorded; its run is

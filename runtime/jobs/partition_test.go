@@ -44,7 +44,9 @@ func TestClaimPartitionedBeforeCommitFreesItsRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, lease)
 	err := driver.InTx(ctx, viaProxy, func(conn *sql.Conn) error {
 		q := lockgendb.New(conn)
-		rows, err := q.RunsClaimable(ctx, lockgendb.RunsClaimableParams{Queue: jobs.DefaultQueue, Limit: int32(len(ids))})
+		priority, runAt, after := driver.CursorArgs(nil)
+		rows, err := q.RunsClaimable(ctx, lockgendb.RunsClaimableParams{Queue: jobs.DefaultQueue,
+			AfterPriority: priority, AfterRunAt: runAt, AfterID: after, Limit: int32(len(ids))})
 		if err != nil {
 			return err
 		}

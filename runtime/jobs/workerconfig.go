@@ -64,13 +64,17 @@ type WorkerConfig struct {
 	// of their own that no claim, rescue or recording holds up (each
 	// statement bounded by Lease/6, retried Lease/12 after the failed one
 	// was sent). Each rescue statement is bounded by Lease/3, each claim
-	// by Lease/2. A run whose worker died is rescued about one Lease later; a
+	// by Lease/2 (a claim from a place and the claim from the first that
+	// follows it when it found nothing, together). A run whose worker died is rescued about one Lease later; a
 	// handler whose worker could not heartbeat for Lease − Lease/10 has its
 	// context cancelled (ErrLeaseLost) before that. Default 30s.
 	Lease time.Duration
 	// PollMin and PollMax bound the idle poll interval, which doubles
 	// while the queue is empty; a local enqueue wakes the worker at once.
-	// Defaults 50ms and 2s.
+	// Defaults 50ms and 2s. While a backlog drains, a node's claims go on
+	// from the last run its previous claim took (driver.RunCursor) and
+	// claim from the first due run at least every 4·PollMin: a due run of
+	// a higher priority than the backlog waits up to that much longer.
 	PollMin, PollMax time.Duration
 	// CompleteBatch is the most completions one statement records, and
 	// CompleteEvery the longest a completion waits to be batched.

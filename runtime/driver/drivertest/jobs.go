@@ -165,17 +165,36 @@ func testJobsRescue(t *testing.T, js driver.JobStore) {
 // testJobsClaimOrder: a claim takes due runs highest priority first, then
 // oldest run_at, then lowest id, and returns them in that order; given a
 // place (driver.RunCursor), only the runs after it, however many due runs
-// come before it.
+// come before it (of a higher priority, of an earlier run_at though of a
+// higher id).
 func testJobsClaimOrder(t *testing.T, js driver.JobStore) {
 	ctx := context.Background()
 	job := uniqueName("order")
-	run := func(priority int) driver.NewRun {
+	run := func(priority int, delay time.Duration) driver.NewRun {
 		r := newRun(job)
-		r.Priority = priority
+		r.Priority, r.Delay = priority, delay
 		return r
 	}
-	// One statement: the five share run_at, so the ids order A, B, D.
-	require.NoError(t, js.RunInsertMany(ctx, nil, []driver.NewRun{run(0), run(0), run(5), run(0), run(-1)}))
+	// One statement: A, B, C, D and E share run_at, so the ids order A, B
+	// and D. Y comes later (a higher id) but is due an hour earlier.
+	require.NoError(t, js.RunInsertMany(ctx, nil, []driver.NewRun{run(0, 0), run(0, 0), run(5, 0), run(0, 0), run(-1, 0)}))
+	y, err := js.RunInsert(ctx, nil, run(0, -time.Hour))
+	require.NoError(t, err)
+	s, ok := js.(driver.Store)
+	require.True(t, ok)
+	target := s.Server()
+	rows, err := target.DB.QueryContext(ctx, "SELECT id, priority, run_at FROM "+target.RunsTable+" WHERE job = ? ORDER BY id", job)
+	require.NoError(t, err)
+	var places []driver.RunCursor
+	for rows.Next() {
+		var c driver.RunCursor
+		require.NoError(t, rows.Scan(&c.ID, &c.Priority, &c.RunAt))
+		places = append(places, c)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, places, 6)
+	a, b, c, d, e := places[0], places[1].ID, places[2].ID, places[3].ID, places[4].ID
+	require.Equal(t, y, places[5].ID)
 	ids := func(runs []driver.Run) []int64 {
 		out := []int64{}
 		for _, r := range runs {
@@ -183,41 +202,21 @@ func testJobsClaimOrder(t *testing.T, js driver.JobStore) {
 		}
 		return out
 	}
-	s, ok := js.(driver.Store)
-	require.True(t, ok)
-	target := s.Server()
-	rows, err := target.DB.QueryContext(ctx, "SELECT id, priority FROM "+target.RunsTable+" WHERE job = ? ORDER BY id", job)
-	require.NoError(t, err)
-	byPriority := map[int][]int64{}
-	for rows.Next() {
-		var id int64
-		var priority int
-		require.NoError(t, rows.Scan(&id, &priority))
-		byPriority[priority] = append(byPriority[priority], id)
-	}
-	require.NoError(t, rows.Err())
-	require.Len(t, byPriority[0], 3)
-	a, b, c, d, e := byPriority[0][0], byPriority[0][1], byPriority[5][0], byPriority[0][2], byPriority[-1][0]
 
-	first, err := js.RunsClaim(ctx, job, "w", 2, time.Minute, nil)
+	next, err := js.RunsClaim(ctx, job, "w", 2, time.Minute, &a)
 	require.NoError(t, err)
-	require.Equal(t, []int64{c, a}, ids(first), "from the first: the highest priority, then the lowest id of the same run_at")
-	late, err := js.RunInsert(ctx, nil, run(9))
+	assert.Equal(t, []int64{b, d}, ids(next), "after A: B and D (the same priority and run_at, higher ids); not C (a higher priority) nor Y (an earlier run_at)")
+	late, err := js.RunInsert(ctx, nil, run(9, 0))
 	require.NoError(t, err)
-
-	place := first[1].Place()
-	next, err := js.RunsClaim(ctx, job, "w", 2, time.Minute, &place)
-	require.NoError(t, err)
-	assert.Equal(t, []int64{b, d}, ids(next), "after A: B and D (same priority and run_at, higher ids); not the later run of priority 9, which comes first")
-	place = next[1].Place()
+	place := next[1].Place()
 	rest, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, &place)
 	require.NoError(t, err)
-	assert.Equal(t, []int64{e}, ids(rest), "after D: the lower priority")
+	assert.Equal(t, []int64{e}, ids(rest), "after D: the lower priority; not the later run of priority 9")
 	place = rest[0].Place()
 	none, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, &place)
 	require.NoError(t, err)
 	assert.Empty(t, none, "nothing after the last")
-	again, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, nil)
+	first, err := js.RunsClaim(ctx, job, "w", 10, time.Minute, nil)
 	require.NoError(t, err)
-	assert.Equal(t, []int64{late}, ids(again), "from the first again: the run before the place")
+	assert.Equal(t, []int64{late, c, y, a.ID}, ids(first), "from the first: every run before the places, in claim order")
 }
