@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/claimplace"
 	"github.com/lockgen/lockgen/runtime/internal/servererr"
 )
 
@@ -111,14 +111,15 @@ func (c *claimer) claim(ctx context.Context, free int) (runs []Run, sent time.Ti
 // than the backlog, or one that another claim skipped while it held it)
 // waits at most that much longer than it would have. Four PollMin: 200 ms
 // by default (with one PollMin, a 3-node drain of a backlog claimed from
-// the first about every other claim, and gained half as much).
+// the first about every other claim, and gained less: 9,800–11,100 jobs/s
+// against 10,600–11,400, the code before 8,200–9,500, in one sitting).
 func (w *Worker) fromFirstEvery() time.Duration { return 4 * w.cfg.PollMin }
 
 // claimOnce claims up to limit runs, bounded by claimTimeout so that a
 // claim stuck on a dead pooled connection holds up the worker loop (its
 // outcomes, its next claim) for a fraction of a lease, never its
 // heartbeats. After a claim that took a full batch, the node's next claim
-// of the queue goes on from its last run (the gate's next), unless the
+// of the queue goes on from its last run (the gate's place), unless the
 // last claim from the first due run is fromFirstEvery old; one that finds
 // nothing there claims from the first at once. It is not cut
 // by ctx: a claim cut while its COMMIT may land leaves its runs running
@@ -130,27 +131,7 @@ func (c *claimer) claimOnce(ctx context.Context, limit int) (runs []Run, othersS
 	cfg := c.w.cfg
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.w.claimTimeout())
 	defer cancel()
-	g, now := c.gate, c.w.jobs.clock.Now()
-	var after *driver.RunCursor
-	if g.next != nil && now.Sub(g.fromFirst) < c.w.fromFirstEvery() {
-		after = g.next
-	}
-	runs, err = c.w.jobs.store.RunsClaim(cctx, cfg.Queue, c.w.jobs.owner, limit, cfg.Lease, after)
-	if err == nil && len(runs) == 0 && after != nil {
-		// Nothing due after the place: what is left, if anything, is
-		// before it.
-		after = nil
-		runs, err = c.w.jobs.store.RunsClaim(cctx, cfg.Queue, c.w.jobs.owner, limit, cfg.Lease, nil)
-	}
-	if after == nil {
-		g.fromFirst = now
-	}
-	g.next = nil
-	if err == nil && len(runs) == limit {
-		// A full batch: more may be due after its last run.
-		next := runs[len(runs)-1].Place()
-		g.next = &next
-	}
+	runs, err = c.gate.place.Claim(cctx, c.w.jobs.store, c.w.jobs.clock.Now(), c.w.fromFirstEvery(), cfg.Queue, c.w.jobs.owner, limit, cfg.Lease)
 	if len(runs) > 0 {
 		c.w.jobs.obs.Claimed(cfg.Queue, len(runs))
 	}
@@ -187,12 +168,8 @@ func (c *claimer) busy() { c.poll = c.w.cfg.PollMin }
 type claimGate struct {
 	busy    chan struct{}
 	skipped atomic.Bool
-	// next is where the node's next claim of the queue may go on from
-	// (nil: from the first due run), and fromFirst when the last claim
-	// from the first was decided (just before it was sent); only the
-	// gate's holder uses them.
-	next      *driver.RunCursor
-	fromFirst time.Time
+	// place is where the node's next claim of the queue may go on from.
+	place claimplace.Place
 }
 
 // tryEnter takes the gate if it is free.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/claimplace"
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
@@ -128,7 +129,11 @@ type FailRequest struct {
 // lease, and they run again (or are orphaned on their last attempt). If
 // ctx ends after a claim committed but before the answer reached the
 // consumer, those runs are rescued after their lease. No runs and a nil
-// error means none was due within the wait.
+// error means none was due within the wait. Runs come highest priority
+// first, then oldest; after a claim that took its whole limit, the next
+// claim of the queue through o goes on from that claim's last run, so a
+// run of higher priority enqueued meanwhile waits up to 100 ms longer
+// (see claimplace.Place).
 func (o *Ops) Claim(ctx context.Context, queue string, req ClaimRequest) ([]Claimed, error) {
 	if err := o.checkQueue(queue); err != nil {
 		return nil, err
@@ -188,7 +193,30 @@ func (o *Ops) StopWaiting() {
 	o.stopOnce.Do(func() { close(o.stopWaiting) })
 }
 
-// claimOnce rescues (at most once per rescueEvery) and claims once.
+// claimFromFirstEvery is how long the claims of a queue may go on from
+// where the last one stopped (claimplace.Place) before one claims from the
+// first due run again: four of a waiting claim's shortest pause.
+const claimFromFirstEvery = 4 * claimPollMin
+
+// place returns queue's claim place.
+func (o *Ops) place(queue string) *claimplace.Place {
+	o.placesMu.Lock()
+	defer o.placesMu.Unlock()
+	p := o.places[queue]
+	if p == nil {
+		if o.places == nil {
+			o.places = map[string]*claimplace.Place{}
+		}
+		p = &claimplace.Place{}
+		o.places[queue] = p
+	}
+	return p
+}
+
+// claimOnce rescues (at most once per rescueEvery) and claims once, going
+// on from where the last claim of the queue through o stopped when that
+// one took a full batch (claimplace.Place: the claim index is read from
+// there, past the entries of the runs claimed before).
 func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, lease time.Duration, start time.Time) ([]Claimed, error) {
 	ctx, cancel := o.bounded(ctx)
 	defer cancel()
@@ -211,7 +239,7 @@ func (o *Ops) claimOnce(ctx context.Context, queue, worker string, limit int, le
 	// The claim sets each deadline to its database clock plus lease, after
 	// this instant: the lease lasts at least leaseMS from start.
 	leaseMS := (time.Since(start) + lease).Milliseconds()
-	runs, err := o.store.RunsClaim(ctx, queue, worker, limit, lease, nil)
+	runs, err := o.place(queue).Claim(ctx, o.store, time.Now(), o.fromFirstEvery, queue, worker, limit, lease)
 	if err != nil {
 		return nil, fmt.Errorf("ops: claim from %s: %w", queue, err)
 	}

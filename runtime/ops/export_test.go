@@ -1,5 +1,7 @@
 package ops
 
+import "time"
+
 // Statements returns the layer's read statements with example arguments,
 // for the EXPLAIN test.
 func (o *Ops) Statements() map[string][]any {
@@ -22,3 +24,8 @@ func (o *Ops) Statements() map[string][]any {
 		"retryScan":         {q.retryScan, "discarded", "test", "2000-01-01 00:00:00", "2000-01-01 00:00:00", 0, "9999-01-01 00:00:00", 500},
 	}
 }
+
+// SetClaimFromFirstEveryForTest sets how long o's claims may go on from a
+// place (claimFromFirstEvery by default): a test that checks the places
+// claims go on from must not depend on the machine's speed.
+func SetClaimFromFirstEveryForTest(o *Ops, d time.Duration) { o.fromFirstEvery = d }

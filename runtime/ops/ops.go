@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lockgen/lockgen/runtime/driver"
+	"github.com/lockgen/lockgen/runtime/internal/claimplace"
 	"github.com/lockgen/lockgen/runtime/jobs"
 )
 
@@ -99,6 +100,11 @@ type Ops struct {
 	q      queries
 	store  driver.JobStore // nil: consuming over HTTP is unavailable
 	rescue rescueGate
+	// places are where the claims of each queue go on from (claimOnce),
+	// for up to fromFirstEvery after a claim from the first.
+	placesMu       sync.Mutex
+	places         map[string]*claimplace.Place
+	fromFirstEvery time.Duration
 	// stopWaiting is closed by StopWaiting.
 	stopWaiting chan struct{}
 	stopOnce    sync.Once
@@ -156,7 +162,8 @@ func build(db *sql.DB, cfg Config) (*Ops, error) {
 			sqlPrefix = DefaultTablePrefix
 		}
 	}
-	o := &Ops{db: db, cfg: cfg, q: render(sqlPrefix), store: cfg.Store, schedules: map[string]jobs.Schedule{}, stopWaiting: make(chan struct{})}
+	o := &Ops{db: db, cfg: cfg, q: render(sqlPrefix), store: cfg.Store, schedules: map[string]jobs.Schedule{}, stopWaiting: make(chan struct{}),
+		fromFirstEvery: claimFromFirstEvery}
 	if o.store == nil && db != nil && sqlPrefix == DefaultTablePrefix {
 		o.store = defaultStore(db)
 	}
