@@ -132,8 +132,9 @@ type FailRequest struct {
 // error means none was due within the wait. Runs come highest priority
 // first, then oldest; after a claim that took its whole limit, the next
 // claim of the queue through o goes on from that claim's last run, so a
-// run of higher priority enqueued meanwhile waits up to 100 ms longer
-// (see claimplace.Place).
+// run of higher priority enqueued meanwhile waits up to 100 ms longer for
+// a claim from the first (a claim that finds nothing after the place makes
+// one at once).
 func (o *Ops) Claim(ctx context.Context, queue string, req ClaimRequest) ([]Claimed, error) {
 	if err := o.checkQueue(queue); err != nil {
 		return nil, err

@@ -43,7 +43,9 @@ type Config struct {
 	Locks  []Lock
 	Jobs   []Job
 	Queues []string
-	// Timeout bounds each statement (DefaultTimeout when 0).
+	// Timeout bounds each statement (DefaultTimeout when 0); a consumer's
+	// claim is bounded by it as a whole (its rescue, pause read, clock
+	// read and claim statements together).
 	Timeout time.Duration
 	// CountCap is how many index entries one count reads at most
 	// (DefaultCountCap when 0).
