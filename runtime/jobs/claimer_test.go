@@ -229,3 +229,127 @@ func TestClaimFromThePlaceFindingNothingClaimsFromTheFirst(t *testing.T) {
 	require.Len(t, claims[2].runs, 1)
 	assert.Equal(t, urgent, claims[2].runs[0].ID)
 }
+
+// heldRuns is a handler whose runs wait until the test lets them finish,
+// one per send on release, and that reports each start.
+type heldRuns struct {
+	started chan int64
+	release chan struct{}
+	done    chan int64
+}
+
+// heldRun is a run of the held job whose timeout outlasts the test.
+func heldRun() jobs.NewRun {
+	return jobs.NewRun{Job: "held", MaxAttempts: 3, Timeout: 10 * time.Minute}
+}
+
+func newHeldRuns(n int) *heldRuns {
+	return &heldRuns{started: make(chan int64, n), release: make(chan struct{}), done: make(chan int64, n)}
+}
+
+func (h *heldRuns) handler() map[string]jobs.JobHandler {
+	return map[string]jobs.JobHandler{"held": {Handle: func(ctx context.Context, run *jobs.Run) error {
+		h.started <- run.ID
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		h.done <- run.ID
+		return nil
+	}}}
+}
+
+// wait receives n ids from ch, failing the test after 20 s.
+func (h *heldRuns) wait(t *testing.T, ch chan int64, n int, what string) []int64 {
+	t.Helper()
+	var ids []int64
+	for len(ids) < n {
+		select {
+		case id := <-ch:
+			ids = append(ids, id)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: %d of %d", what, len(ids), n)
+		}
+	}
+	return ids
+}
+
+// TestClaimAfterAFullClaimGathersHalfABatch: after a claim that took its
+// whole limit (a backlog), a worker whose handlers finish one by one does
+// not claim a run or two for each: it waits (up to ClaimGather, a minute
+// here) until half a batch of its slots is free, and claims that many at
+// once.
+func TestClaimAfterAFullClaimGathersHalfABatch(t *testing.T) {
+	tdb := testdb.New(t)
+	store := &placeStore{Store: lockgendb.NewStore(tdb.Open(t))}
+	j := jobsOn(t, store, "gather")
+	ctx := context.Background()
+	batch := make([]jobs.NewRun, 30)
+	for i := range batch {
+		batch[i] = heldRun()
+	}
+	require.NoError(t, j.EnqueueMany(ctx, nil, batch))
+	h := newHeldRuns(len(batch))
+	startWorker(t, j, jobs.WorkerConfig{Concurrency: 10, ClaimGather: time.Minute, RescueEvery: -1, Handlers: h.handler()})
+	h.wait(t, h.started, 10, "runs started by the first claim")
+	for range 4 {
+		h.release <- struct{}{}
+	}
+	h.wait(t, h.done, 4, "runs finished")
+	// Four slots are free, fewer than half the batch of 10: a worker that
+	// claimed at once would have started more runs by now.
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case id := <-h.started:
+		t.Fatalf("run %d started with 4 of 10 slots free, after a full claim", id)
+	default:
+	}
+	h.release <- struct{}{}
+	h.wait(t, h.started, 5, "runs started once half the batch was free")
+	claims := store.recorded()
+	require.Len(t, claims, 2)
+	assert.Len(t, claims[0].runs, 10)
+	assert.Len(t, claims[1].runs, 5, "the second claim takes the five free slots at once")
+	for range len(batch) - 5 {
+		h.release <- struct{}{}
+	}
+	h.wait(t, h.done, len(batch)-4, "the other runs finished")
+}
+
+// TestClaimAfterAClaimShortOfItsLimitDoesNotWait: a worker whose last
+// claim took less than its limit (the queue ran dry) claims as soon as a
+// handler finishes, however few of its slots are free: a run enqueued
+// meanwhile (by another node, which wakes no worker here) starts then, not
+// a ClaimGather (a minute) later.
+func TestClaimAfterAClaimShortOfItsLimitDoesNotWait(t *testing.T) {
+	tdb := testdb.New(t)
+	store := &placeStore{Store: lockgendb.NewStore(tdb.Open(t))}
+	j := jobsOn(t, store, "short")
+	other := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "other-node")
+	ctx := context.Background()
+	batch := make([]jobs.NewRun, 9)
+	for i := range batch {
+		batch[i] = heldRun()
+	}
+	require.NoError(t, j.EnqueueMany(ctx, nil, batch))
+	h := newHeldRuns(10)
+	startWorker(t, j, jobs.WorkerConfig{Concurrency: 10, ClaimGather: time.Minute, PollMin: time.Minute, PollMax: time.Minute,
+		RescueEvery: -1, Handlers: h.handler()})
+	h.wait(t, h.started, 9, "runs started by the first claim")
+	// The claim short of its limit is followed by one for the last free
+	// slot, which finds nothing; only then is the run enqueued.
+	require.Eventually(t, func() bool { return len(store.recorded()) >= 2 }, 20*time.Second, time.Millisecond)
+	claims := store.recorded()
+	require.Len(t, claims, 2)
+	require.Len(t, claims[0].runs, 9)
+	require.Empty(t, claims[1].runs)
+	late, err := other.Enqueue(ctx, nil, heldRun())
+	require.NoError(t, err)
+	h.release <- struct{}{}
+	assert.Equal(t, []int64{late}, h.wait(t, h.started, 1, "the run enqueued elsewhere, after a handler finished"))
+	for range 9 {
+		h.release <- struct{}{}
+	}
+	h.wait(t, h.done, 10, "the runs finished")
+}

@@ -30,7 +30,9 @@
 //     workers, scheduler and pruner.
 //
 // A worker's loop claims runs into the executor, hands their outcomes to
-// the completer and rescues on its timer. The heartbeater and the
+// the completer and rescues on its timer. After a claim that took its
+// whole limit, it gathers free slots (up to half a batch, for at most
+// ClaimGather) before the next claim. The heartbeater and the
 // completer each run in a goroutine of their own, so nothing else the
 // worker does (a claim or a rescue stuck on a dead pooled connection or
 // waiting on a row lock, a slow completion) stands between two

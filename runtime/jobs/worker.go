@@ -81,6 +81,9 @@ func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *comp
 		defer rescue.Stop()
 		rescueC = rescue.C()
 	}
+	// full: the last claim took its whole limit, so more runs are likely
+	// due, and the worker gathers free slots before its next claim.
+	full := false
 	for ctx.Err() == nil {
 		free := ex.free()
 		// backlog: the database does not keep up with the outcomes.
@@ -89,6 +92,12 @@ func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *comp
 			free = 0
 		}
 		runs, sent, keepPoll := cl.claim(ctx, free)
+		switch {
+		case len(runs) > 0:
+			full = len(runs) == min(free, cfg.ClaimBatch)
+		case free > 0 && !keepPoll:
+			full = false // the claim found nothing, failed or the queue is paused
+		}
 		keepPoll = keepPoll || backlog
 		for i := range runs {
 			ex.start(&runs[i], sent)
@@ -114,6 +123,9 @@ func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *comp
 				ex.handOff(o, comp)
 			}
 			cl.busy()
+			if full {
+				w.gather(ctx, ex, comp)
+			}
 		case <-wake:
 			cl.busy()
 		case <-idleC:
@@ -123,6 +135,31 @@ func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *comp
 		}
 		if idle != nil {
 			idle.Stop()
+		}
+	}
+}
+
+// gather waits, after a claim that took its whole limit, for more
+// handlers to finish while fewer than half a ClaimBatch of slots are free,
+// for up to ClaimGather (see WorkerConfig.ClaimGather), handing their
+// outcomes to the completer as they come.
+func (w *Worker) gather(ctx context.Context, ex *executor, comp *completer) {
+	want := min(w.cfg.ClaimBatch, w.cfg.Concurrency) / 2
+	if w.cfg.ClaimGather <= 0 || ex.free() >= want {
+		return
+	}
+	t := w.jobs.clock.NewTimer(w.cfg.ClaimGather)
+	defer t.Stop()
+	for ex.free() < want {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			return
+		case o := <-ex.results:
+			for _, o := range ex.ready(o) {
+				ex.handOff(o, comp)
+			}
 		}
 	}
 }

@@ -76,6 +76,19 @@ type WorkerConfig struct {
 	// claim from the first due run at least every 4·PollMin: a due run of
 	// a higher priority than the backlog waits up to that much longer.
 	PollMin, PollMax time.Duration
+	// ClaimGather is how long, while a backlog drains, a worker waits for
+	// more of its handlers to finish before its next claim when fewer
+	// than half a ClaimBatch of its slots are free: after a claim that
+	// took its whole limit (more runs are likely due), it claims once half
+	// a batch of slots is free or ClaimGather has passed, whichever comes
+	// first. Fewer, larger claims cost the database less per run (a 3-node
+	// drain of no-op runs: claims grew from 55–75 runs to 93–97, and the
+	// runs worked per second by 8%); the price is up to ClaimGather more
+	// wait for a due run while the worker is partly busy. It never delays
+	// a claim when the last one took less than its limit (the queue ran
+	// dry), nor a heartbeat or an outcome. Default 2ms; negative: never
+	// wait.
+	ClaimGather time.Duration
 	// CompleteBatch is the most completions one statement records, and
 	// CompleteEvery the longest a completion waits to be batched.
 	// Defaults 100 and 20ms.
@@ -169,6 +182,9 @@ func (j *Client) NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	if cfg.PollMax < cfg.PollMin {
 		cfg.PollMax = max(2*time.Second, cfg.PollMin)
+	}
+	if cfg.ClaimGather == 0 {
+		cfg.ClaimGather = 2 * time.Millisecond
 	}
 	if cfg.CompleteBatch <= 0 {
 		cfg.CompleteBatch = 100
