@@ -279,7 +279,7 @@ func (h *heldRuns) wait(t *testing.T, ch chan int64, n int, what string) []int64
 // whole limit (a backlog), a worker whose handlers finish one by one does
 // not claim a run or two for each: it waits (up to ClaimGather, a minute
 // here) until half a batch of its slots is free, and claims that many at
-// once.
+// once. (ClaimGather is at most PollMin: both are a minute here.)
 func TestClaimAfterAFullClaimGathersHalfABatch(t *testing.T) {
 	tdb := testdb.New(t)
 	store := &placeStore{Store: lockgendb.NewStore(tdb.Open(t))}
@@ -291,7 +291,8 @@ func TestClaimAfterAFullClaimGathersHalfABatch(t *testing.T) {
 	}
 	require.NoError(t, j.EnqueueMany(ctx, nil, batch))
 	h := newHeldRuns(len(batch))
-	startWorker(t, j, jobs.WorkerConfig{Concurrency: 10, ClaimGather: time.Minute, RescueEvery: -1, Handlers: h.handler()})
+	startWorker(t, j, jobs.WorkerConfig{Concurrency: 10, ClaimGather: time.Minute, PollMin: time.Minute, PollMax: time.Minute,
+		RescueEvery: -1, Handlers: h.handler()})
 	h.wait(t, h.started, 10, "runs started by the first claim")
 	for range 4 {
 		h.release <- struct{}{}
@@ -317,33 +318,57 @@ func TestClaimAfterAFullClaimGathersHalfABatch(t *testing.T) {
 	h.wait(t, h.done, len(batch)-4, "the other runs finished")
 }
 
-// TestClaimAfterAClaimShortOfItsLimitDoesNotWait: a worker whose last
-// claim took less than its limit (the queue ran dry) claims as soon as a
-// handler finishes, however few of its slots are free: a run enqueued
-// meanwhile (by another node, which wakes no worker here) starts then, not
-// a ClaimGather (a minute) later.
-func TestClaimAfterAClaimShortOfItsLimitDoesNotWait(t *testing.T) {
+// TestClaimAfterTheQueueRanDryDoesNotWait: a worker gathers free slots
+// only while its last claim took its whole limit. Once a claim found fewer
+// runs than its limit (the queue ran dry), it claims as soon as a handler
+// finishes, however few of its slots are free: a run enqueued meanwhile
+// (by another node, which wakes no worker here) starts then, not a
+// ClaimGather (a minute) later.
+func TestClaimAfterTheQueueRanDryDoesNotWait(t *testing.T) {
 	tdb := testdb.New(t)
 	store := &placeStore{Store: lockgendb.NewStore(tdb.Open(t))}
-	j := jobsOn(t, store, "short")
+	j := jobsOn(t, store, "dry")
 	other := jobsOn(t, lockgendb.NewStore(tdb.Open(t)), "other-node")
 	ctx := context.Background()
-	batch := make([]jobs.NewRun, 9)
-	for i := range batch {
-		batch[i] = heldRun()
+	enqueue := func(n int) {
+		batch := make([]jobs.NewRun, n)
+		for i := range batch {
+			batch[i] = heldRun()
+		}
+		require.NoError(t, j.EnqueueMany(ctx, nil, batch))
 	}
-	require.NoError(t, j.EnqueueMany(ctx, nil, batch))
-	h := newHeldRuns(10)
+	// idleAfter waits until the worker's last claim found nothing from the
+	// first due run (no claim follows it while it is idle), later than
+	// the claim that took n runs, and returns the claims so far.
+	idleAfter := func(n int) []placeClaim {
+		var claims []placeClaim
+		require.Eventually(t, func() bool {
+			claims = store.recorded()
+			took := slices.IndexFunc(claims, func(c placeClaim) bool { return len(c.runs) == n })
+			last := len(claims) - 1
+			return took >= 0 && last > took && len(claims[last].runs) == 0 && claims[last].after == nil
+		}, 20*time.Second, time.Millisecond)
+		return claims
+	}
+	enqueue(10)
+	h := newHeldRuns(15)
 	startWorker(t, j, jobs.WorkerConfig{Concurrency: 10, ClaimGather: time.Minute, PollMin: time.Minute, PollMax: time.Minute,
 		RescueEvery: -1, Handlers: h.handler()})
-	h.wait(t, h.started, 9, "runs started by the first claim")
-	// The claim short of its limit is followed by one for the last free
-	// slot, which finds nothing; only then is the run enqueued.
-	require.Eventually(t, func() bool { return len(store.recorded()) >= 2 }, 20*time.Second, time.Millisecond)
-	claims := store.recorded()
-	require.Len(t, claims, 2)
-	require.Len(t, claims[0].runs, 9)
-	require.Empty(t, claims[1].runs)
+	h.wait(t, h.started, 10, "runs started by the first claim")
+	// Half the slots free: the worker stops gathering, and its claim finds
+	// nothing.
+	for range 5 {
+		h.release <- struct{}{}
+	}
+	idleAfter(10)
+	// A local enqueue wakes it: it takes the four runs (fewer than its five
+	// free slots), then finds nothing for the last slot.
+	enqueue(4)
+	h.wait(t, h.started, 4, "runs enqueued here")
+	claims := idleAfter(4)
+	require.Len(t, claims[0].runs, 10, "the first claim was full")
+	// One slot free of ten; the next finished handler lets a claim go at
+	// once.
 	late, err := other.Enqueue(ctx, nil, heldRun())
 	require.NoError(t, err)
 	h.release <- struct{}{}
@@ -351,5 +376,5 @@ func TestClaimAfterAClaimShortOfItsLimitDoesNotWait(t *testing.T) {
 	for range 9 {
 		h.release <- struct{}{}
 	}
-	h.wait(t, h.done, 10, "the runs finished")
+	h.wait(t, h.done, 15, "the runs finished")
 }

@@ -140,15 +140,16 @@ func (w *Worker) work(ctx context.Context, cl *claimer, ex *executor, comp *comp
 }
 
 // gather waits, after a claim that took its whole limit, for more
-// handlers to finish while fewer than half a ClaimBatch of slots are free,
-// for up to ClaimGather (see WorkerConfig.ClaimGather), handing their
-// outcomes to the completer as they come.
+// handlers to finish while fewer than half of min(ClaimBatch, Concurrency)
+// slots are free, for up to ClaimGather (at most PollMin; see
+// WorkerConfig.ClaimGather), handing their outcomes to the completer as
+// they come.
 func (w *Worker) gather(ctx context.Context, ex *executor, comp *completer) {
 	want := min(w.cfg.ClaimBatch, w.cfg.Concurrency) / 2
 	if w.cfg.ClaimGather <= 0 || ex.free() >= want {
 		return
 	}
-	t := w.jobs.clock.NewTimer(w.cfg.ClaimGather)
+	t := w.jobs.clock.NewTimer(min(w.cfg.ClaimGather, w.cfg.PollMin))
 	defer t.Stop()
 	for ex.free() < want {
 		select {
