@@ -24,6 +24,10 @@ import (
 // run can still be claimed (locked with NOWAIT) by another transaction. MySQL 9.7 read the claim through the state index and sorted,
 // which locked every available run it read, so one claim blocked every
 // other claim until it committed (and deadlocked with them under load).
+// Each claim reads about as many index entries as it takes runs: from a
+// place, the claim index is read as a range from there (MariaDB 10.11's
+// EXPLAIN names only queue and state as the range's key parts, but reads
+// from the place).
 func TestClaimLocksOnlyTheRunsItTakes(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
@@ -100,8 +104,46 @@ func TestClaimLocksOnlyTheRunsItTakes(t *testing.T) {
 				return nil
 			})
 			require.NoError(t, err)
+			// The claim reads the claim index as a range from where it
+			// starts: the index entries it reads are about the runs it
+			// takes, not the due runs before its place. Index condition
+			// pushdown is turned off for this read, so that every entry the
+			// server reads counts in Handler_read_next (with it, MySQL
+			// counts only the entries that pass the condition).
+			read := claimIndexEntriesRead(t, ctx, tdb, priority, runAt, id, claim)
+			assert.LessOrEqual(t, read, int64(2*claim), "a claim of %d runs read %d index entries", claim, read)
 		})
 	}
+}
+
+// claimIndexEntriesRead runs the claim statement from the place (priority,
+// runAt, id), taking up to limit runs, on a connection of its own with index
+// condition pushdown off, and returns how many index entries it read
+// (Handler_read_next). It rolls the claim back.
+func claimIndexEntriesRead(t *testing.T, ctx context.Context, tdb *testdb.DB, priority int64, runAt time.Time, id int64, limit int32) int64 {
+	t.Helper()
+	pool := tdb.Open(t)
+	defer func() { _ = pool.Close() }()
+	conn, err := pool.Conn(ctx)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close() }()
+	_, err = conn.ExecContext(ctx, "SET SESSION optimizer_switch = 'index_condition_pushdown=off'")
+	require.NoError(t, err)
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	readNext := func() int64 {
+		var name string
+		var n int64
+		require.NoError(t, tx.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Handler_read_next'").Scan(&name, &n))
+		return n
+	}
+	before := readNext()
+	rows, err := lockgendb.New(tx).RunsClaimable(ctx, lockgendb.RunsClaimableParams{
+		Queue: jobs.DefaultQueue, AfterPriority: priority, AfterRunAt: runAt, AfterID: id, Limit: limit})
+	require.NoError(t, err)
+	require.Len(t, rows, int(limit))
+	return readNext() - before
 }
 
 // TestStaleHeartbeatHoldsNoRowOfTheNewClaim: a worker cut off while its run

@@ -83,9 +83,9 @@ type WorkerConfig struct {
 	// it claims once that half is free or ClaimGather has passed,
 	// whichever comes first. Fewer, larger claims cost the database less
 	// per run: 3 nodes × 8 workers draining no-op runs made claims of
-	// 91–97 runs instead of 73–80, and worked 1.07× (MariaDB) and 1.16×
-	// (MySQL) as many runs per second; with one worker per node the gain
-	// was within the noise. The price is up to ClaimGather more wait for a
+	// 91–97 runs instead of 73–80, and worked 1.07× as many runs per
+	// second on MariaDB (medians of 10 runs in turn); on MySQL, and with
+	// one worker per node, the change was within the noise. The price is up to ClaimGather more wait for a
 	// due run while the worker is partly busy, and for its local wake-ups
 	// and rescues, once per finished handler at most. No claim waits after
 	// one that found fewer runs than its limit (the queue ran dry), and
