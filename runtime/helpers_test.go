@@ -94,12 +94,27 @@ func dbRemaining(t *testing.T, db *sql.DB, name, key string, token int64) time.D
 // dbRemainingAt is how long the row (name, key) with token stayed held by
 // the database clock after the moment at, for a row whose expiry no longer
 // moves (no renewal reaches the database any more): the time left when the
-// row was read, plus the time from at until the read was sent, a lower
-// bound that does not count the reader's own delay against the holder.
+// row was read, plus the time from at until the read was sent. That is a
+// lower bound, short by the read's own delay between being sent and being
+// run; so the row is read up to five times, and the read that took the
+// least time counts. (With one read, TestDeadlineAfterBatchedRenewalsPrecedesExpiry
+// failed once at −28.6 ms, on MySQL, while make test ran both servers'
+// timing packages at once under -race: its margin is 120 ms, so only a
+// read held ~150 ms between being sent and being run explains it.)
 func dbRemainingAt(t *testing.T, db *sql.DB, name, key string, token int64, at time.Time) time.Duration {
 	t.Helper()
-	sent := time.Now()
-	return dbRemaining(t, db, name, key, token) + sent.Sub(at)
+	best, took := time.Duration(0), time.Duration(-1)
+	for range 5 {
+		sent := time.Now()
+		left := dbRemaining(t, db, name, key, token) + sent.Sub(at)
+		if d := time.Since(sent); took < 0 || d < took {
+			best, took = left, d
+		}
+		if took < 20*time.Millisecond {
+			break
+		}
+	}
+	return best
 }
 
 // skewedClock is the system clock shifted by a constant offset, standing for
