@@ -396,6 +396,118 @@ func TestDeadlineAfterRenewalsPrecedesExpiry(t *testing.T) {
 	}
 }
 
+// stalledFirstRenew is the real store whose first renewal stalls on the
+// server after it started: its statement starts at once, but writes only
+// after a second renewal (the hedge's, sent when the first is slow) has
+// committed; it then writes the expiry its own start gives, and the
+// network is partitioned. With secondLost, the second's reply is lost and
+// the first's connection fails at once (the client gives up on it, the
+// server runs it on): the runtime re-reads the row, and the first writes
+// after that read.
+type stalledFirstRenew struct {
+	driver.Store
+	secondLost bool
+	// late is a pool of one connection on which the first renewal writes,
+	// with the session's clock set back to when it was sent.
+	late        *sql.DB
+	calls       atomic.Int32
+	reads       atomic.Int32
+	secondDone  chan struct{}
+	reread      chan struct{}
+	wrote       chan struct{}
+	partitioned atomic.Bool
+}
+
+func newStalledFirstRenew(t *testing.T, tdb *testdb.DB, secondLost bool) *stalledFirstRenew {
+	late := tdb.Open(t)
+	late.SetMaxOpenConns(1)
+	return &stalledFirstRenew{Store: lockgendb.NewStore(tdb.Open(t)), secondLost: secondLost, late: late,
+		secondDone: make(chan struct{}), reread: make(chan struct{}), wrote: make(chan struct{})}
+}
+
+// lateWrite runs the first renewal's statement as if it had started at
+// sent, then partitions the network.
+func (s *stalledFirstRenew) lateWrite(id driver.LeaseID, ttl time.Duration, sent time.Time) {
+	defer close(s.wrote)
+	defer s.partitioned.Store(true)
+	if _, err := s.late.Exec(fmt.Sprintf("SET timestamp = %d.%06d", sent.Unix(), sent.Nanosecond()/1000)); err != nil {
+		panic(err)
+	}
+	if _, err := lockgendb.NewStore(s.late).LeaseRenew(context.Background(), id, ttl); err != nil {
+		panic(err)
+	}
+}
+
+func (s *stalledFirstRenew) LeaseRenew(ctx context.Context, id driver.LeaseID, ttl time.Duration) (bool, error) {
+	switch s.calls.Add(1) {
+	case 1:
+		sent := time.Now()
+		<-s.secondDone
+		if s.secondLost {
+			go func() {
+				<-s.reread
+				s.lateWrite(id, ttl, sent)
+			}()
+			return false, errReplyLost
+		}
+		time.Sleep(50 * time.Millisecond) // the second's reply is in
+		s.lateWrite(id, ttl, sent)
+		return false, errReplyLost
+	case 2:
+		ok, err := s.Store.LeaseRenew(ctx, id, ttl)
+		close(s.secondDone)
+		if s.secondLost {
+			return false, errReplyLost
+		}
+		return ok, err
+	}
+	<-s.wrote
+	return false, errPartitioned
+}
+
+func (s *stalledFirstRenew) LeaseGet(ctx context.Context, name, key string) (driver.LeaseRow, bool, error) {
+	if s.reads.Add(1) > 1 {
+		<-s.wrote
+	}
+	if s.partitioned.Load() {
+		return driver.LeaseRow{}, false, errPartitioned
+	}
+	row, found, err := s.Store.LeaseGet(ctx, name, key)
+	close(s.reread)
+	return row, found, err
+}
+
+// TestHedgedRenewalRunsFromTheFirstSend: a renewal whose statement started
+// on the server, then stalled there while the hedge's second attempt
+// renewed, writes an expiry from its own, earlier start after the
+// second's. The lease's local deadline must count from the first's send,
+// whether the second answered or its reply was lost and the row was read
+// again before the first wrote: counted from the second's send, the holder
+// learnt of the loss 265 ms after the row expired (TTL 3 s, margin 300 ms).
+func TestHedgedRenewalRunsFromTheFirstSend(t *testing.T) {
+	for _, secondLost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("secondLost=%v", secondLost), func(t *testing.T) {
+			tdb := testdb.New(t)
+			store := newStalledFirstRenew(t, tdb, secondLost)
+			c, err := runtime.NewClient(store)
+			require.NoError(t, err)
+			l, err := c.Lock(runtime.LockConfig{Name: "stalled", TTL: 3 * time.Second})
+			require.NoError(t, err)
+			lease, err := l.Try(context.Background(), "")
+			require.NoError(t, err)
+			select {
+			case <-lease.Done():
+			case <-time.After(20 * time.Second):
+				t.Fatal("the lease outlived the partition")
+			}
+			require.ErrorIs(t, lease.Err(), runtime.ErrLeaseLost)
+			<-store.wrote
+			left := dbRemainingAt(t, tdb.Open(t), "stalled", "", lease.Token(), lease.LocalDeadline())
+			assert.Greater(t, left, time.Duration(0), "the holder must learn of the loss before the row expires")
+		})
+	}
+}
+
 // TestWithReportsLoss: when the lease is lost while fn runs, fn's ctx is
 // cancelled with cause ErrLeaseLost and With returns ErrLeaseLost even though
 // fn returned nil.

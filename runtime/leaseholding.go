@@ -116,8 +116,22 @@ func (ls *Lease) renewRow(left time.Duration, onWake func(context.Context) (bool
 		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), r.err))
 		return false, wakeLost
 	}
-	ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
+	ls.extend(rereadDeadline(sent, row.Remaining, r.sent, cfg))
 	return false, wakeLost // retry soon: the renewal may not have applied
+}
+
+// rereadDeadline is a lease's local deadline after a renewal with no
+// definite answer and a re-read of its row that was sent at sent and found
+// remaining left: the expiry read, unless a renewal attempt that may still
+// run on the server (any of the hedge whose first attempt was sent at
+// renewSent) writes an earlier one after the read, which is never before
+// renewSent + TTL. Less the safety margin.
+func rereadDeadline(sent time.Time, remaining time.Duration, renewSent time.Time, cfg LockConfig) time.Time {
+	deadline := sent.Add(remaining)
+	if late := renewSent.Add(cfg.TTL); late.Before(deadline) {
+		deadline = late
+	}
+	return deadline.Add(-cfg.SafetyMargin)
 }
 
 // holds reports whether row shows this holding still in force.
