@@ -39,12 +39,12 @@ const jobsPath = runtimePath + "/jobs"
 
 // versionGuard is the runtime constant every generated package refers to,
 // so that it fails to build against a runtime it does not fit (see
-// runtime.RegenerateWithLockgenGenerateV11).
-const versionGuard = "RegenerateWithLockgenGenerateV11"
+// runtime.RegenerateWithLockgenGenerateV12).
+const versionGuard = "RegenerateWithLockgenGenerateV12"
 
 // The runtime of this repository must define versionGuard: bumping its
 // version breaks this line until versionGuard follows.
-const _ = runtime.RegenerateWithLockgenGenerateV11
+const _ = runtime.RegenerateWithLockgenGenerateV12
 
 // model is everything the renderers print, resolved from a spec. Renderers
 // take no decisions: names, types, paths and doc text all come from here.

@@ -343,7 +343,7 @@ func (b *batcher) renewLocked(batch []*Lease) (lost []*Lease) {
 			lost = append(lost, ls)
 			continue
 		}
-		ls.extend(rereadDeadline(sent, row.Remaining, r.sent, cfg))
+		ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
 		held = append(held, ls)
 	}
 	// After a definite answer the held ones were renewed; after an error,

@@ -12,14 +12,8 @@ import (
 type hedged[T any] struct {
 	v   T
 	err error
-	// sent is when hedge sent its first attempt, by the runtime's clock,
-	// whichever attempt answered: a lease renewed by it runs from then. An
-	// attempt that did not answer first, or failed, may still run on the
-	// server after the one that answered, and write an expiry from its own
-	// start, which is no earlier than the first attempt's send. The
-	// answer's own send time would allow more: a renewal whose statement
-	// stalled on the server after it started could then cut the expiry
-	// the later one wrote below the holder's local deadline.
+	// sent is when the attempt was sent, by the runtime's clock: a lease
+	// it renewed runs from then.
 	sent time.Time
 	// second says the second attempt answered.
 	second bool
@@ -41,15 +35,16 @@ type hedged[T any] struct {
 // after) and the second runs on a live one, while a slow but live first
 // attempt may still win: nothing is cut that the lease could still wait
 // for. Both renewals are safe to run together: each extends only the
-// holding whose owner and token it names, and the local deadline runs from
-// the first attempt's send, which neither attempt's expiry can come before
-// (see hedged.sent).
+// holding whose owner and token it names, neither moves the local
+// deadline past what its own send time allows, and the renew statements
+// never move an expiry back, so the slower one, even if it writes after
+// the answer, cannot cut the expiry the answer's deadline counts on.
 func hedge[T any](ctx context.Context, clock Clock, db *sql.DB, after time.Duration, first, second func(context.Context) (T, error)) hedged[T] {
 	results := make(chan hedged[T], 2)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sent := clock.Now()
 	run := func(f func(context.Context) (T, error), isSecond bool) {
+		sent := clock.Now()
 		v, err := f(ctx)
 		results <- hedged[T]{v: v, err: err, sent: sent, second: isSecond}
 	}

@@ -94,14 +94,13 @@ func (ls *Lease) renewRow(left time.Duration, onWake func(context.Context) (bool
 	defer cancel()
 	r := hedge(ctx, ls.clock, store.Server().DB, left/3, first, pool)
 	wakeLost = onWake != nil && (r.second || r.err != nil)
-	if r.err == nil {
-		if !r.v {
-			ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
-			return false, wakeLost
-		}
+	if r.err == nil && r.v {
 		ls.extend(r.sent.Add(cfg.TTL - cfg.SafetyMargin))
 		return true, wakeLost
 	}
+	// No row renewed is no proof of a loss: a renewal that started first
+	// and stalled on the server renews nothing when a later one already
+	// set a later expiry (the expiry never moves back). The re-read decides.
 	if ls.renewCtx.Err() != nil {
 		return false, wakeLost // released meanwhile
 	}
@@ -113,25 +112,15 @@ func (ls *Lease) renewRow(left time.Duration, onWake func(context.Context) (bool
 		return false, wakeLost
 	}
 	if !ls.holds(row, found) {
-		ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), r.err))
+		if r.err == nil {
+			ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken", ErrLeaseLost, ls.describe()))
+		} else {
+			ls.lose(fmt.Errorf("%w: %s: the database shows it expired or taken (after renew error: %v)", ErrLeaseLost, ls.describe(), r.err))
+		}
 		return false, wakeLost
 	}
-	ls.extend(rereadDeadline(sent, row.Remaining, r.sent, cfg))
+	ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
 	return false, wakeLost // retry soon: the renewal may not have applied
-}
-
-// rereadDeadline is a lease's local deadline after a renewal with no
-// definite answer and a re-read of its row that was sent at sent and found
-// remaining left: the expiry read, unless a renewal attempt that may still
-// run on the server (any of the hedge whose first attempt was sent at
-// renewSent) writes an earlier one after the read, which is never before
-// renewSent + TTL. Less the safety margin.
-func rereadDeadline(sent time.Time, remaining time.Duration, renewSent time.Time, cfg LockConfig) time.Time {
-	deadline := sent.Add(remaining)
-	if late := renewSent.Add(cfg.TTL); late.Before(deadline) {
-		deadline = late
-	}
-	return deadline.Add(-cfg.SafetyMargin)
 }
 
 // holds reports whether row shows this holding still in force.

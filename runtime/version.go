@@ -1,8 +1,8 @@
 package runtime
 
-// RegenerateWithLockgenGenerateV11 is the compile-time version guard
+// RegenerateWithLockgenGenerateV12 is the compile-time version guard
 // of generated code. Every package lockgen generates for this runtime refers
-// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV11), so
+// to the newest (const _ = runtime.RegenerateWithLockgenGenerateV12), so
 // generated code and a runtime that do not fit together fail to build with
 // "undefined: runtime.RegenerateWithLockgenGenerate…" instead of failing at
 // run time: the generated package and this module come from different
@@ -71,4 +71,11 @@ package runtime
 // V11: driver.JobStore's RunsClaim takes the place to go on from
 // (driver.RunCursor), which the generated claim statement reads the
 // claim index from. V10 code does not fit the interface.
-const RegenerateWithLockgenGenerateV11 = true
+//
+// V12: the renew statements (LeaseRenew, LeaseRenewMany) never move an
+// expiry back, and the runtime reads the row again when a renewal renewed
+// nothing instead of taking that as a loss. V11 code, whose renewals can
+// write an earlier expiry after a later one (a statement that stalled on
+// the server), would be unsafe under this runtime, which therefore does
+// not run it.
+const RegenerateWithLockgenGenerateV12 = true

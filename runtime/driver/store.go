@@ -129,7 +129,12 @@ type Store interface {
 	// token, or 0.
 	LeaseTakeover(ctx context.Context, name, key, owner, sessionLock string, ttl time.Duration) (token int64, err error)
 	// LeaseRenew extends the lease to ttl from now by the database clock if
-	// id still holds it and it has not expired. ok is false otherwise.
+	// id still holds it and it has not expired. ok is false otherwise, and
+	// may be false when the row already expires later (the caller reads
+	// the row before it takes that as a loss). It must never move the
+	// expiry back: a renewal that started first and stalled on the server
+	// would otherwise write, after a later one, an expiry earlier than the
+	// one the holder's deadline counts on.
 	LeaseRenew(ctx context.Context, id LeaseID, ttl time.Duration) (ok bool, err error)
 	// LeaseRelease frees the row if id still holds it. ok is false when it
 	// did not (already released, or taken by another holder).
@@ -143,7 +148,8 @@ type Store interface {
 	// LeaseRenewMany renews the holdings (keys[i], tokens[i]) of lock name
 	// by owner that are still held and unexpired, to ttl from now by the
 	// database clock, and returns how many it renewed. Each row is matched
-	// with its own key's token.
+	// with its own key's token. Like LeaseRenew, it never moves an expiry
+	// back.
 	LeaseRenewMany(ctx context.Context, name, owner string, keys []string, tokens []int64, ttl time.Duration) (renewed int64, err error)
 	// LeaseGetMany reads the rows of lock name for keys; missing rows are
 	// absent from the map.

@@ -36,6 +36,14 @@ func testLease(t *testing.T, s driver.Store) {
 	row, _, err = s.LeaseGet(ctx, name, "")
 	require.NoError(t, err)
 	assert.Equal(t, t1, row.Token, "a renewal keeps the token")
+	// A renewal never moves the expiry back: one that asks for less (as a
+	// renewal that started earlier and stalled on the server does) leaves
+	// it as it is, and may report that it renewed nothing.
+	_, err = s.LeaseRenew(ctx, a, time.Second)
+	require.NoError(t, err)
+	row, _, err = s.LeaseGet(ctx, name, "")
+	require.NoError(t, err)
+	assert.Greater(t, row.Remaining, 50*time.Second, "a renewal for less than the time left keeps the expiry")
 
 	for _, wrong := range []driver.LeaseID{
 		{Name: name, Owner: "b", Token: t1},
@@ -155,6 +163,13 @@ func testLeaseBatch(t *testing.T, s driver.Store) {
 		assert.Equal(t, tokens[i], rows[k].Token)
 		assert.Equal(t, "a", rows[k].Owner)
 		assert.Positive(t, rows[k].Remaining)
+	}
+	_, err = s.LeaseRenewMany(ctx, name, "a", keys, tokens, time.Second)
+	require.NoError(t, err)
+	rows, err = s.LeaseGetMany(ctx, name, keys)
+	require.NoError(t, err)
+	for _, k := range keys {
+		assert.Greater(t, rows[k].Remaining, 50*time.Second, "a batched renewal for less than the time left keeps the expiry")
 	}
 }
 

@@ -53,9 +53,13 @@ ON DUPLICATE KEY UPDATE
 
 -- name: LeaseRenew :execrows
 -- LeaseRenew extends a lease that is still held by this owner and token and
--- has not expired by the database clock. 0 rows: the lease is not held.
+-- has not expired by the database clock. 0 rows: the lease is not held, or
+-- a renewal that started later already set a later expiry. The expiry
+-- never moves back: a renewal whose statement started, stalled on the
+-- server (a row lock, a starved thread) and wrote after a later one
+-- would otherwise cut the expiry that later one gave the holder's deadline.
 UPDATE jobsdemo_locks
-SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+SET expires_at = GREATEST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND)
 WHERE name = sqlc.arg(name) AND lock_key = sqlc.arg(lock_key)
   AND owner = sqlc.arg(owner) AND token = sqlc.arg(token)
   AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND);
@@ -96,9 +100,10 @@ LOCK IN SHARE MODE;
 -- "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
 -- row is renewed only by its own holding, and only while unexpired.
 -- lock_keys lets the primary key narrow the scan. The count is how many
--- were renewed; LeaseGetMany tells which.
+-- were renewed; LeaseGetMany tells which. Like LeaseRenew, it never moves
+-- an expiry back.
 UPDATE jobsdemo_locks
-SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND
+SET expires_at = GREATEST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(sqlc.arg(ttl_us) AS SIGNED) MICROSECOND)
 WHERE name = sqlc.arg(name) AND owner = sqlc.arg(owner)
   AND lock_key IN (sqlc.slice(lock_keys))
   AND holding IN (sqlc.slice(holdings))

@@ -28,11 +28,11 @@ import (
 )
 
 // This package builds only against a runtime that fits the code lockgen
-// generated here: if runtime.RegenerateWithLockgenGenerateV11 is undefined,
+// generated here: if runtime.RegenerateWithLockgenGenerateV12 is undefined,
 // this package and github.com/lockgen/lockgen/runtime come from different
 // lockgen versions. Run `go tool lockgen generate` with the lockgen of your
 // runtime's version, or require the runtime of your lockgen's.
-const _ = runtime.RegenerateWithLockgenGenerateV11
+const _ = runtime.RegenerateWithLockgenGenerateV12
 
 // Errors, to test with errors.Is. They are the runtime's own values.
 var (

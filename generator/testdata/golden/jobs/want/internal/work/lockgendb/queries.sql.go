@@ -288,7 +288,7 @@ func (q *Queries) LeaseRelease(ctx context.Context, arg LeaseReleaseParams) (int
 
 const leaseRenew = `-- name: LeaseRenew :execrows
 UPDATE lockgen_locks
-SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
+SET expires_at = GREATEST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND)
 WHERE name = ? AND lock_key = ?
   AND owner = ? AND token = ?
   AND expires_at > (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND)
@@ -303,7 +303,11 @@ type LeaseRenewParams struct {
 }
 
 // LeaseRenew extends a lease that is still held by this owner and token and
-// has not expired by the database clock. 0 rows: the lease is not held.
+// has not expired by the database clock. 0 rows: the lease is not held, or
+// a renewal that started later already set a later expiry. The expiry
+// never moves back: a renewal whose statement started, stalled on the
+// server (a row lock, a starved thread) and wrote after a later one
+// would otherwise cut the expiry that later one gave the holder's deadline.
 func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (int64, error) {
 	result, err := q.db.ExecContext(ctx, leaseRenew,
 		arg.TtlUs,
@@ -320,7 +324,7 @@ func (q *Queries) LeaseRenew(ctx context.Context, arg LeaseRenewParams) (int64, 
 
 const leaseRenewMany = `-- name: LeaseRenewMany :execrows
 UPDATE lockgen_locks
-SET expires_at = (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND
+SET expires_at = GREATEST(expires_at, (UTC_TIMESTAMP() + INTERVAL MICROSECOND(NOW(6)) MICROSECOND) + INTERVAL CAST(? AS SIGNED) MICROSECOND)
 WHERE name = ? AND owner = ?
   AND lock_key IN (/*SLICE:lock_keys*/?)
   AND holding IN (/*SLICE:holdings*/?)
@@ -340,7 +344,8 @@ type LeaseRenewManyParams struct {
 // "<key>:<token>" (tokens are digits, so the pair is unambiguous), so each
 // row is renewed only by its own holding, and only while unexpired.
 // lock_keys lets the primary key narrow the scan. The count is how many
-// were renewed; LeaseGetMany tells which.
+// were renewed; LeaseGetMany tells which. Like LeaseRenew, it never moves
+// an expiry back.
 func (q *Queries) LeaseRenewMany(ctx context.Context, arg LeaseRenewManyParams) (int64, error) {
 	query := leaseRenewMany
 	var queryParams []interface{}
