@@ -49,7 +49,8 @@ const (
 		"// marked by a session holding whose server-side lock, the GET_LOCK named\n" +
 		"// sessionLock, is free."
 	leaseRenewDoc = "// LeaseRenew implements driver.Store. ok is true when the statement changed\n" +
-		"// the row: id still held it and it had not expired."
+		"// the row: id still held it and it had not expired. It never moves the\n" +
+		"// expiry back, so ok is false too when the row already expired later."
 	leaseReleaseDoc = "// LeaseRelease implements driver.Store. ok is true when the statement\n" +
 		"// changed the row: id still held it."
 	leaseGetDoc = "// LeaseGet implements driver.Store. found is false when the row does not\n" +
@@ -106,7 +107,8 @@ const (
 	freeDoc = "// Free implements driver.SessionConn: it marks the row free, on the\n" +
 		"// pinned connection, if id still holds it."
 	connRenewDoc = "// Renew implements driver.SessionConn: it extends the row held by id to\n" +
-		"// ttl from now by the database clock, on the pinned connection."
+		"// ttl from now by the database clock, on the pinned connection, never\n" +
+		"// moving its expiry back."
 	rowBeginDoc = "// RowBegin implements driver.Store: it pins a connection, sets its lock\n" +
 		"// wait and idle timeouts and begins the holding's READ COMMITTED transaction."
 	rowPeekDoc = "// RowPeek implements driver.Store: LeaseGet in a READ UNCOMMITTED\n" +

@@ -343,7 +343,8 @@ func (b *batcher) renewLocked(batch []*Lease) (lost []*Lease) {
 			lost = append(lost, ls)
 			continue
 		}
-		ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
+		// At most a TTL: a database clock that stepped back leaves more.
+		ls.extend(sent.Add(min(row.Remaining, cfg.TTL) - cfg.SafetyMargin))
 		held = append(held, ls)
 	}
 	// After a definite answer the held ones were renewed; after an error,

@@ -397,6 +397,42 @@ func TestDeadlineAfterRenewalsPrecedesExpiry(t *testing.T) {
 	}
 }
 
+// renewedNothingOnce is the real store whose first renewal renews the row
+// but reports 0 rows, as a renewal that found a later expiry (a later
+// renewal's) does: the expiry never moves back, and the DSN has no
+// clientFoundRows.
+type renewedNothingOnce struct {
+	driver.Store
+	done atomic.Bool
+}
+
+func (s *renewedNothingOnce) LeaseRenew(ctx context.Context, id driver.LeaseID, ttl time.Duration) (bool, error) {
+	ok, err := s.Store.LeaseRenew(ctx, id, ttl)
+	if err == nil && s.done.CompareAndSwap(false, true) {
+		return false, nil
+	}
+	return ok, err
+}
+
+// TestRenewalThatRenewedNothingIsReadAgain: a renewal that reports no row
+// renewed is no proof of a loss; the holder reads the row, finds it still
+// its own, and keeps the lease.
+func TestRenewalThatRenewedNothingIsReadAgain(t *testing.T) {
+	tdb := testdb.New(t)
+	store := &renewedNothingOnce{Store: lockgendb.NewStore(tdb.Open(t))}
+	c, err := runtime.NewClient(store)
+	require.NoError(t, err)
+	l, err := c.Lock(runtime.LockConfig{Name: "nothing", TTL: 600 * time.Millisecond})
+	require.NoError(t, err)
+	ctx := context.Background()
+	lease, err := l.Try(ctx, "")
+	require.NoError(t, err)
+	require.Eventually(t, store.done.Load, 10*time.Second, time.Millisecond)
+	time.Sleep(2 * 600 * time.Millisecond)
+	require.NoError(t, lease.Err(), "a renewal that renewed nothing while the row was still the holder's loses nothing")
+	require.NoError(t, lease.Release(ctx))
+}
+
 // stallUntil says when the stalled first renewal of stalledFirstRenew
 // writes.
 type stallUntil int

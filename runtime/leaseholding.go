@@ -70,8 +70,9 @@ func (h *leaseHolding) release(ctx context.Context, ls *Lease, _ bool) error {
 // through the pool when the first is slow). It reports whether the lease
 // was extended by a full TTL, and whether the answer did not come from
 // onWake (the caller then drops the wake lock: its connection failed or
-// was closed by the hedge). On an unknown outcome it re-reads the row and
-// decides by owner and token, which stay the same for the whole holding.
+// was closed by the hedge). When the renewal renewed nothing or its
+// outcome is unknown, it re-reads the row and decides by owner and token,
+// which stay the same for the whole holding.
 func (ls *Lease) renewRow(left time.Duration, onWake func(context.Context) (bool, error)) (renewed, wakeLost bool) {
 	cfg := ls.lock.cfg
 	store := ls.lock.client.store
@@ -119,7 +120,8 @@ func (ls *Lease) renewRow(left time.Duration, onWake func(context.Context) (bool
 		}
 		return false, wakeLost
 	}
-	ls.extend(sent.Add(row.Remaining - cfg.SafetyMargin))
+	// At most a TTL: a database clock that stepped back leaves more.
+	ls.extend(sent.Add(min(row.Remaining, cfg.TTL) - cfg.SafetyMargin))
 	return false, wakeLost // retry soon: the renewal may not have applied
 }
 

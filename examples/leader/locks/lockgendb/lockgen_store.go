@@ -81,7 +81,8 @@ func (s Store) LeaseTakeover(ctx context.Context, name, key, owner, sessionLock 
 }
 
 // LeaseRenew implements driver.Store. ok is true when the statement changed
-// the row: id still held it and it had not expired.
+// the row: id still held it and it had not expired. It never moves the
+// expiry back, so ok is false too when the row already expired later.
 func (s Store) LeaseRenew(ctx context.Context, id driver.LeaseID, ttl time.Duration) (ok bool, err error) {
 	n, err := s.q.LeaseRenew(ctx, LeaseRenewParams{
 		TtlUs:   ttl.Microseconds(),
@@ -392,7 +393,8 @@ func (c sessionConn) Free(ctx context.Context, id driver.LeaseID) (bool, error) 
 }
 
 // Renew implements driver.SessionConn: it extends the row held by id to
-// ttl from now by the database clock, on the pinned connection.
+// ttl from now by the database clock, on the pinned connection, never
+// moving its expiry back.
 func (c sessionConn) Renew(ctx context.Context, id driver.LeaseID, ttl time.Duration) (bool, error) {
 	return Store{q: c.q}.LeaseRenew(ctx, id, ttl)
 }
