@@ -79,6 +79,16 @@ func (c *overlapChecker) check(t *testing.T) {
 	require.Empty(t, c.problems)
 }
 
+// lockOn is the lock cfg of a client of its own over store.
+func lockOn(t *testing.T, store driver.Store, cfg runtime.LockConfig) *runtime.Lock {
+	t.Helper()
+	c, err := runtime.NewClient(store)
+	require.NoError(t, err)
+	l, err := c.Lock(cfg)
+	require.NoError(t, err)
+	return l
+}
+
 // dbRemaining reads, on a connection of its own, how long the row (name,
 // key) with token stays held by the database clock; it fails if the row no
 // longer has that token.

@@ -346,10 +346,7 @@ func TestUnknownOutcomes(t *testing.T) {
 	tdb := testdb.New(t)
 	db := tdb.Open(t)
 	faulty := &faultStore{Store: lockgendb.NewStore(db)}
-	c, err := runtime.NewClient(faulty)
-	require.NoError(t, err)
-	l, err := c.Lock(runtime.LockConfig{Name: "unknown", TTL: 500 * time.Millisecond})
-	require.NoError(t, err)
+	l := lockOn(t, faulty, runtime.LockConfig{Name: "unknown", TTL: 500 * time.Millisecond})
 	ctx := context.Background()
 	lease, err := l.Try(ctx, "")
 	require.NoError(t, err)
@@ -379,10 +376,7 @@ func TestDeadlineAfterRenewalsPrecedesExpiry(t *testing.T) {
 			ttl := 600 * time.Millisecond // margin 60ms, renewal every 200ms
 			faulty := &faultStore{Store: lockgendb.NewStore(db), renewReplyDelay: 150 * time.Millisecond, partitionAfter: 3}
 			faulty.renewReplyLost.Store(lost)
-			c, err := runtime.NewClient(faulty)
-			require.NoError(t, err)
-			l, err := c.Lock(runtime.LockConfig{Name: "late", TTL: ttl})
-			require.NoError(t, err)
+			l := lockOn(t, faulty, runtime.LockConfig{Name: "late", TTL: ttl})
 			lease, err := l.Try(context.Background(), "")
 			require.NoError(t, err)
 			<-lease.Done()
@@ -420,10 +414,7 @@ func (s *renewedNothingOnce) LeaseRenew(ctx context.Context, id driver.LeaseID, 
 func TestRenewalThatRenewedNothingIsReadAgain(t *testing.T) {
 	tdb := testdb.New(t)
 	store := &renewedNothingOnce{Store: lockgendb.NewStore(tdb.Open(t))}
-	c, err := runtime.NewClient(store)
-	require.NoError(t, err)
-	l, err := c.Lock(runtime.LockConfig{Name: "nothing", TTL: 600 * time.Millisecond})
-	require.NoError(t, err)
+	l := lockOn(t, store, runtime.LockConfig{Name: "nothing", TTL: 600 * time.Millisecond})
 	ctx := context.Background()
 	lease, err := l.Try(ctx, "")
 	require.NoError(t, err)
@@ -585,10 +576,7 @@ func TestStalledRenewalWritingLateKeepsTheExpiry(t *testing.T) {
 		t.Run(until.String(), func(t *testing.T) {
 			tdb := testdb.New(t)
 			store := newStalledFirstRenew(t, tdb, until)
-			c, err := runtime.NewClient(store)
-			require.NoError(t, err)
-			l, err := c.Lock(runtime.LockConfig{Name: "stalled", TTL: 3 * time.Second})
-			require.NoError(t, err)
+			l := lockOn(t, store, runtime.LockConfig{Name: "stalled", TTL: 3 * time.Second})
 			lease, err := l.Try(context.Background(), "")
 			require.NoError(t, err)
 			select {
@@ -616,11 +604,8 @@ func TestStalledRenewalWritingLateKeepsTheExpiry(t *testing.T) {
 func TestWithReportsLoss(t *testing.T) {
 	tdb := testdb.New(t)
 	faulty := &faultStore{Store: lockgendb.NewStore(tdb.Open(t))}
-	c, err := runtime.NewClient(faulty)
-	require.NoError(t, err)
-	l, err := c.Lock(runtime.LockConfig{Name: "lossy", TTL: 300 * time.Millisecond})
-	require.NoError(t, err)
-	err = l.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
+	l := lockOn(t, faulty, runtime.LockConfig{Name: "lossy", TTL: 300 * time.Millisecond})
+	err := l.With(context.Background(), "", func(ctx context.Context, lease *runtime.Lease) error {
 		faulty.partitioned.Store(true)
 		select {
 		case <-ctx.Done():
@@ -640,10 +625,7 @@ func TestWithReportsLoss(t *testing.T) {
 func TestSlowAcquireRenewsBeforeDeadline(t *testing.T) {
 	tdb := testdb.New(t)
 	slow := &slowAcquire{Store: lockgendb.NewStore(tdb.Open(t)), delay: 700 * time.Millisecond}
-	c, err := runtime.NewClient(slow)
-	require.NoError(t, err)
-	l, err := c.Lock(runtime.LockConfig{Name: "slow", TTL: time.Second, RenewEvery: 300 * time.Millisecond})
-	require.NoError(t, err)
+	l := lockOn(t, slow, runtime.LockConfig{Name: "slow", TTL: time.Second, RenewEvery: 300 * time.Millisecond})
 	lease, err := l.Try(context.Background(), "")
 	require.NoError(t, err)
 	time.Sleep(time.Second)
@@ -657,11 +639,8 @@ func TestSlowAcquireRenewsBeforeDeadline(t *testing.T) {
 func TestTooSlowAcquireIsGivenBack(t *testing.T) {
 	tdb := testdb.New(t)
 	slow := &slowAcquire{Store: lockgendb.NewStore(tdb.Open(t)), delay: 950 * time.Millisecond}
-	c, err := runtime.NewClient(slow)
-	require.NoError(t, err)
-	l, err := c.Lock(runtime.LockConfig{Name: "tooslow", TTL: time.Second})
-	require.NoError(t, err)
-	_, err = l.Try(context.Background(), "")
+	l := lockOn(t, slow, runtime.LockConfig{Name: "tooslow", TTL: time.Second})
+	_, err := l.Try(context.Background(), "")
 	require.ErrorIs(t, err, runtime.ErrNotAcquired)
 	h, err := l.Holder(context.Background(), "")
 	require.NoError(t, err)
@@ -704,10 +683,7 @@ func TestTransientErrorsKeepWaiting(t *testing.T) {
 	tdb := testdb.New(t)
 	flaky := &deadlocking{Store: lockgendb.NewStore(tdb.Open(t))}
 	flaky.failures.Store(8)
-	c, err := runtime.NewClient(flaky)
-	require.NoError(t, err)
-	l, err := c.Lock(runtime.LockConfig{Name: "flaky", TTL: time.Second, Wait: 30 * time.Second})
-	require.NoError(t, err)
+	l := lockOn(t, flaky, runtime.LockConfig{Name: "flaky", TTL: time.Second, Wait: 30 * time.Second})
 	lease, err := l.Acquire(context.Background(), "")
 	require.NoError(t, err)
 	assert.Equal(t, int32(0), flaky.failures.Load())
