@@ -233,8 +233,9 @@ func (e *env) rawPair(ctx context.Context, client int) error {
 // dead connection ends instead of holding its caller until the kernel's
 // retransmission timeout. The driver watches a context that can end
 // with a goroutine of each connection, woken twice per statement, which
-// the unbounded pair's context.Background skips; this row measures that
-// cost on its own (docs/decisions.md, "What bounding a statement costs").
+// the unbounded pair's context.Background skips; the difference between
+// the two rows is the bound's cost, the driver's watcher and the
+// context's timer (docs/decisions.md, "What bounding a statement costs").
 func (e *env) rawBoundedPair(ctx context.Context, client int) error {
 	name := "raw-bounded-" + strconv.Itoa(client)
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -377,31 +377,47 @@ func hammer(b *testing.B, clients int, window time.Duration, op func(ctx context
 	return float64(done.Load()) / elapsed.Seconds(), done.Load(), ranDry.Load()
 }
 
+// rawRetries is how many deadlocks or lock wait timeouts in a row a raw
+// floor's op or statement retries before it fails the table.
+const rawRetries = 10
+
 // retryingTransient is a raw floor's op run again after a deadlock or a
-// lock wait timeout (its transaction was rolled back), as a hand-written
-// loop would, counting the retries in retried. The raw drains' claims
-// deadlocked now and then (1213 in 2b, whose SELECT … FOR UPDATE keeps the
-// server's default REPEATABLE READ), which failed the whole table.
-// lockgen's own rows are not wrapped: an error there fails the table.
+// lock wait timeout, as a hand-written loop would, counting the retries in
+// retried. A deadlock rolled the op's transaction back; after a lock wait
+// timeout only the statement was, and op's deferred Rollback ends the rest
+// before the retry. The raw drains' claims deadlocked now and then (1213
+// in 2b, whose SELECT … FOR UPDATE keeps the server's default REPEATABLE
+// READ), which failed the whole table. lockgen's own rows are not wrapped:
+// an error there fails the table.
 func retryingTransient(retried *atomic.Int64, op func(context.Context, int) (int, error)) func(context.Context, int) (int, error) {
-	return func(ctx context.Context, client int) (int, error) {
-		for {
-			n, err := op(ctx, client)
-			if err == nil || !runtime.IsTransient(err) {
-				return n, err
-			}
-			retried.Add(1)
-		}
+	return func(ctx context.Context, client int) (n int, err error) {
+		err = retryTransient(retried, func() error {
+			n, err = op(ctx, client)
+			return err
+		})
+		return n, err
 	}
 }
 
 // execRetrying runs a raw floor's autocommit statement, again after a
 // deadlock or a lock wait timeout, counting the retries in retried.
 func execRetrying(ctx context.Context, db *sql.DB, retried *atomic.Int64, query string, args ...any) error {
-	for {
+	return retryTransient(retried, func() error {
 		_, err := db.ExecContext(ctx, query, args...)
+		return err
+	})
+}
+
+// retryTransient calls fn until it returns nil or an error other than a
+// deadlock or a lock wait timeout, at most rawRetries+1 times.
+func retryTransient(retried *atomic.Int64, fn func() error) error {
+	for try := 0; ; try++ {
+		err := fn()
 		if err == nil || !runtime.IsTransient(err) {
 			return err
+		}
+		if try == rawRetries {
+			return fmt.Errorf("%d deadlocks or lock wait timeouts in a row: %w", try+1, err)
 		}
 		retried.Add(1)
 	}
