@@ -85,9 +85,10 @@ type WorkerConfig struct {
 	// per run: 3 nodes × 8 workers draining no-op runs made claims of
 	// 91–97 runs instead of 73–80, and worked 1.07× as many runs per
 	// second on MariaDB (medians of 10 runs in turn); on MySQL, and with
-	// one worker per node, the change was within the noise. The price is up to ClaimGather more wait for a
-	// due run while the worker is partly busy, and for its local wake-ups
-	// and rescues, once per finished handler at most. No claim waits after
+	// one worker per node, the change was within the noise. The price is
+	// up to ClaimGather more wait for a due run while the worker is partly
+	// busy, and for its local wake-ups and rescues, once per finished
+	// handler at most. No claim waits after
 	// one that found fewer runs than its limit (the queue ran dry), and
 	// heartbeats and outcomes never wait. Default 2ms, at most PollMin;
 	// negative: never wait.
